@@ -1,0 +1,70 @@
+// Reading and writing .fp8trace files: length-delimited fp8audit.v1.TraceRecord messages.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fp8audit/trace.pb.h"
+
+namespace fp8audit {
+
+namespace v1 = ::fp8audit::v1;
+
+// Largest record a reader accepts; a size prefix above it marks the trace as damaged.
+inline constexpr uint32_t kMaxTraceRecordBytes = 16u << 20;
+
+// Appends one record, size-prefixed, to `out`.
+void AppendRecord(const v1::TraceRecord& record, std::string* out);
+
+// Writes records to a file. Not thread-safe; the agent serialises through its writer thread.
+class TraceFileWriter {
+ public:
+  // Creates (truncates) `path`. Returns nullptr and sets `error` on failure.
+  static std::unique_ptr<TraceFileWriter> Create(const std::string& path, std::string* error);
+  ~TraceFileWriter();
+  TraceFileWriter(const TraceFileWriter&) = delete;
+  TraceFileWriter& operator=(const TraceFileWriter&) = delete;
+
+  bool Write(const v1::TraceRecord& record);
+  // Writes already-framed bytes (from AppendRecord).
+  bool WriteFramed(const std::string& bytes);
+  const std::string& path() const { return path_; }
+
+ private:
+  TraceFileWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  std::string path_;
+};
+
+// Reads records one at a time, with bounded memory.
+class TraceFileReader {
+ public:
+  enum class Status { kRecord, kEnd, kDamaged };
+
+  // Opens `path`. Returns nullptr and sets `error` ("PATH: reason") on failure.
+  static std::unique_ptr<TraceFileReader> Open(const std::string& path, std::string* error);
+  ~TraceFileReader();
+  TraceFileReader(const TraceFileReader&) = delete;
+  TraceFileReader& operator=(const TraceFileReader&) = delete;
+
+  // Next record. After kDamaged or kEnd every further call returns the same status.
+  Status Next(v1::TraceRecord* record);
+  // For kDamaged: what is wrong and at which byte offset the damaged record starts.
+  const std::string& damage() const { return damage_; }
+  uint64_t records() const { return records_; }
+  uint64_t bytes_consumed() const { return offset_; }
+  uint64_t file_size() const { return file_size_; }
+
+ private:
+  struct Impl;
+  explicit TraceFileReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  std::string damage_;
+  uint64_t records_ = 0;
+  uint64_t offset_ = 0;
+  uint64_t file_size_ = 0;
+  Status final_ = Status::kRecord;
+};
+
+}  // namespace fp8audit

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds fp8audit and runs every test that needs no GPU (GPU tests build and skip), then the same
+# suite under AddressSanitizer + UndefinedBehaviorSanitizer. Exit status: 0 when all pass.
+# Set FP8AUDIT_SKIP_ASAN=1 to skip the sanitizer build.
+set -euo pipefail
+cd "$(dirname "$0")"
+scripts/setup.sh
+jobs=${FP8AUDIT_JOBS:-$(nproc)}
+
+echo "== build (RelWithDebInfo)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+echo "== tests"
+ctest --test-dir build -LE benchmark --output-on-failure -j"$jobs"
+
+if [[ "${FP8AUDIT_SKIP_ASAN:-0}" != 1 ]]; then
+  echo "== build (ASan+UBSan, host code only)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFP8AUDIT_SANITIZE=ON \
+    -DFP8AUDIT_CUDA=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+  echo "== tests (ASan+UBSan)"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan -LE 'benchmark|gpu' --output-on-failure -j"$jobs"
+fi
