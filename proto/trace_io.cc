@@ -1,14 +1,13 @@
 #include "proto/trace_io.h"
 
 #include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 namespace fp8audit {
 
@@ -88,8 +87,8 @@ TraceFileReader::Status TraceFileReader::Next(v1::TraceRecord* record) {
   uint32_t size = 0;
   const uint64_t start = offset_;
   auto damaged = [&](const std::string& why) {
-    damage_ = "record " + std::to_string(records_ + 1) + " at byte " + std::to_string(start) +
-              ": " + why;
+    damage_ =
+        "record " + std::to_string(records_ + 1) + " at byte " + std::to_string(start) + ": " + why;
     final_ = Status::kDamaged;
     return final_;
   };

@@ -1,0 +1,625 @@
+#include "state/ownership_model.h"
+
+#include <utility>
+
+namespace fp8audit::state {
+
+namespace {
+// Citations below are to transformer_engine/pytorch/ at TE commit 172bd93.
+constexpr bool kIsReentrant(CheckpointKind k) { return k == CheckpointKind::kReentrant; }
+}  // namespace
+
+OwnershipModel::OwnershipModel(Semantics semantics, uint32_t module_count)
+    : semantics_(semantics), legacy_stash_(module_count, 0), module_fp8_(module_count, 0) {
+  events_.reserve(1024);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recording
+
+void OwnershipModel::Emit(v1::EventKind kind, uint32_t module, uint32_t frame, uint8_t phase,
+                          bool failed) {
+  if (!record_events_) return;
+  ModelEvent e;
+  e.kind = kind;
+  e.module = module;
+  e.frame = frame;
+  e.phase = phase;
+  e.failed = failed;
+  e.depth = static_cast<uint16_t>(depth_);
+  e.backward_pass = backward_pass_;
+  if (frame != 0) {
+    if (const Frame* f = FindFrame(frame)) e.checkpoint_kind = f->kind;
+  }
+  events_.push_back(e);
+}
+
+void OwnershipModel::EmitUpdate(v1::EventKind kind, const UpdateCause& cause) {
+  if (kind == v1::UPDATE_FORWARD) {
+    ++forward_updates_;
+  } else {
+    ++backward_updates_;
+  }
+  if (!record_events_) return;
+  Emit(kind, cause.module, cause.frame);
+  events_.back().cause = cause;
+}
+
+void OwnershipModel::Violate(v1::Violation::Kind kind, std::string message) {
+  v1::Violation v;
+  v.set_kind(kind);
+  v.set_microbatch(microbatch_);
+  v.set_message(std::move(message));
+  violations_.push_back(std::move(v));
+  Emit(v1::VIOLATION);
+}
+
+OwnershipModel::Frame* OwnershipModel::FindFrame(uint32_t frame) {
+  if (frame <= frame_base_ || frame - frame_base_ > frames_.size()) return nullptr;
+  return &frames_[frame - frame_base_ - 1];
+}
+
+uint32_t OwnershipModel::RecomputingFrame() const {
+  for (auto it = active_.rbegin(); it != active_.rend(); ++it) {
+    const Frame& f = frames_[*it - frame_base_ - 1];
+    if (f.phase == 2) return *it;
+  }
+  return 0;
+}
+
+bool OwnershipModel::LogicalGradEnabled() const {
+  for (auto it = grad_.rbegin(); it != grad_.rend(); ++it) {
+    if (it->logical) return it->enabled;
+  }
+  return true;
+}
+
+size_t OwnershipModel::stashed(uint32_t module) const {
+  if (semantics_ == Semantics::kTeLegacy) {
+    return module < legacy_stash_.size() ? legacy_stash_[module] : 0;
+  }
+  size_t n = 0;
+  for (const Frame& f : frames_) {
+    for (uint32_t m : f.stash) n += (m == module);
+  }
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Grad mode
+
+void OwnershipModel::PushGrad(bool enabled) { PushGradEntry(enabled, /*logical=*/true); }
+
+void OwnershipModel::PopGrad() {
+  if (grad_.empty()) {
+    Violate(v1::Violation::UNBALANCED, "grad mode restored without a matching change");
+    return;
+  }
+  grad_.pop_back();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autocast
+
+void OwnershipModel::AutocastEnter(bool enabled, bool delayed_scaling) {
+  if (semantics_ == Semantics::kTeLegacy) {
+    LegacyAutocastEnter(enabled, delayed_scaling);
+  } else {
+    FixedAutocastEnter(enabled, delayed_scaling);
+  }
+  Emit(v1::AUTOCAST_ENTER, kNone, RecomputingFrame());
+}
+
+void OwnershipModel::AutocastExit(bool failed) {
+  if (autocasts_.empty()) {
+    Violate(v1::Violation::UNBALANCED, "autocast exit without an open autocast");
+    return;
+  }
+  if (semantics_ == Semantics::kTeLegacy) {
+    LegacyAutocastExit(failed);
+  } else {
+    FixedAutocastExit(failed);
+  }
+  Emit(v1::AUTOCAST_EXIT, kNone, RecomputingFrame(), 0, failed);
+}
+
+void OwnershipModel::LegacyAutocastEnter(bool enabled, bool delayed) {
+  AutocastScope scope;
+  scope.enabled = enabled;
+  scope.delayed = delayed;
+  // quantization.py:1046 — the autocast snapshots the global state before autocast_enter.
+  scope.saved_enabled = enabled_;
+  scope.saved_delayed = delayed_;
+  scope.saved_first = first_;
+  scope.saved_origin = origin_;
+  // quantization.py:748-752 — fp8_enabled and the recipe are overwritten unconditionally.
+  enabled_ = enabled;
+  delayed_ = delayed;
+  // quantization.py:754-756 — the first-module flag is re-armed only at depth 0.
+  if (depth_ == 0) {
+    first_ = true;
+    const uint32_t frame = RecomputingFrame();
+    origin_ = {frame ? OwnerSource::kRecomputeBoundary : OwnerSource::kAutocastBoundary, frame};
+  }
+  ++depth_;
+  autocasts_.push_back(scope);
+}
+
+void OwnershipModel::LegacyAutocastExit(bool /*failed*/) {
+  const AutocastScope scope = autocasts_.back();
+  autocasts_.pop_back();
+  // quantization.py:1058 — set_autocast_state(snapshot) first: fp8_enabled, recipe and the
+  // first-module flag return to their values at entry ...
+  enabled_ = scope.saved_enabled;
+  delayed_ = scope.saved_delayed;
+  first_ = scope.saved_first;
+  origin_ = scope.saved_origin;
+  // ... then autocast_exit (quantization.py:775-782): depth decrements and the forward update
+  // runs when this context was enabled, depth reached 0 and grad is enabled. __exit__ also runs
+  // when the body raised, so a failed forward still updates.
+  --depth_;
+  if (scope.enabled && depth_ == 0 && grad_enabled() && scope.delayed) {
+    UpdateCause cause;
+    cause.kind = UpdateCause::Kind::kAutocastExit;
+    cause.frame = RecomputingFrame();
+    EmitUpdate(v1::UPDATE_FORWARD, cause);
+  }
+}
+
+void OwnershipModel::FixedAutocastEnter(bool enabled, bool delayed) {
+  AutocastScope scope;
+  scope.enabled = enabled;
+  scope.delayed = delayed;
+  scope.recompute = RecomputingFrame() != 0;
+  scope.saved_enabled = enabled_;
+  scope.saved_delayed = delayed_;
+  scope.saved_first = first_;
+  scope.saved_origin = origin_;
+  enabled_ = enabled;
+  delayed_ = delayed;
+  // Only an outermost autocast outside any recompute opens a forward-update boundary.
+  if (depth_ == 0 && !scope.recompute) {
+    // Inside the original no-grad forward of a reentrant checkpoint, the new ownership is reserved
+    // by that frame for its recompute (the autocast was opened inside the checkpointed callable).
+    Frame* holder = nullptr;
+    if (!active_.empty()) {
+      Frame* f = FindFrame(active_.back());
+      if (f && f->phase == 1 && !f->direct && kIsReentrant(f->kind)) holder = f;
+    }
+    if (holder) {
+      holder->reserved = true;
+      holder->reserved_origin = {OwnerSource::kAutocastBoundary, 0};
+      first_ = false;
+    } else {
+      first_ = true;
+      origin_ = {OwnerSource::kAutocastBoundary, 0};
+    }
+  }
+  ++depth_;
+  autocasts_.push_back(scope);
+}
+
+void OwnershipModel::FixedAutocastExit(bool /*failed*/) {
+  const AutocastScope scope = autocasts_.back();
+  autocasts_.pop_back();
+  enabled_ = scope.saved_enabled;
+  delayed_ = scope.saved_delayed;
+  // Monotonic merge: ownership consumed inside is never revived by the older snapshot.
+  first_ = scope.saved_first && first_;
+  --depth_;
+  // A recompute scope never advances forward state. The grad test looks through the checkpoint's
+  // own no_grad: the original forward of a reentrant checkpoint is still the logical forward.
+  if (!scope.recompute && scope.enabled && depth_ == 0 && LogicalGradEnabled() && scope.delayed) {
+    UpdateCause cause;
+    cause.kind = UpdateCause::Kind::kAutocastExit;
+    EmitUpdate(v1::UPDATE_FORWARD, cause);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modules
+
+ModuleCtx OwnershipModel::ModuleForward(const ModuleInfo& module) {
+  ModuleCtx ctx;
+  ctx.module = module.id;
+  ctx.recompute_frame = RecomputingFrame();
+  bool fp8 = enabled_;
+  if (semantics_ == Semantics::kTeLegacy) {
+    LegacyStash(module);
+    if (ctx_raised_) {
+      ctx_raised_ = false;
+      ctx.raised = true;
+      return ctx;
+    }
+    // linear.py:2021 — the module's (possibly stale) self.fp8 decides.
+    fp8 = module.id < module_fp8_.size() && module_fp8_[module.id];
+  } else if (fp8 && delayed_) {
+    FixedStash(module);
+  }
+  Emit(v1::MODULE_FORWARD, module.id, ctx.recompute_frame);
+  // linear.py:1951-1956 — without grad the autograd Function is bypassed: no ctx, no ownership.
+  ctx.has_ctx = grad_enabled() && module.requires_grad;
+  ctx.delayed = delayed_;
+  if (!ctx.has_ctx || !fp8) return ctx;
+  // linear.py:1437-1442 (layernorm_linear.py:591-597, layernorm_mlp.py:911-919): the module reads
+  // and consumes the first-module flag ...
+  ctx.owns_update = first_;
+  ctx.origin = origin_;
+  first_ = false;
+  // ... and linear.py:263-264: in the recompute phase the flag is put back, so every recomputed
+  // module reads the same value.
+  if (semantics_ == Semantics::kTeLegacy && phase2_) {
+    first_ = ctx.owns_update;
+    ctx.restored = true;
+  }
+  return ctx;
+}
+
+void OwnershipModel::LegacyStash(const ModuleInfo& module) {
+  const uint32_t m = module.id;
+  if (m >= module_fp8_.size()) return;
+  // base.py:1601-1603 — in the recompute phase a module that was fp8 at its last forward pops its
+  // stash (FIFO) whatever its training mode; an empty deque raises in TE.
+  if (module_fp8_[m] && phase2_) {
+    if (!delayed_) return;
+    if (legacy_stash_[m] == 0) {
+      Violate(v1::Violation::STASH_MISSING,
+              "module " + std::to_string(m) +
+                  " recomputes with no stashed metadata (TE raises IndexError/KeyError: "
+                  "base.py:1603, quantization.py:827)");
+      ctx_raised_ = true;
+      return;
+    }
+    --legacy_stash_[m];
+    Emit(v1::STASH_POP, m, RecomputingFrame());
+    return;
+  }
+  // base.py:1618, :1635-1636 — otherwise self.fp8 follows the global state, and only a training
+  // module inside a recompute region stashes.
+  module_fp8_[m] = enabled_;
+  if (module.training && region_ && enabled_ && delayed_) {
+    ++legacy_stash_[m];
+    Emit(v1::STASH_PUSH, m, active_.empty() ? 0 : active_.back());
+  }
+}
+
+void OwnershipModel::FixedStash(const ModuleInfo& module) {
+  // Every delayed-scaling module stashes into each enclosing original-forward frame, up to the
+  // nearest frame being recomputed, from which it consumes its own stash strictly in FIFO order.
+  for (size_t i = active_.size(); i-- > 0;) {
+    Frame& f = *FindFrame(active_[i]);
+    if (f.direct) continue;
+    if (f.phase == 2) {
+      if (f.stash.empty()) {
+        Violate(v1::Violation::STASH_MISSING,
+                "module " + std::to_string(module.id) + " recomputes in frame " +
+                    std::to_string(active_[i]) + " with no stashed metadata");
+      } else {
+        if (f.stash.front() != module.id) {
+          Violate(v1::Violation::STASH_MISSING,
+                  "module " + std::to_string(module.id) + " recomputes in frame " +
+                      std::to_string(active_[i]) + " but the next stash belongs to module " +
+                      std::to_string(f.stash.front()));
+        }
+        f.stash.pop_front();
+        Emit(v1::STASH_POP, module.id, active_[i]);
+      }
+      return;
+    }
+    if (f.phase == 1) {
+      f.stash.push_back(module.id);
+      Emit(v1::STASH_PUSH, module.id, active_[i]);
+    }
+  }
+}
+
+void OwnershipModel::ModuleBackward(const ModuleCtx& ctx) {
+  Emit(v1::MODULE_BACKWARD, ctx.module, RecomputingFrame());
+  // linear.py:1467-1470 — the owner's backward reduces and updates backward state.
+  if (!ctx.owns_update || !ctx.delayed) return;
+  UpdateCause cause;
+  cause.kind = UpdateCause::Kind::kModuleBackward;
+  cause.frame = RecomputingFrame();
+  cause.module = ctx.module;
+  cause.owner_frame = ctx.recompute_frame;
+  cause.owner_restored = ctx.restored;
+  cause.origin = ctx.origin;
+  EmitUpdate(v1::UPDATE_BACKWARD, cause);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint frames
+
+CheckpointEntry OwnershipModel::CheckpointEnter(CheckpointKind kind) {
+  const uint32_t id = frame_base_ + static_cast<uint32_t>(frames_.size()) + 1;
+  frames_.emplace_back();
+  Frame& f = frames_.back();
+  f.kind = kind;
+  f.phase = 1;
+  f.microbatch = microbatch_;
+  f.saved_first = first_;
+  f.saved_origin = origin_;
+  CheckpointEntry entry;
+  entry.frame = id;
+  const bool caller_grad = grad_enabled();
+
+  if (semantics_ == Semantics::kTeLegacy) {
+    if (kIsReentrant(kind)) {
+      PushGradEntry(false, false);  // distributed.py:375 — `with torch.no_grad()`
+    } else {
+      f.fp8 = enabled_;  // distributed.py:794-795 — captured before the callable runs
+      f.delayed = delayed_;
+    }
+    // distributed.py:264-269 — activation_recompute_forward(True, False).__enter__.
+    region_ = true;
+    phase2_ = false;
+    queue_.push_back({first_, origin_});
+    entry.records_node = caller_grad;
+  } else {
+    // Fixed: with autograd disabled at entry no recompute can ever happen, and inside a
+    // non-reentrant recompute the graph is discarded: run the callable directly.
+    const uint32_t rf = RecomputingFrame();
+    const bool in_discarded_recompute = rf != 0 && !kIsReentrant(FindFrame(rf)->kind);
+    if (!caller_grad || in_discarded_recompute) {
+      f.direct = true;
+      entry.direct = true;
+      active_.push_back(id);
+      Emit(v1::CHECKPOINT_ENTER, kNone, id, 1);
+      return entry;
+    }
+    f.fp8 = enabled_;
+    f.delayed = delayed_;
+    if (kIsReentrant(kind)) {
+      // The original forward runs without grad; its single backward-update ownership is reserved
+      // here and handed to the recompute.
+      f.reserved = first_;
+      f.reserved_origin = origin_;
+      first_ = false;
+      PushGradEntry(false, false);
+    }
+    entry.records_node = true;
+  }
+  active_.push_back(id);
+  Emit(v1::CHECKPOINT_ENTER, kNone, id, 1);
+  return entry;
+}
+
+void OwnershipModel::CheckpointExit(uint32_t frame, bool failed) {
+  Frame* f = FindFrame(frame);
+  if (!f || active_.empty() || active_.back() != frame || f->phase != 1) {
+    Violate(v1::Violation::UNBALANCED,
+            "checkpoint frame " + std::to_string(frame) + " exits but is not the open frame");
+    return;
+  }
+  active_.pop_back();
+  if (semantics_ == Semantics::kTeLegacy) {
+    // distributed.py:273-276 — the recompute globals are plain flags, reset on any exit.
+    region_ = false;
+    phase2_ = false;
+    if (kIsReentrant(f->kind)) {
+      PopGrad();
+      f->fp8 = enabled_;  // distributed.py:393-400 — read after the callable returned
+      f->delayed = delayed_;
+    }
+    f->completed_forward = !failed;
+    f->valid = !failed;
+  } else if (f->direct) {
+    f->phase = 3;
+  } else {
+    if (kIsReentrant(f->kind)) PopGrad();
+    if (failed) {
+      // The frame can never be recomputed: ownership returns to the surrounding scope.
+      first_ = f->saved_first;
+      origin_ = f->saved_origin;
+      f->valid = false;
+      f->reserved = false;
+      f->stash.clear();
+    } else {
+      f->completed_forward = true;
+    }
+  }
+  Emit(v1::CHECKPOINT_EXIT, kNone, frame, 1, failed);
+}
+
+bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure) {
+  Frame* f = FindFrame(frame);
+  if (!f || f->direct || !f->valid || !f->completed_forward || f->phase != 1) {
+    std::string why = !f                      ? "was never entered"
+                      : f->direct             ? "ran directly (no recompute possible)"
+                      : !f->valid             ? "was invalidated by an exception"
+                      : !f->completed_forward ? "has not finished its original forward"
+                                              : "is already being recomputed";
+    Violate(v1::Violation::UNKNOWN_FRAME,
+            "recompute of checkpoint frame " + std::to_string(frame) + " that " + why);
+    return false;
+  }
+  if (semantics_ == Semantics::kTeLegacy) {
+    PushGradEntry(true, true);  // distributed.py:441 — enable_grad
+    // distributed.py:264-271 — activation_recompute_forward(True, True) pops the first entry of
+    // the process-wide list (FIFO), whichever checkpoint pushed it.
+    region_ = true;
+    phase2_ = true;
+    if (queue_.empty()) {
+      Violate(v1::Violation::UNKNOWN_FRAME,
+              "recompute of frame " + std::to_string(frame) +
+                  " pops an empty first-module list (TE raises IndexError: distributed.py:271)");
+      region_ = phase2_ = false;
+      PopGrad();
+      return false;
+    }
+    first_ = queue_.front().first;
+    origin_ = {OwnerSource::kQueuePop, frame};
+    queue_.pop_front();
+    if (inject_entry_failure) {
+      // The with-statement unwinds what it entered; the popped entry and the flag it set stay.
+      region_ = phase2_ = false;
+      PopGrad();
+      Emit(v1::CHECKPOINT_ENTER, kNone, frame, 2, true);
+      return false;
+    }
+    f->phase = 2;
+    active_.push_back(frame);
+    Emit(v1::CHECKPOINT_ENTER, kNone, frame, 2);
+    AutocastEnter(f->fp8, f->delayed);  // distributed.py:446
+    return true;
+  }
+
+  Transaction t;
+  t.frame = frame;
+  t.first = first_;
+  t.origin = origin_;
+  t.enabled = enabled_;
+  t.delayed = delayed_;
+  t.depth = depth_;
+  t.autocasts = autocasts_.size();
+  t.grads = grad_.size();
+  t.active = active_.size();
+  t.reserved = f->reserved;
+  t.reserved_origin = f->reserved_origin;
+  t.stash = f->stash;
+  transactions_.push_back(std::move(t));
+
+  PushGradEntry(true, true);
+  f->phase = 2;
+  active_.push_back(frame);
+  // Reentrant: the reserved ownership is consumed once, by the first recomputed module.
+  // Non-reentrant: the recomputed graph is discarded, so nothing in it may own.
+  first_ = kIsReentrant(f->kind) && f->reserved;
+  origin_ = {OwnerSource::kReservation, frame};
+  f->reserved = false;
+  Emit(v1::CHECKPOINT_ENTER, kNone, frame, 2, inject_entry_failure);
+  AutocastEnter(f->fp8, f->delayed);  // a recompute scope: no boundary, no forward update
+  if (inject_entry_failure) {
+    RecomputeExit(frame, /*failed=*/true);
+    return false;
+  }
+  return true;
+}
+
+void OwnershipModel::RecomputeExit(uint32_t frame, bool failed) {
+  Frame* f = FindFrame(frame);
+  if (!f || f->phase != 2) {
+    Violate(v1::Violation::UNBALANCED,
+            "recompute of frame " + std::to_string(frame) + " exits but was not entered");
+    return;
+  }
+  if (semantics_ == Semantics::kTeLegacy) {
+    // Exit order is the reverse of distributed.py:441-446: the autocast first (it may update
+    // forward state), then the recompute flags, then grad mode.
+    AutocastExit(failed);
+    region_ = phase2_ = false;
+    PopGrad();
+    if (!active_.empty() && active_.back() == frame) active_.pop_back();
+    f->phase = 3;
+    Emit(v1::CHECKPOINT_EXIT, kNone, frame, 2, failed);
+    return;
+  }
+
+  if (transactions_.empty() || transactions_.back().frame != frame) {
+    Violate(v1::Violation::UNBALANCED,
+            "recompute of frame " + std::to_string(frame) + " exits out of order");
+    return;
+  }
+  Transaction t = std::move(transactions_.back());
+  transactions_.pop_back();
+  if (failed) {
+    // Transactional rollback: the state is exactly as before the recompute began, so the frame
+    // (and later checkpoints in the same outer autocast) can still be used.
+    autocasts_.resize(t.autocasts);
+    grad_.resize(t.grads);
+    active_.resize(t.active);
+    depth_ = t.depth;
+    enabled_ = t.enabled;
+    delayed_ = t.delayed;
+    first_ = t.first;
+    origin_ = t.origin;
+    f->reserved = t.reserved;
+    f->reserved_origin = t.reserved_origin;
+    f->stash = std::move(t.stash);
+    f->phase = 1;
+    Emit(v1::CHECKPOINT_EXIT, kNone, frame, 2, true);
+    return;
+  }
+  AutocastExit(false);
+  if (!f->stash.empty()) {
+    Violate(v1::Violation::STASH_LEFT_OVER,
+            std::to_string(f->stash.size()) + " stashed entries of checkpoint frame " +
+                std::to_string(frame) + " were not consumed by its recompute");
+    f->stash.clear();
+  }
+  PopGrad();
+  if (!active_.empty() && active_.back() == frame) active_.pop_back();
+  // The surrounding autocast and recompute state is restored.
+  enabled_ = t.enabled;
+  delayed_ = t.delayed;
+  first_ = t.first;
+  origin_ = t.origin;
+  f->phase = 3;
+  Emit(v1::CHECKPOINT_EXIT, kNone, frame, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Microbatches
+
+void OwnershipModel::BeginMicrobatch(uint32_t index) {
+  microbatch_ = index;
+  Emit(v1::MICROBATCH_BEGIN);
+}
+
+void OwnershipModel::SetBackwardPass(bool backward) {
+  if (backward) {
+    backward_pass_ = true;
+    Emit(v1::BACKWARD_BEGIN);
+  } else {
+    Emit(v1::BACKWARD_END);
+    backward_pass_ = false;
+  }
+}
+
+void OwnershipModel::EndMicrobatch() {
+  if (depth_ != 0 || !active_.empty() || !grad_.empty()) {
+    Violate(v1::Violation::UNBALANCED,
+            "microbatch ends with " + std::to_string(depth_) + " open autocast scope(s), " +
+                std::to_string(active_.size()) + " open checkpoint frame(s) and " +
+                std::to_string(grad_.size()) + " grad-mode change(s)");
+    autocasts_.clear();
+    active_.clear();
+    grad_.clear();
+    transactions_.clear();
+    depth_ = 0;
+  }
+  if (semantics_ == Semantics::kTeLegacy) {
+    size_t stash_total = 0;
+    for (uint32_t n : legacy_stash_) stash_total += n;
+    if (stash_total > legacy_stash_reported_) {
+      Violate(v1::Violation::STASH_LEFT_OVER,
+              std::to_string(stash_total - legacy_stash_reported_) +
+                  " stashed recompute metadata entries were left over (TE's per-module deques "
+                  "grow; later recomputes consume stale scales)");
+    }
+    legacy_stash_reported_ = stash_total;
+    if (queue_.size() > queue_reported_) {
+      Violate(v1::Violation::STASH_LEFT_OVER,
+              std::to_string(queue_.size() - queue_reported_) +
+                  " first-module flag(s) left on the checkpoint list (distributed.py:268-269); "
+                  "later recomputes pop them out of order");
+    }
+    queue_reported_ = queue_.size();
+  } else {
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const Frame& f = frames_[i];
+      if (!f.direct && f.valid && f.phase == 1 && !f.stash.empty()) {
+        Violate(v1::Violation::STASH_LEFT_OVER,
+                std::to_string(f.stash.size()) + " stashed entries of checkpoint frame " +
+                    std::to_string(frame_base_ + i + 1) + " were never consumed (no recompute)");
+      }
+    }
+  }
+  Emit(v1::MICROBATCH_END);
+  if (active_.empty()) {
+    frame_base_ += static_cast<uint32_t>(frames_.size());
+    frames_.clear();
+  }
+}
+
+}  // namespace fp8audit::state

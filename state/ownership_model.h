@@ -1,0 +1,251 @@
+// OwnershipModel: an explicit state machine of the process-global FP8 state that decides when
+// DelayedScaling amax/scale state is updated — autocast depth and nesting, first-module (update)
+// ownership, checkpoint frames (reentrant and non-reentrant; phase 1 original forward, phase 2
+// recompute), the recompute region and the recompute metadata FIFO — under two semantics:
+//
+//  * kFixed: ownership saved and restored per checkpoint frame (see README.md, "Fixed semantics").
+//  * kTeLegacy: what Transformer Engine's PyTorch code does at commit 172bd93 (comments cite
+//    transformer_engine/pytorch/<file>:<line> at that commit).
+//
+// The model also tracks autograd grad mode, because TE's decisions depend on it. It is driven by
+// the scenario runner (scenario_runner.h) and by the runtime; every call is O(1) amortised except
+// frame rollback, which is O(frame size).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "fp8audit/report.pb.h"
+#include "fp8audit/trace.pb.h"
+#include "state/semantics.h"
+
+namespace fp8audit::state {
+
+namespace v1 = ::fp8audit::v1;
+
+inline constexpr uint32_t kNone = 0xffffffffu;
+
+// How first-module ownership became available (for explanations).
+enum class OwnerSource : uint8_t {
+  kNone,
+  kAutocastBoundary,   // an autocast entered at depth 0 set the flag
+  kRecomputeBoundary,  // a recompute autocast entered at depth 0 set it (te-legacy)
+  kQueuePop,           // te-legacy: popped from the checkpoint first-module list
+  kReservation,        // fixed: the frame's reserved ownership, handed to its recompute
+};
+
+struct OwnerOrigin {
+  OwnerSource source = OwnerSource::kNone;
+  uint32_t frame = 0;  // frame whose recompute (or entry) produced it; 0 none
+};
+
+// Why a state update happened.
+struct UpdateCause {
+  enum class Kind : uint8_t { kAutocastExit, kModuleBackward };
+  Kind kind = Kind::kAutocastExit;
+  uint32_t frame = 0;           // checkpoint frame being recomputed at the time; 0 none
+  uint32_t module = kNone;      // owning module (backward)
+  uint32_t owner_frame = 0;     // frame whose recompute ran the owning forward; 0 none
+  bool owner_restored = false;  // te-legacy: the flag was restored after the owner read it
+  OwnerOrigin origin;           // how the owner's flag became available
+};
+
+// One transition, compact (the runner converts to v1::Event only on output).
+struct ModelEvent {
+  v1::EventKind kind = v1::EVENT_KIND_UNSPECIFIED;
+  uint8_t phase = 0;  // checkpoint phase (1, 2) for checkpoint events
+  bool failed = false;
+  bool backward_pass = false;
+  uint16_t depth = 0;  // autocast depth after the event
+  uint32_t module = kNone;
+  uint32_t frame = 0;
+  CheckpointKind checkpoint_kind = CheckpointKind::kReentrant;
+  UpdateCause cause;
+};
+
+// What a module forward decided; kept by the caller as the autograd ctx.
+struct ModuleCtx {
+  uint32_t module = kNone;
+  bool has_ctx = false;          // a backward node exists (grad enabled, something requires grad)
+  bool owns_update = false;      // its backward performs the backward state update
+  uint32_t recompute_frame = 0;  // frame being recomputed when it ran (0: original forward)
+  bool restored = false;
+  bool delayed = true;  // recipe was DelayedScaling when it ran
+  bool raised = false;  // te-legacy: the forward raised (recompute without a stash)
+  OwnerOrigin origin;
+};
+
+struct ModuleInfo {
+  uint32_t id = 0;  // dense index, < module_count
+  ModuleKind kind = ModuleKind::kLinear;
+  bool training = true;
+  bool requires_grad = true;  // some input or parameter requires grad
+};
+
+struct CheckpointEntry {
+  uint32_t frame = 0;         // id, 1-based
+  bool direct = false;        // fixed: the callable runs directly (grad disabled at entry)
+  bool records_node = false;  // a backward node for the frame exists after exit (runner hint)
+};
+
+class OwnershipModel {
+ public:
+  OwnershipModel(Semantics semantics, uint32_t module_count);
+
+  Semantics semantics() const { return semantics_; }
+
+  // ---- grad mode (torch.no_grad / enable_grad) ----
+  void PushGrad(bool enabled);
+  void PopGrad();
+  bool grad_enabled() const { return grad_.empty() ? true : grad_.back().enabled; }
+
+  // ---- autocast ----
+  void AutocastEnter(bool enabled, bool delayed_scaling);
+  // Exits the innermost autocast. `failed`: left through an exception.
+  void AutocastExit(bool failed);
+  uint32_t autocast_depth() const { return depth_; }
+
+  // ---- modules ----
+  ModuleCtx ModuleForward(const ModuleInfo& module);
+  void ModuleBackward(const ModuleCtx& ctx);
+
+  // ---- checkpoint frames ----
+  CheckpointEntry CheckpointEnter(CheckpointKind kind);
+  void CheckpointExit(uint32_t frame, bool failed);
+  // Phase 2. Returns false (and leaves the state as it was) when the recompute cannot start: an
+  // unknown or invalidated frame, an injected entry failure, or (te-legacy) an empty first-module
+  // list, which TE raises on.
+  bool RecomputeEnter(uint32_t frame, bool inject_entry_failure = false);
+  void RecomputeExit(uint32_t frame, bool failed);
+
+  // ---- microbatches ----
+  void BeginMicrobatch(uint32_t index);
+  // Reports left-over stashes and open scopes of the microbatch that ends.
+  void EndMicrobatch();
+  // Backward begins (true) or ends (false); emits BACKWARD_BEGIN / BACKWARD_END.
+  void SetBackwardPass(bool backward);
+  // Records a runner-level event (STEP, EXCEPTION).
+  void Mark(v1::EventKind kind) { Emit(kind); }
+  uint32_t next_frame_id() const { return frame_base_ + static_cast<uint32_t>(frames_.size()) + 1; }
+
+  // ---- observations ----
+  uint64_t forward_updates() const { return forward_updates_; }
+  uint64_t backward_updates() const { return backward_updates_; }
+  const std::vector<ModelEvent>& events() const { return events_; }
+  std::vector<ModelEvent>* mutable_events() { return &events_; }
+  void set_record_events(bool record) { record_events_ = record; }
+  const std::vector<v1::Violation>& violations() const { return violations_; }
+  std::vector<v1::Violation>* mutable_violations() { return &violations_; }
+  bool first_module_available() const { return first_; }
+  size_t open_frames() const { return active_.size(); }
+  size_t first_module_queue_size() const { return queue_.size(); }  // te-legacy Q
+  size_t stashed(uint32_t module) const;  // entries stashed for a module, any frame
+
+ private:
+  struct AutocastScope {
+    bool enabled = false;
+    bool delayed = false;
+    bool recompute = false;  // fixed: opened by or inside a recompute; never a boundary
+    // Snapshot taken at entry (TE's get_autocast_state).
+    bool saved_enabled = false;
+    bool saved_delayed = false;
+    bool saved_first = false;
+    OwnerOrigin saved_origin;
+  };
+  struct Frame {
+    CheckpointKind kind = CheckpointKind::kReentrant;
+    uint8_t phase = 0;  // 1 original forward, 2 recompute, 3 done
+    bool direct = false;
+    bool valid = true;
+    bool completed_forward = false;
+    // Ownership.
+    bool saved_first = false;  // at entry (restored if the original forward fails)
+    OwnerOrigin saved_origin;
+    bool reserved = false;  // fixed: backward ownership held for the recompute
+    OwnerOrigin reserved_origin;
+    // The autocast state the recompute reproduces.
+    bool fp8 = false;
+    bool delayed = false;
+    // Fixed: recompute metadata FIFO of this frame (module ids in phase-1 order).
+    std::deque<uint32_t> stash;
+    uint32_t microbatch = 0;
+  };
+  // Everything a failed recompute rolls back (fixed semantics).
+  struct Transaction {
+    uint32_t frame = 0;
+    bool first = false;
+    OwnerOrigin origin;
+    bool enabled = false;
+    bool delayed = false;
+    uint32_t depth = 0;
+    size_t autocasts = 0;
+    size_t grads = 0;
+    size_t active = 0;
+    bool reserved = false;
+    OwnerOrigin reserved_origin;
+    std::deque<uint32_t> stash;
+  };
+  struct GradEntry {
+    bool enabled = true;
+    bool logical = true;  // false: checkpoint-internal no_grad (fixed semantics looks through it)
+  };
+
+  void Emit(v1::EventKind kind, uint32_t module = kNone, uint32_t frame = 0, uint8_t phase = 0,
+            bool failed = false);
+  void EmitUpdate(v1::EventKind kind, const UpdateCause& cause);
+  void Violate(v1::Violation::Kind kind, std::string message);
+  Frame* FindFrame(uint32_t frame);
+  uint32_t RecomputingFrame() const;  // innermost frame in phase 2, 0 none
+  bool LogicalGradEnabled() const;
+  void PushGradEntry(bool enabled, bool logical) { grad_.push_back({enabled, logical}); }
+
+  void FixedAutocastEnter(bool enabled, bool delayed);
+  void FixedAutocastExit(bool failed);
+  void LegacyAutocastEnter(bool enabled, bool delayed);
+  void LegacyAutocastExit(bool failed);
+  void FixedStash(const ModuleInfo& module);
+  void LegacyStash(const ModuleInfo& module);
+
+  Semantics semantics_;
+  uint32_t microbatch_ = 0;
+  bool backward_pass_ = false;
+
+  // Global FP8 state (TE's FP8GlobalState).
+  bool enabled_ = false;  // fp8_enabled
+  bool delayed_ = true;   // recipe of the current autocast is DelayedScaling
+  bool first_ = false;    // is_first_fp8_module
+  OwnerOrigin origin_;    // provenance of first_
+  uint32_t depth_ = 0;    // autocast_depth
+  std::vector<AutocastScope> autocasts_;
+  std::vector<GradEntry> grad_;
+
+  // Checkpoint frames.
+  std::vector<Frame> frames_;     // by id - 1; cleared at microbatch boundaries when closed
+  uint32_t frame_base_ = 0;       // id of frames_[0] minus 1
+  std::vector<uint32_t> active_;  // frame ids, innermost last
+  std::vector<Transaction> transactions_;
+
+  // te-legacy recompute globals (distributed.py:65-66, :250).
+  bool region_ = false;  // _IN_ACTIVATION_RECOMPUTE_REGION
+  bool phase2_ = false;  // _ACTIVATION_RECOMPUTE_PHASE
+  struct QueueEntry {
+    bool first;
+    OwnerOrigin origin;
+  };
+  std::deque<QueueEntry> queue_;        // activation_recompute_forward._is_first_fp8_module
+  std::vector<uint32_t> legacy_stash_;  // per module: entries in its recompute deque
+  std::vector<uint8_t> module_fp8_;     // per module: TE's stale `self.fp8` attribute
+  size_t legacy_stash_reported_ = 0;
+  size_t queue_reported_ = 0;
+  bool ctx_raised_ = false;
+
+  uint64_t forward_updates_ = 0;
+  uint64_t backward_updates_ = 0;
+  bool record_events_ = true;
+  std::vector<ModelEvent> events_;
+  std::vector<v1::Violation> violations_;
+};
+
+}  // namespace fp8audit::state

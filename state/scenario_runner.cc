@@ -1,0 +1,341 @@
+#include "state/scenario_runner.h"
+
+#include <algorithm>
+
+#include "state/explain.h"
+
+namespace fp8audit::state {
+
+namespace {
+
+// A node of the autograd graph recorded during a forward.
+struct Node {
+  enum class Kind : uint8_t { kModule, kReentrant, kNonReentrant };
+  Kind kind = Kind::kModule;
+  ModuleCtx ctx;       // kModule
+  uint32_t frame = 0;  // checkpoints
+  const std::vector<Op>* body = nullptr;
+  std::vector<Node> saved;  // kNonReentrant: the original graph of the region
+};
+
+// Where ops execute.
+struct Context {
+  std::vector<Node>* tape = nullptr;  // graph being recorded; null: none kept
+  bool recompute = false;             // directly inside a checkpoint body being recomputed
+  bool top_level = false;             // the microbatch's own program (not a checkpoint body)
+};
+
+class Runner {
+ public:
+  Runner(const CompiledScenario& scenario, const RunOptions& options)
+      : sc_(scenario),
+        model_(options.semantics, static_cast<uint32_t>(scenario.modules.size())),
+        eval_(scenario.modules.size()) {
+    model_.set_record_events(options.record_events);
+  }
+
+  RunOutcome Run(uint32_t microbatches);
+
+ private:
+  bool Exec(const std::vector<Op>& ops, const Context& cx);
+  bool ExecOne(const Op& op, const Context& cx);
+  bool Backward();
+  bool Backprop(std::vector<Node>& tape);
+  bool Recompute(Node& node, std::vector<Node>* tape);
+  bool Fires(const Op& op) const {
+    return op.microbatches.empty() ||
+           std::find(op.microbatches.begin(), op.microbatches.end(), mb_) != op.microbatches.end();
+  }
+  bool EntryFails(const std::vector<Op>& body) const {
+    for (const Op& op : body) {
+      if (op.kind == OpKind::kFail && op.fail_where == v1::Fail::RECOMPUTE_ENTRY && Fires(op)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  const CompiledScenario& sc_;
+  OwnershipModel model_;
+  std::vector<uint8_t> eval_;  // current mode per module
+  std::vector<Node> tape_;     // the microbatch's graph
+  bool act_requires_grad_ = true;
+  uint32_t mb_ = 0;
+};
+
+bool Runner::Exec(const std::vector<Op>& ops, const Context& cx) {
+  for (const Op& op : ops) {
+    if (!ExecOne(op, cx)) return false;
+  }
+  return true;
+}
+
+bool Runner::ExecOne(const Op& op, const Context& cx) {
+  switch (op.kind) {
+    case OpKind::kCall: {
+      const ModuleSpec& spec = sc_.modules[op.module];
+      ModuleInfo info;
+      info.id = op.module;
+      info.kind = spec.kind;
+      info.training = !eval_[op.module];
+      info.requires_grad = act_requires_grad_ || !spec.frozen;
+      const bool grad = model_.grad_enabled();
+      ModuleCtx ctx = model_.ModuleForward(info);
+      if (ctx.raised) {
+        model_.Mark(v1::EXCEPTION);
+        return false;
+      }
+      if (ctx.has_ctx && cx.tape) {
+        Node n;
+        n.ctx = ctx;
+        cx.tape->push_back(std::move(n));
+      }
+      act_requires_grad_ = grad && info.requires_grad;
+      return true;
+    }
+    case OpKind::kAutocast: {
+      model_.AutocastEnter(op.enabled, op.delayed);
+      bool ok = Exec(op.body, cx);
+      if (ok && cx.top_level && sc_.backward_inside_autocast && !sc_.has_backward_op &&
+          model_.autocast_depth() == 1) {
+        ok = Backward();
+      }
+      model_.AutocastExit(!ok);
+      return ok;
+    }
+    case OpKind::kCheckpoint: {
+      const bool entry_requires_grad = act_requires_grad_;
+      const bool caller_grad = model_.grad_enabled();
+      const CheckpointEntry entry = model_.CheckpointEnter(op.checkpoint);
+      Context inner = cx;
+      inner.recompute = false;
+      inner.top_level = false;
+      if (entry.direct) {
+        const bool ok = Exec(op.body, inner);
+        model_.CheckpointExit(entry.frame, !ok);
+        return ok;
+      }
+      Node node;
+      node.kind = op.checkpoint == CheckpointKind::kReentrant ? Node::Kind::kReentrant
+                                                              : Node::Kind::kNonReentrant;
+      node.frame = entry.frame;
+      node.body = &op.body;
+      inner.tape = node.kind == Node::Kind::kNonReentrant ? &node.saved : nullptr;
+      const bool ok = Exec(op.body, inner);
+      model_.CheckpointExit(entry.frame, !ok);
+      if (!ok) return false;
+      if (node.kind == Node::Kind::kReentrant) {
+        // The autograd Function's output requires grad only when an input does.
+        act_requires_grad_ = entry_requires_grad && caller_grad;
+        if (entry.records_node && act_requires_grad_ && cx.tape)
+          cx.tape->push_back(std::move(node));
+      } else if (entry.records_node && cx.tape) {
+        cx.tape->push_back(std::move(node));
+      }
+      return true;
+    }
+    case OpKind::kGradMode: {
+      model_.PushGrad(op.enabled);
+      const bool ok = Exec(op.body, cx);
+      model_.PopGrad();
+      return ok;
+    }
+    case OpKind::kFail: {
+      const bool here = op.fail_where == v1::Fail::ORIGINAL_FORWARD ? !cx.recompute
+                        : op.fail_where == v1::Fail::RECOMPUTE      ? cx.recompute
+                                                                    : false;
+      if (!here || !Fires(op)) return true;
+      model_.Mark(v1::EXCEPTION);
+      return false;
+    }
+    case OpKind::kTry: {
+      const size_t mark = cx.tape ? cx.tape->size() : 0;
+      const bool requires_grad = act_requires_grad_;
+      if (Exec(op.body, cx)) return true;
+      // Caught: what the failed body recorded is unreachable from anything computed later.
+      if (cx.tape) cx.tape->resize(mark);
+      act_requires_grad_ = requires_grad;
+      return true;
+    }
+    case OpKind::kBackward:
+      return Backward();
+    case OpKind::kRepeat:
+      for (uint32_t i = 0; i < op.count; ++i) {
+        if (!Exec(op.body, cx)) return false;
+      }
+      return true;
+  }
+  return true;
+}
+
+bool Runner::Backward() {
+  model_.SetBackwardPass(true);
+  const bool ok = Backprop(tape_);
+  tape_.clear();
+  model_.SetBackwardPass(false);
+  return ok;
+}
+
+bool Runner::Recompute(Node& node, std::vector<Node>* tape) {
+  if (!model_.RecomputeEnter(node.frame, EntryFails(*node.body))) {
+    model_.Mark(v1::EXCEPTION);
+    return false;
+  }
+  const bool requires_grad = act_requires_grad_;
+  act_requires_grad_ = true;  // detached inputs that require grad
+  Context cx;
+  cx.tape = tape;
+  cx.recompute = true;
+  const bool ok = Exec(*node.body, cx);
+  model_.RecomputeExit(node.frame, !ok);
+  act_requires_grad_ = requires_grad;
+  return ok;
+}
+
+bool Runner::Backprop(std::vector<Node>& tape) {
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    Node& node = *it;
+    switch (node.kind) {
+      case Node::Kind::kModule:
+        model_.ModuleBackward(node.ctx);
+        break;
+      case Node::Kind::kReentrant: {
+        // Recompute under enable_grad, then backward through the recomputed graph.
+        std::vector<Node> recomputed;
+        if (!Recompute(node, &recomputed)) return false;
+        if (!Backprop(recomputed)) return false;
+        break;
+      }
+      case Node::Kind::kNonReentrant:
+        // The first saved tensor unpacked triggers the recompute; its graph is discarded and
+        // backward proceeds through the original graph.
+        if (!node.saved.empty() && !Recompute(node, nullptr)) return false;
+        if (!Backprop(node.saved)) return false;
+        break;
+    }
+  }
+  return true;
+}
+
+RunOutcome Runner::Run(uint32_t microbatches) {
+  RunOutcome out;
+  out.semantics = model_.semantics();
+  out.expect_forward = sc_.expect_forward;
+  out.expect_backward = sc_.expect_backward;
+  for (const std::string& problem : sc_.impossible) {
+    v1::Violation v;
+    v.set_kind(v1::Violation::UNBALANCED);
+    v.set_message(problem);
+    out.violations.push_back(std::move(v));
+  }
+  uint32_t step = 0;
+  for (mb_ = 0; mb_ < microbatches; ++mb_) {
+    for (size_t i = 0; i < eval_.size(); ++i) eval_[i] = sc_.modules[i].eval;
+    act_requires_grad_ = sc_.input_requires_grad;
+    tape_.clear();
+    const uint64_t f0 = model_.forward_updates();
+    const uint64_t b0 = model_.backward_updates();
+    const size_t e0 = model_.events().size();
+    const uint32_t first_frame = model_.next_frame_id();
+    model_.BeginMicrobatch(mb_);
+
+    Context top;
+    top.tape = &tape_;
+    top.top_level = true;
+    bool ok = Exec(sc_.program, top);
+    if (ok) {
+      for (const auto& [module, eval] : sc_.after_forward) eval_[module] = eval;
+      if (!sc_.has_backward_op && !(sc_.backward_inside_autocast && tape_.empty())) {
+        ok = Backward();
+      }
+    }
+    model_.EndMicrobatch();
+
+    MicrobatchOutcome m;
+    m.index = mb_;
+    m.step = step;
+    m.forward_updates = model_.forward_updates() - f0;
+    m.backward_updates = model_.backward_updates() - b0;
+    m.aborted = !ok;
+    if (!ok) {
+      v1::Violation v;
+      v.set_kind(v1::Violation::UNBALANCED);
+      v.set_microbatch(mb_);
+      v.set_message("an exception escaped microbatch " + std::to_string(mb_));
+      model_.mutable_violations()->push_back(std::move(v));
+    }
+    if (m.forward_updates != sc_.expect_forward || m.backward_updates != sc_.expect_backward) {
+      m.explanations = Explain(sc_, model_.events(), e0, first_frame, sc_.expect_forward,
+                               sc_.expect_backward, m.forward_updates, m.backward_updates);
+    }
+    out.microbatches.push_back(std::move(m));
+    if (sc_.microbatches_per_step && (mb_ + 1) % sc_.microbatches_per_step == 0) {
+      model_.Mark(v1::STEP);
+      ++step;
+    }
+  }
+  for (auto& v : *model_.mutable_violations()) out.violations.push_back(std::move(v));
+  out.event_count = model_.events().size();
+  out.events = std::move(*model_.mutable_events());
+  return out;
+}
+
+}  // namespace
+
+bool RunOutcome::passed() const {
+  if (!violations.empty()) return false;
+  for (const auto& m : microbatches) {
+    if (m.aborted || m.forward_updates != expect_forward || m.backward_updates != expect_backward) {
+      return false;
+    }
+  }
+  return true;
+}
+
+RunOutcome RunScenario(const CompiledScenario& scenario, const RunOptions& options) {
+  Runner runner(scenario, options);
+  return runner.Run(options.microbatches ? options.microbatches : scenario.microbatches);
+}
+
+v1::ModelResult ToModelResult(const CompiledScenario& scenario, const RunOutcome& outcome) {
+  v1::ModelResult r;
+  r.set_semantics(std::string(SemanticsName(outcome.semantics)));
+  r.set_scenario(scenario.name);
+  for (const auto& m : outcome.microbatches) {
+    auto* out = r.add_microbatches();
+    out->set_index(m.index);
+    out->set_step(m.step);
+    out->set_forward_updates(static_cast<uint32_t>(m.forward_updates));
+    out->set_backward_updates(static_cast<uint32_t>(m.backward_updates));
+    out->set_expected_forward(outcome.expect_forward);
+    out->set_expected_backward(outcome.expect_backward);
+    const bool ok = !m.aborted && m.forward_updates == outcome.expect_forward &&
+                    m.backward_updates == outcome.expect_backward;
+    out->set_verdict(ok ? v1::PASS : v1::FAIL);
+    for (const auto& e : m.explanations) out->add_explanations(e);
+  }
+  for (const auto& v : outcome.violations) *r.add_violations() = v;
+  r.set_verdict(outcome.passed() ? v1::PASS : v1::FAIL);
+  return r;
+}
+
+v1::Event ToTraceEvent(const CompiledScenario& scenario, const ModelEvent& event) {
+  v1::Event e;
+  e.set_kind(event.kind);
+  e.set_source(v1::MODEL);
+  e.set_pass(event.backward_pass ? v1::BACKWARD : v1::FORWARD);
+  e.set_frame(event.frame);
+  e.set_checkpoint_phase(event.phase);
+  if (event.frame) {
+    e.set_checkpoint_kind(event.checkpoint_kind == CheckpointKind::kReentrant ? v1::REENTRANT
+                                                                              : v1::NON_REENTRANT);
+  }
+  if (event.module != kNone && event.module < scenario.modules.size()) {
+    e.set_module(scenario.modules[event.module].name);
+  }
+  e.set_autocast_depth(event.depth);
+  e.set_failed(event.failed);
+  return e;
+}
+
+}  // namespace fp8audit::state
