@@ -135,9 +135,13 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
       return true;
     }
     case OpKind::kGradMode: {
+      // A no-grad region is a side computation (an evaluation forward): its outputs feed nothing
+      // recorded after it.
+      const bool requires_grad = act_requires_grad_;
       model_.PushGrad(op.enabled);
       const bool ok = Exec(op.body, cx);
       model_.PopGrad();
+      if (!op.enabled) act_requires_grad_ = requires_grad;
       return ok;
     }
     case OpKind::kFail: {
