@@ -2,12 +2,14 @@
 // checkpointing layout, under the fixed or Transformer Engine's current semantics.
 #include <google/protobuf/util/json_util.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -21,7 +23,8 @@ namespace fp8audit::cli {
 namespace {
 
 struct ModelFlags {
-  std::string scenario;
+  std::vector<std::string> scenarios;
+  bool compare = false;
   std::string semantics = "fixed";
   uint32_t microbatches = 0;
   std::string format = "text";
@@ -117,23 +120,77 @@ bool WriteTrace(const std::string& path, const state::CompiledScenario& sc,
   return true;
 }
 
-int RunModel(const ModelFlags& f) {
-  const auto semantics = state::ParseSemantics(f.semantics);
-  std::optional<state::CompiledScenario> sc;
-  std::string error;
-  if (!f.scenario.empty()) {
-    sc = state::LoadAndCompileScenario(f.scenario, &error);
-  } else {
-    state::LayoutSpec spec;
-    spec.layers = f.layers;
-    spec.linears_per_layer = f.linears_per_layer;
-    spec.checkpoint = *state::ParseCheckpointMode(f.checkpoint);
-    spec.segments = *state::ParseSegments(f.segments);
-    spec.eval = f.eval;
-    spec.backward_inside_autocast = f.backward == "inside";
-    spec.microbatches = f.microbatches ? f.microbatches : 1;
-    sc = state::CompileScenario(state::MakeLayout(spec), &error, "<layout>");
+// "F/B" when every microbatch agrees, else the list.
+std::string CountsCell(const state::RunOutcome& r) {
+  std::vector<std::string> cells;
+  for (const auto& m : r.microbatches) {
+    cells.push_back(m.aborted ? std::string("raised")
+                              : std::to_string(m.forward_updates) + "/" +
+                                    std::to_string(m.backward_updates));
   }
+  std::string cell;
+  const bool uniform =
+      std::all_of(cells.begin(), cells.end(), [&](const auto& c) { return c == cells[0]; });
+  for (const auto& c : cells) {
+    cell += (cell.empty() ? "" : ",") + c;
+    if (uniform) break;
+  }
+  if (!r.violations.empty()) cell += " +" + std::to_string(r.violations.size()) + " viol.";
+  return cell;
+}
+
+std::optional<state::CompiledScenario> Load(const ModelFlags& f, const std::string& path,
+                                            std::string* error) {
+  if (!path.empty()) return state::LoadAndCompileScenario(path, error);
+  state::LayoutSpec spec;
+  spec.layers = f.layers;
+  spec.linears_per_layer = f.linears_per_layer;
+  spec.checkpoint = *state::ParseCheckpointMode(f.checkpoint);
+  spec.segments = *state::ParseSegments(f.segments);
+  spec.eval = f.eval;
+  spec.backward_inside_autocast = f.backward == "inside";
+  spec.microbatches = f.microbatches ? f.microbatches : 1;
+  return state::CompileScenario(state::MakeLayout(spec), error, "<layout>");
+}
+
+// One row per scenario: counts per microbatch under te-legacy and fixed, side by side.
+int RunCompare(const ModelFlags& f) {
+  std::vector<std::string> inputs = f.scenarios;
+  if (inputs.empty()) inputs.push_back("");
+  std::printf("%-46s %-22s %-22s %s\n", "scenario", "te-legacy fwd/bwd", "fixed fwd/bwd",
+              "fixed verdict");
+  bool all_pass = true;
+  for (const std::string& path : inputs) {
+    std::string error;
+    const auto sc = Load(f, path, &error);
+    if (!sc) {
+      std::cerr << "fp8audit model: " << error << "\n";
+      return kExitUsage;
+    }
+    state::RunOptions o;
+    o.microbatches = f.microbatches;
+    o.semantics = state::Semantics::kTeLegacy;
+    const auto legacy = state::RunScenario(*sc, o);
+    o.semantics = state::Semantics::kFixed;
+    const auto fixed = state::RunScenario(*sc, o);
+    all_pass = all_pass && fixed.passed();
+    std::printf("%-46s %-22s %-22s %s\n", sc->name.c_str(), CountsCell(legacy).c_str(),
+                CountsCell(fixed).c_str(), fixed.passed() ? "PASS" : "FAIL");
+  }
+  std::cout.flush();
+  return f.check && !all_pass ? kExitViolation : kExitOk;
+}
+
+int RunModel(const ModelFlags& f) {
+  if (f.compare) return RunCompare(f);
+  if (f.scenarios.size() > 1) {
+    std::cerr << "fp8audit model: several scenarios need --compare\n";
+    return kExitUsage;
+  }
+  const auto semantics = state::ParseSemantics(f.semantics);
+  std::string error;
+  std::optional<state::CompiledScenario> sc =
+      Load(f, f.scenarios.empty() ? std::string() : f.scenarios[0], &error);
   if (!sc) {
     std::cerr << "fp8audit model: " << error << "\n";
     return kExitUsage;
@@ -174,8 +231,11 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       "Predict global FP8 DelayedScaling state updates per logical microbatch for a scenario "
       "(Protobuf text format) or a generated checkpointing layout, under the fixed semantics "
       "(always 1 forward, 1 backward) or Transformer Engine's current ones (te-legacy).");
-  auto* scenario = sub->add_option("scenario", flags->scenario, "Scenario file (.textproto)")
+  auto* scenario = sub->add_option("scenario", flags->scenarios, "Scenario file(s) (.textproto)")
                        ->check(CLI::ExistingFile);
+  sub->add_flag("--compare", flags->compare,
+                "Run each scenario (or the layout) under te-legacy and fixed semantics and print "
+                "one row each, side by side");
   sub->add_option("--semantics", flags->semantics, "Ownership semantics")
       ->check(CLI::IsMember({"fixed", "te-legacy"}))
       ->capture_default_str();
@@ -217,11 +277,11 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   scenario->excludes(layers);
   sub->footer(
-      "Give either SCENARIO or --layers.\n"
+      "Give either SCENARIO (several with --compare) or --layers.\n"
       "Exit codes: 0 prediction printed; 2 bad flags or malformed scenario (one line naming\n"
       "file:line:column); 3 with --check when a microbatch differs from the expectation.");
   sub->callback([flags, exit_code, sub] {
-    if (flags->scenario.empty() && flags->layers == 0) {
+    if (flags->scenarios.empty() && flags->layers == 0) {
       throw CLI::RequiredError("SCENARIO or --layers");
     }
     (void)sub;
