@@ -1,0 +1,37 @@
+// The agent's configuration, read once from the environment (every variable optional).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fp8audit::agent {
+
+// How kernel_bulk's scaled_max maps to a direction: FP8AUDIT_FP8_FORMAT.
+enum class FormatHint : uint8_t { kAuto, kHybrid, kE4M3 };
+
+struct Config {
+  bool disabled = false;                                 // FP8AUDIT_DISABLE=1
+  std::string out_dir;                                   // FP8AUDIT_OUT, made absolute
+  uint32_t expect_forward = 1;                           // FP8AUDIT_EXPECT_FORWARD
+  uint32_t expect_backward = 1;                          // FP8AUDIT_EXPECT_BACKWARD
+  bool fail_fast = false;                                // FP8AUDIT_FAIL_FAST=1
+  std::string patterns_path;                             // FP8AUDIT_PATTERNS
+  std::string microbatch_range = "fp8audit.microbatch";  // FP8AUDIT_MICROBATCH_RANGE
+  std::string step_mark = "fp8audit.step";               // FP8AUDIT_STEP_MARK
+  bool markers_configured = false;                       // FP8AUDIT_MICROBATCH_RANGE was set
+  FormatHint format = FormatHint::kAuto;                 // FP8AUDIT_FP8_FORMAT=auto|hybrid|e4m3
+  int32_t rank = -1;                                     // RANK, else LOCAL_RANK, else SLURM_PROCID
+};
+
+inline constexpr uint32_t kMaxExpectation = 1000000;
+inline constexpr size_t kMaxMarkerName = 200;
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Reads the configuration. Each bad value adds one warning line (without a trailing newline) and
+// falls back to its default. `cwd` resolves a relative FP8AUDIT_OUT.
+Config ReadConfig(const EnvLookup& env, const std::string& cwd, std::vector<std::string>* warnings);
+
+}  // namespace fp8audit::agent

@@ -1,0 +1,82 @@
+// libfp8audit.so's entry points. Every loading route runs the constructor first (dlopen runs it
+// too), and the agent initialises once however many routes reach it:
+//   LD_PRELOAD             constructor; points NVTX_INJECTION64_PATH and CUDA_INJECTION64_PATH at
+//                          this library when they are unset and the process is single-threaded
+//   CUDA_INJECTION64_PATH  the driver calls InitializeInjection at cuInit: attach the kernel probe
+//   NVTX_INJECTION64_PATH  each NVTX client calls InitializeInjectionNvtx2 at its first NVTX call
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "agent/src/kernel_probe.h"
+#include "agent/src/nvtx_probe.h"
+#include "agent/src/recorder.h"
+
+namespace fp8audit::agent {
+namespace {
+
+int ThreadCount() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+bool IsSelf(const char* path, const std::string& self) {
+  if (path == nullptr || *path == '\0' || self.empty()) return false;
+  char resolved[PATH_MAX];
+  return realpath(path, resolved) != nullptr && self == resolved;
+}
+
+void OnLoad() {
+  Agent& a = Agent::Get();
+  a.Init();
+  if (!a.enabled()) return;
+  const std::string& self = a.self_path();
+  // Before main() nothing else reads the environment concurrently; later (dlopen by the driver or
+  // by NVTX inside a running program) setenv would race with other threads, so it is skipped.
+  if (ThreadCount() == 1 && !self.empty()) {
+    setenv("NVTX_INJECTION64_PATH", self.c_str(), 0);
+    setenv("CUDA_INJECTION64_PATH", self.c_str(), 0);
+  }
+  const char* cuda_injection = getenv("CUDA_INJECTION64_PATH");
+  if (IsSelf(cuda_injection, self)) return;  // the driver calls InitializeInjection at cuInit
+  if (CudaDriverLoaded()) {
+    AttachKernelProbe(false);  // loaded late (e.g. through NVTX): subscribe now
+  } else if (cuda_injection != nullptr && *cuda_injection != '\0') {
+    static std::atomic<bool> once{false};
+    a.WarnOnce(&once, std::string("kernel launches are not recorded: CUDA_INJECTION64_PATH names "
+                                  "another tool (") +
+                          cuda_injection + "); NVTX events still are");
+  }
+}
+
+}  // namespace
+}  // namespace fp8audit::agent
+
+__attribute__((constructor)) static void Fp8auditAgentLoad() { fp8audit::agent::OnLoad(); }
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  auto& a = fp8audit::agent::Agent::Get();
+  a.Init();
+  if (a.enabled()) fp8audit::agent::AttachKernelProbe(true);
+  return 1;
+}
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+    const void* (*get_export_table)(uint32_t)) {
+  auto& a = fp8audit::agent::Agent::Get();
+  a.Init();
+  if (!a.enabled()) return 0;  // NVTX then turns every call into a no-op
+  return fp8audit::agent::InstallNvtxHandlers(get_export_table);
+}

@@ -1,0 +1,568 @@
+#include "agent/src/kernel_probe.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/src/recorder.h"
+
+#if FP8AUDIT_AGENT_CUPTI
+#include <cuda.h>
+#include <cupti.h>  // also the driver functions' parameter structs
+#endif
+
+namespace fp8audit::agent {
+
+bool CudaDriverLoaded() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return false;
+  dlclose(h);
+  return true;
+}
+
+#if !FP8AUDIT_AGENT_CUPTI
+
+void AttachKernelProbe(bool) {
+  static std::atomic<bool> once{false};
+  Agent::Get().WarnOnce(&once,
+                        "kernel launches are not recorded: this agent was built without CUPTI; "
+                        "NVTX events still are");
+}
+
+#else
+
+namespace {
+
+std::atomic<bool> g_warned{false};
+
+void Unrecorded(const std::string& why) {
+  Agent::Get().WarnOnce(&g_warned,
+                        "kernel launches are not recorded: " + why + "; NVTX events still are");
+}
+
+struct Driver {
+  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
+  CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
+  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
+  CUresult (*kernel_get_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
+  CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
+  CUresult (*node_get_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
+  CUresult (*kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
+  CUresult (*child_graph)(CUgraphNode, CUgraph*) = nullptr;
+  CUresult (*driver_get_version)(int*) = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
+};
+Driver g_cu;
+
+struct Cupti {
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId) = nullptr;
+  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+  CUptiResult (*subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                              CUpti_SubscriberParams*) = nullptr;
+#endif
+};
+Cupti g_cupti;
+
+template <typename Fn>
+void Load(void* lib, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+}
+
+// Kernel functions by handle (CUfunction or CUkernel), shared by all threads; entries live forever.
+struct Functions {
+  Functions() { RegisterForkMutex(&mu); }
+  std::mutex mu;
+  std::unordered_map<uintptr_t, FunctionInfo*> map;
+  uint64_t epoch = 0;
+  bool facts_done = false;
+};
+Functions& F() {
+  static Functions* f = new Functions();
+  return *f;
+}
+
+// Graph execs: what one launch of each holds.
+struct GraphInfo {
+  uint64_t kernels = 0;
+  struct Group {
+    const FunctionInfo* fn;
+    ScaledMax scaled_max;
+    uint64_t count;
+  };
+  std::vector<Group> updates;
+};
+struct Graphs {
+  Graphs() { RegisterForkMutex(&mu); }
+  std::mutex mu;
+  std::unordered_map<uintptr_t, std::shared_ptr<const GraphInfo> > map;
+};
+Graphs& G() {
+  static Graphs* g = new Graphs();
+  return *g;
+}
+
+std::string ReadDriverRelease() {
+  const int fd = ::open("/proc/driver/nvidia/version", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[512] = {};
+  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return {};
+  const char* p = std::strstr(buf, "Kernel Module");
+  if (p == nullptr) return {};
+  p += std::strlen("Kernel Module");
+  while (*p == ' ') ++p;
+  std::string release;
+  while (*p != '\0' && *p != ' ' && *p != '\n' && release.size() < 32) release += *p++;
+  return release;
+}
+
+std::string VersionText(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
+// GPU name, driver release and CUDA versions; called on an application thread inside a launch
+// callback (the driver is initialised there), at most once.
+void CollectFacts() {
+  std::string gpu, driver = ReadDriverRelease(), cuda;
+  CUdevice dev = 0;
+  char name[256] = {};
+  if (g_cu.ctx_get_device != nullptr && g_cu.device_get_name != nullptr &&
+      g_cu.ctx_get_device(&dev) == CUDA_SUCCESS &&
+      g_cu.device_get_name(name, sizeof(name) - 1, dev) == CUDA_SUCCESS) {
+    gpu = name;
+  }
+  int version = 0;
+  using RuntimeVersion = int (*)(int*);
+  if (auto fn = reinterpret_cast<RuntimeVersion>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion"));
+      fn != nullptr && fn(&version) == 0 && version > 0) {
+    cuda = VersionText(version);
+  }
+  if (g_cu.driver_get_version != nullptr && g_cu.driver_get_version(&version) == CUDA_SUCCESS) {
+    const std::string api = "CUDA " + VersionText(version);
+    driver = driver.empty() ? api : driver + " (" + api + ")";
+  }
+  Agent::Get().SetCudaFacts(gpu, driver, cuda);
+}
+
+// The function behind `handle`, classified at its first sight (demangling happens here only).
+const FunctionInfo* Resolve(uintptr_t handle, const char* symbol, bool is_kernel) {
+  Agent& a = Agent::Get();
+  Functions& f = F();
+  std::lock_guard<std::mutex> lock(f.mu);
+  if (!f.facts_done) {
+    f.facts_done = true;
+    CollectFacts();
+  }
+  const uint64_t epoch = a.function_epoch();
+  if (f.epoch != epoch || f.map.size() > (1u << 20)) {
+    f.map.clear();
+    f.epoch = epoch;
+  }
+  if (auto it = f.map.find(handle); it != f.map.end()) return it->second;
+  const char* mangled = symbol;
+  if (mangled == nullptr) {
+    if (!is_kernel && g_cu.func_get_name != nullptr) {
+      g_cu.func_get_name(&mangled, reinterpret_cast<CUfunction>(handle));
+    } else if (is_kernel && g_cu.kernel_get_name != nullptr) {
+      g_cu.kernel_get_name(&mangled, reinterpret_cast<CUkernel>(handle));
+    }
+  }
+  auto* fi = new FunctionInfo();
+  fi->name = mangled != nullptr ? Demangle(mangled) : std::string("<unnamed kernel>");
+  if (const PatternRule* rule = a.classifier().Match(fi->name); rule != nullptr) {
+    fi->event = rule->event;
+    if (rule->scaled_max_param >= 0 && ParameterIsFloat(fi->name, rule->scaled_max_param)) {
+      fi->scaled_max_param = rule->scaled_max_param;
+    }
+  }
+  f.map.emplace(handle, fi);
+  return fi;
+}
+
+// The offset of scaled_max in a packed argument buffer, asked of the driver once per function.
+int64_t ScaledMaxOffset(const FunctionInfo* fi, uintptr_t handle, bool is_kernel) {
+  int64_t offset = fi->scaled_max_offset.load(std::memory_order_acquire);
+  if (offset != -2) return offset;
+  std::lock_guard<std::mutex> lock(F().mu);
+  size_t off = 0, size = 0;
+  const auto index = static_cast<size_t>(fi->scaled_max_param);
+  bool ok = false;
+  if (!is_kernel && g_cu.func_get_param_info != nullptr) {
+    ok = g_cu.func_get_param_info(reinterpret_cast<CUfunction>(handle), index, &off, &size) ==
+         CUDA_SUCCESS;
+  }
+  if (!ok && g_cu.kernel_get_param_info != nullptr) {
+    ok = g_cu.kernel_get_param_info(reinterpret_cast<CUkernel>(handle), index, &off, &size) ==
+         CUDA_SUCCESS;
+  }
+  offset = ok && size == sizeof(float) ? static_cast<int64_t>(off) : -1;
+  fi->scaled_max_offset.store(offset, std::memory_order_release);
+  return offset;
+}
+
+// Reads the float scaled_max from the host-side launch arguments (never device memory).
+ScaledMax ReadScaledMax(const FunctionInfo* fi, uintptr_t handle, bool is_kernel, void** params,
+                        void** extra) {
+  if (fi->scaled_max_param < 0) return ScaledMax::kNotRead;
+  float value = 0;
+  if (params != nullptr) {
+    const void* p = params[fi->scaled_max_param];
+    if (p == nullptr) return ScaledMax::kNotRead;
+    std::memcpy(&value, p, sizeof(value));
+    return ClassifyScaledMax(value);
+  }
+  if (extra == nullptr) return ScaledMax::kNotRead;
+  const int64_t signed_offset = ScaledMaxOffset(fi, handle, is_kernel);
+  if (signed_offset < 0) return ScaledMax::kNotRead;
+  const char* buffer = nullptr;
+  size_t size = 0;
+  for (int i = 0; i < 16 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = static_cast<const char*>(extra[i + 1]);
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != nullptr) {
+      std::memcpy(&size, extra[i + 1], sizeof(size));
+    }
+  }
+  const auto offset = static_cast<size_t>(signed_offset);
+  if (buffer == nullptr || offset + sizeof(float) > size) return ScaledMax::kNotRead;
+  std::memcpy(&value, buffer + offset, sizeof(value));
+  return ClassifyScaledMax(value);
+}
+
+// Hot path: one launch on this thread.
+void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** extra) {
+  Agent& a = Agent::Get();
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return;
+  a.CountLaunches(1);
+  a.OnLaunchPhase(ts);
+  const auto handle = reinterpret_cast<uintptr_t>(handle_ptr);
+  const uint64_t epoch = a.function_epoch();
+  if (ts->cache_epoch != epoch) {
+    for (auto& e : ts->cache) e = {};
+    ts->cache_epoch = epoch;
+  }
+  const FunctionInfo* fi = ts->CacheLookup(handle);
+  if (fi == nullptr) {
+    fi = Resolve(handle, symbol, false);
+    ts->CacheInsert(handle, fi);
+    a.EnsureWriter();
+  }
+  if (fi->event == RuleEvent::kNone) return;
+  RawEvent e;
+  e.kind = RawKind::kKernelUpdate;
+  e.fn = fi;
+  e.rule = fi->event;
+  e.scaled_max = ReadScaledMax(fi, handle, false, params, extra);
+  a.Record(ts, &e);
+}
+
+void Enumerate(CUgraph graph, GraphInfo* info, int depth) {
+  size_t n = 0;
+  if (g_cu.graph_get_nodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0 || n > (1u << 20)) return;
+  std::vector<CUgraphNode> nodes(n);
+  if (g_cu.graph_get_nodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
+  nodes.resize(std::min(n, nodes.size()));
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type{};
+    if (g_cu.node_get_type(node, &type) != CUDA_SUCCESS) continue;
+    if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      CUDA_KERNEL_NODE_PARAMS_v2 p{};
+      if (g_cu.kernel_node_get_params == nullptr ||
+          g_cu.kernel_node_get_params(node, &p) != CUDA_SUCCESS) {
+        ++info->kernels;
+        continue;
+      }
+      ++info->kernels;
+      const bool is_kernel = p.func == nullptr;
+      const uintptr_t handle =
+          is_kernel ? reinterpret_cast<uintptr_t>(p.kern) : reinterpret_cast<uintptr_t>(p.func);
+      if (handle == 0) continue;
+      const FunctionInfo* fi = Resolve(handle, nullptr, is_kernel);
+      if (fi->event == RuleEvent::kNone) continue;
+      const ScaledMax sm = ReadScaledMax(fi, handle, is_kernel, p.kernelParams, p.extra);
+      bool merged = false;
+      for (auto& g : info->updates) {
+        if (g.fn == fi && g.scaled_max == sm) {
+          ++g.count;
+          merged = true;
+        }
+      }
+      if (!merged) info->updates.push_back({fi, sm, 1});
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && depth < 8 && g_cu.child_graph != nullptr) {
+      CUgraph child = nullptr;
+      if (g_cu.child_graph(node, &child) == CUDA_SUCCESS && child != nullptr) {
+        Enumerate(child, info, depth + 1);
+      }
+    }
+  }
+}
+
+void OnGraphExecCreated(const CUpti_GraphData* g) {
+  if (g == nullptr || g->graph == nullptr || g->graphExec == nullptr ||
+      g_cu.graph_get_nodes == nullptr || g_cu.node_get_type == nullptr) {
+    return;
+  }
+  auto info = std::make_shared<GraphInfo>();
+  Enumerate(g->graph, info.get(), 0);
+  Graphs& graphs = G();
+  std::lock_guard<std::mutex> lock(graphs.mu);
+  graphs.map[reinterpret_cast<uintptr_t>(g->graphExec)] = std::move(info);
+}
+
+void OnGraphExecDestroy(const CUpti_GraphData* g) {
+  if (g == nullptr) return;
+  Graphs& graphs = G();
+  std::lock_guard<std::mutex> lock(graphs.mu);
+  graphs.map.erase(reinterpret_cast<uintptr_t>(g->graphExec));
+}
+
+void OnGraphLaunch(CUgraphExec exec) {
+  Agent& a = Agent::Get();
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return;
+  std::shared_ptr<const GraphInfo> info;
+  {
+    Graphs& graphs = G();
+    std::lock_guard<std::mutex> lock(graphs.mu);
+    auto it = graphs.map.find(reinterpret_cast<uintptr_t>(exec));
+    if (it != graphs.map.end()) info = it->second;
+  }
+  if (info == nullptr) return;  // instantiated before the agent attached
+  a.CountLaunches(info->kernels);
+  a.OnLaunchPhase(ts);
+  a.EnsureWriter();
+  for (const auto& g : info->updates) {
+    RawEvent e;
+    e.kind = RawKind::kKernelUpdate;
+    e.fn = g.fn;
+    e.rule = g.fn->event;
+    e.scaled_max = g.scaled_max;
+    e.count = g.count;
+    a.Record(ts, &e);
+  }
+}
+
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+    if (cb->callbackSite != CUPTI_API_EXIT) return;
+    if (cb->functionReturnValue != nullptr &&
+        *static_cast<const CUresult*>(cb->functionReturnValue) != CUDA_SUCCESS) {
+      return;
+    }
+    switch (cbid) {
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
+        const auto* p = static_cast<const cuLaunchKernel_params*>(cb->functionParams);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
+        const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(cb->functionParams);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
+        const auto* p = static_cast<const cuLaunchKernelEx_params*>(cb->functionParams);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+        const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(cb->functionParams);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
+        const auto* p = static_cast<const cuLaunchCooperativeKernel_params*>(cb->functionParams);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr);
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
+        const auto* p =
+            static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(cb->functionParams);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr);
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: {
+        OnGraphLaunch(static_cast<const cuGraphLaunch_params*>(cb->functionParams)->hGraph);
+        break;
+      }
+      case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz: {
+        OnGraphLaunch(
+            static_cast<const cuGraphLaunch_ptsz_params*>(cb->functionParams)->hGraphExec);
+        break;
+      }
+      default:
+        break;
+    }
+  } else if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    const auto* r = static_cast<const CUpti_ResourceData*>(data);
+    switch (cbid) {
+      case CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED:
+        OnGraphExecCreated(static_cast<const CUpti_GraphData*>(r->resourceDescriptor));
+        break;
+      case CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING:
+        OnGraphExecDestroy(static_cast<const CUpti_GraphData*>(r->resourceDescriptor));
+        break;
+      case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING:
+        Agent::Get().InvalidateFunctions();
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+struct FoundCudart {
+  std::string dir;
+};
+
+int FindCudart(dl_phdr_info* info, size_t, void* data) {
+  const char* name = info->dlpi_name;
+  if (name == nullptr || std::strstr(name, "libcudart.so") == nullptr) return 0;
+  std::string path(name);
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return 0;
+  static_cast<FoundCudart*>(data)->dir = path.substr(0, slash);
+  return 1;
+}
+
+void* OpenCupti(std::string* tried) {
+  std::vector<std::string> names = {"libcupti.so.13", "libcupti.so"};
+  FoundCudart cudart;
+  dl_iterate_phdr(&FindCudart, &cudart);
+  if (!cudart.dir.empty()) {
+    names.push_back(cudart.dir + "/libcupti.so.13");
+    names.push_back(cudart.dir + "/../../cuda_cupti/lib/libcupti.so.13");
+    names.push_back(cudart.dir + "/../extras/CUPTI/lib64/libcupti.so.13");
+  }
+  for (const std::string& name : names) {
+    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL); h != nullptr) return h;
+    if (tried->empty()) {
+      const char* e = dlerror();
+      *tried = e != nullptr ? e : name;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void AttachKernelProbe(bool from_driver) {
+  static std::atomic<bool> attempted{false};
+  Agent& a = Agent::Get();
+  if (!a.enabled() || attempted.exchange(true)) return;
+
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (cuda == nullptr && from_driver) cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (cuda == nullptr) {
+    const char* e = dlerror();
+    Unrecorded(std::string("no CUDA driver (") + (e != nullptr ? e : "libcuda.so.1") + ")");
+    return;
+  }
+  Load(cuda, "cuFuncGetName", &g_cu.func_get_name);
+  Load(cuda, "cuFuncGetParamInfo", &g_cu.func_get_param_info);
+  Load(cuda, "cuKernelGetName", &g_cu.kernel_get_name);
+  Load(cuda, "cuKernelGetParamInfo", &g_cu.kernel_get_param_info);
+  Load(cuda, "cuGraphGetNodes", &g_cu.graph_get_nodes);
+  Load(cuda, "cuGraphNodeGetType", &g_cu.node_get_type);
+  Load(cuda, "cuGraphKernelNodeGetParams_v2", &g_cu.kernel_node_get_params);
+  Load(cuda, "cuGraphChildGraphNodeGetGraph", &g_cu.child_graph);
+  Load(cuda, "cuDriverGetVersion", &g_cu.driver_get_version);
+  Load(cuda, "cuCtxGetDevice", &g_cu.ctx_get_device);
+  Load(cuda, "cuDeviceGetName", &g_cu.device_get_name);
+
+  std::string why;
+  void* lib = OpenCupti(&why);
+  if (lib == nullptr) {
+    Unrecorded("CUPTI could not be loaded (" + why + ")");
+    return;
+  }
+  Load(lib, "cuptiSubscribe", &g_cupti.subscribe);
+  Load(lib, "cuptiEnableCallback", &g_cupti.enable_callback);
+  Load(lib, "cuptiGetResultString", &g_cupti.result_string);
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+  Load(lib, "cuptiSubscribe_v2", &g_cupti.subscribe_v2);
+#endif
+  if (g_cupti.subscribe == nullptr || g_cupti.enable_callback == nullptr) {
+    Unrecorded("this CUPTI lacks cuptiSubscribe or cuptiEnableCallback");
+    return;
+  }
+  auto result_text = [](CUptiResult r) {
+    const char* s = nullptr;
+    if (g_cupti.result_string != nullptr) g_cupti.result_string(r, &s);
+    return std::string(s != nullptr ? s : "error ") + (s != nullptr ? "" : std::to_string(r));
+  };
+
+  CUpti_SubscriberHandle subscriber = nullptr;
+  CUptiResult r = CUPTI_SUCCESS;
+  std::string other;
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+  if (g_cupti.subscribe_v2 != nullptr) {
+    char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+    CUpti_SubscriberParams params{};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "fp8audit";
+    params.oldSubscriberName = old_name;
+    params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
+    r = g_cupti.subscribe_v2(&subscriber, &OnCallback, nullptr, &params);
+    other = old_name;
+  } else {
+    r = g_cupti.subscribe(&subscriber, &OnCallback, nullptr);
+  }
+#else
+  r = g_cupti.subscribe(&subscriber, &OnCallback, nullptr);
+#endif
+  if (r != CUPTI_SUCCESS) {
+    Unrecorded("CUPTI refused the subscription (" + result_text(r) +
+               (other.empty() ? std::string() : "; held by " + other) +
+               (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+                    ? ": another profiler is attached"
+                    : "") +
+               ")");
+    return;
+  }
+  const CUpti_CallbackId driver_ids[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+  };
+  for (CUpti_CallbackId id : driver_ids) {
+    r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    if (r != CUPTI_SUCCESS) {
+      Unrecorded("CUPTI could not enable a launch callback (" + result_text(r) + ")");
+      return;
+    }
+  }
+  const CUpti_CallbackId resource_ids[] = {
+      CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
+      CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING,
+      CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING,
+  };
+  for (CUpti_CallbackId id : resource_ids) {
+    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id);
+  }
+}
+
+#endif  // FP8AUDIT_AGENT_CUPTI
+
+}  // namespace fp8audit::agent

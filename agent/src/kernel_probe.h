@@ -1,0 +1,16 @@
+// Kernel-launch probe: CUPTI callbacks on the driver's launch entry points (cuLaunchKernel,
+// cuLaunchKernelEx, cuLaunchCooperativeKernel, their _ptsz forms, cuGraphLaunch[_ptsz]) and on
+// graph-exec creation. CUPTI and the driver are opened with dlopen; nothing CUDA is linked.
+#pragma once
+
+namespace fp8audit::agent {
+
+// Subscribes once. `from_driver`: called from InitializeInjection (the driver is loading us).
+// When launches cannot be recorded (no driver, no CUPTI, another subscriber) prints one line and
+// leaves the NVTX path working.
+void AttachKernelProbe(bool from_driver);
+
+// True when libcuda is already loaded into the process.
+bool CudaDriverLoaded();
+
+}  // namespace fp8audit::agent

@@ -1,0 +1,326 @@
+#include "agent/src/nvtx_probe.h"
+
+#define NVTX_NO_IMPL
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstring>
+#include <cwchar>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "agent/src/recorder.h"
+
+namespace fp8audit::agent {
+namespace {
+
+struct DomainInfo {
+  std::string name;
+  bool fp8audit = false;
+};
+struct StringInfo {
+  std::string text;
+};
+
+constexpr size_t kMaxInternedStrings = 1 << 16;
+constexpr size_t kMaxOpenStartedRanges = 4096;
+constexpr size_t kMaxAsciiScan = 1 << 16;
+
+struct Tables {
+  Tables() { RegisterForkMutex(&mu); }
+  std::mutex mu;
+  std::unordered_map<std::string, DomainInfo*> domains;
+  std::unordered_map<std::string, StringInfo*> strings;
+  std::unordered_set<uint64_t> open_microbatch_ranges;  // nvtxRangeStart ids
+  std::atomic<uint64_t> next_range_id{1};
+};
+
+Tables& T() {
+  static Tables* tables = new Tables();
+  return *tables;
+}
+
+// A message's text; wide and registered messages are converted or looked up.
+class Text {
+ public:
+  explicit Text(const char* ascii) { SetAscii(ascii); }
+  explicit Text(const wchar_t* wide) { SetWide(wide); }
+  explicit Text(const nvtxEventAttributes_t* a) {
+    if (a == nullptr) return;
+    switch (a->messageType) {
+      case NVTX_MESSAGE_TYPE_ASCII:
+        SetAscii(a->message.ascii);
+        break;
+      case NVTX_MESSAGE_TYPE_UNICODE:
+        SetWide(a->message.unicode);
+        break;
+      case NVTX_MESSAGE_TYPE_REGISTERED:
+        if (a->message.registered != nullptr) {
+          const auto* s = reinterpret_cast<const StringInfo*>(a->message.registered);
+          view_ = s->text;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  std::string_view view() const { return view_; }
+
+ private:
+  void SetAscii(const char* s) {
+    if (s != nullptr) view_ = std::string_view(s, strnlen(s, kMaxAsciiScan));
+  }
+  void SetWide(const wchar_t* s) {
+    if (s == nullptr) return;
+    size_t n = 0;
+    for (; s[n] != L'\0' && n < sizeof(buf_); ++n) {
+      buf_[n] = (s[n] > 0 && s[n] < 0x80) ? static_cast<char>(s[n]) : '?';
+    }
+    view_ = std::string_view(buf_, n);
+  }
+  std::string_view view_;
+  char buf_[kRawTextBytes];
+};
+
+std::string Narrow(const wchar_t* s) {
+  std::string out;
+  for (size_t i = 0; s != nullptr && s[i] != L'\0' && i < 4096; ++i) {
+    out += (s[i] > 0 && s[i] < 0x80) ? static_cast<char>(s[i]) : '?';
+  }
+  return out;
+}
+
+bool Ours(nvtxDomainHandle_t domain) {
+  return domain != nullptr && reinterpret_cast<const DomainInfo*>(domain)->fp8audit;
+}
+
+void RecordText(ThreadState* ts, RawKind kind, std::string_view text) {
+  RawEvent e;
+  e.kind = kind;
+  e.SetText(text);
+  Agent::Get().Record(ts, &e);
+}
+
+ThreadState::RangeStack* StackFor(ThreadState* ts, const void* domain) {
+  for (int i = 0; i < ts->nstacks; ++i) {
+    if (ts->stacks[i].domain == domain) return &ts->stacks[i];
+  }
+  if (ts->nstacks < kMaxDomainStacks) {
+    ThreadState::RangeStack* s = &ts->stacks[ts->nstacks++];
+    s->domain = domain;
+    return s;
+  }
+  return &ts->stacks[kMaxDomainStacks - 1];  // shared by any further domains
+}
+
+// ---- Handlers ---------------------------------------------------------------------------------
+
+void OnMark(nvtxDomainHandle_t domain, std::string_view text) {
+  Agent& a = Agent::Get();
+  if (!a.enabled()) return;
+  const bool step = text == a.config().step_mark;
+  if (!step && !Ours(domain)) return;
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return;
+  RecordText(ts, step ? RawKind::kStep : RawKind::kStructured, text);
+}
+
+int OnPush(nvtxDomainHandle_t domain, std::string_view text) {
+  Agent& a = Agent::Get();
+  if (!a.enabled()) return 0;
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return 0;
+  ThreadState::RangeStack* st = StackFor(ts, domain);
+  const uint32_t level = st->depth++;
+  const bool microbatch = text == a.config().microbatch_range;
+  if (level < 64) {
+    const uint64_t bit = 1ull << level;
+    st->microbatch_bits = microbatch ? (st->microbatch_bits | bit) : (st->microbatch_bits & ~bit);
+  }
+  if (microbatch) {
+    RecordText(ts, RawKind::kMicrobatchBegin, text);
+  } else if (Ours(domain)) {
+    RecordText(ts, RawKind::kStructured, text);
+  }
+  return static_cast<int>(level);
+}
+
+int OnPop(nvtxDomainHandle_t domain) {
+  Agent& a = Agent::Get();
+  if (!a.enabled()) return -1;
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return -1;
+  ThreadState::RangeStack* st = StackFor(ts, domain);
+  if (st->depth == 0) return -1;
+  const uint32_t level = --st->depth;
+  if (level < 64 && ((st->microbatch_bits >> level) & 1) != 0) {
+    st->microbatch_bits &= ~(1ull << level);
+    RecordText(ts, RawKind::kMicrobatchEnd, a.config().microbatch_range);
+  }
+  return static_cast<int>(level);
+}
+
+nvtxRangeId_t OnStart(nvtxDomainHandle_t domain, std::string_view text) {
+  Tables& t = T();
+  const nvtxRangeId_t id = t.next_range_id.fetch_add(1, std::memory_order_relaxed);
+  Agent& a = Agent::Get();
+  if (!a.enabled()) return id;
+  const bool microbatch = text == a.config().microbatch_range;
+  if (!microbatch && !Ours(domain)) return id;
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return id;
+  if (microbatch) {
+    {
+      std::lock_guard<std::mutex> lock(t.mu);
+      if (t.open_microbatch_ranges.size() >= kMaxOpenStartedRanges) return id;
+      t.open_microbatch_ranges.insert(id);
+    }
+    RecordText(ts, RawKind::kMicrobatchBegin, text);
+  } else {
+    RecordText(ts, RawKind::kStructured, text);
+  }
+  return id;
+}
+
+void OnEnd(nvtxRangeId_t id) {
+  Agent& a = Agent::Get();
+  if (!a.enabled()) return;
+  Tables& t = T();
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    if (t.open_microbatch_ranges.erase(id) == 0) return;
+  }
+  ThreadState* ts = a.Self();
+  if (ts != nullptr) RecordText(ts, RawKind::kMicrobatchEnd, a.config().microbatch_range);
+}
+
+nvtxDomainHandle_t CreateDomain(std::string name) {
+  Tables& t = T();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.domains.find(name);
+  if (it == t.domains.end()) {
+    if (t.domains.size() >= kMaxInternedStrings) return nullptr;
+    auto* d = new DomainInfo{name, name == "fp8audit"};
+    it = t.domains.emplace(std::move(name), d).first;
+  }
+  return reinterpret_cast<nvtxDomainHandle_t>(it->second);
+}
+
+nvtxStringHandle_t RegisterString(std::string text) {
+  Tables& t = T();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.strings.find(text);
+  if (it == t.strings.end()) {
+    if (t.strings.size() >= kMaxInternedStrings) return nullptr;
+    auto* s = new StringInfo{text};
+    it = t.strings.emplace(std::move(text), s).first;
+  }
+  return reinterpret_cast<nvtxStringHandle_t>(it->second);
+}
+
+// CORE module.
+void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { OnMark(nullptr, Text(a).view()); }
+void NVTX_API MarkA(const char* m) { OnMark(nullptr, Text(m).view()); }
+void NVTX_API MarkW(const wchar_t* m) { OnMark(nullptr, Text(m).view()); }
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
+  return OnStart(nullptr, Text(a).view());
+}
+nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return OnStart(nullptr, Text(m).view()); }
+nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return OnStart(nullptr, Text(m).view()); }
+void NVTX_API RangeEnd(nvtxRangeId_t id) { OnEnd(id); }
+int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) { return OnPush(nullptr, Text(a).view()); }
+int NVTX_API RangePushA(const char* m) { return OnPush(nullptr, Text(m).view()); }
+int NVTX_API RangePushW(const wchar_t* m) { return OnPush(nullptr, Text(m).view()); }
+int NVTX_API RangePop() { return OnPop(nullptr); }
+
+// CORE2 module (domains).
+void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  OnMark(d, Text(a).view());
+}
+nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return OnStart(d, Text(a).view());
+}
+void NVTX_API DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) { OnEnd(id); }
+int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  return OnPush(d, Text(a).view());
+}
+int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return OnPop(d); }
+nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {
+  return s == nullptr ? nullptr : RegisterString(std::string(s, strnlen(s, kMaxAsciiScan)));
+}
+nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t, const wchar_t* s) {
+  return s == nullptr ? nullptr : RegisterString(Narrow(s));
+}
+nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
+  return name == nullptr ? nullptr : CreateDomain(std::string(name, strnlen(name, 4096)));
+}
+nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* name) {
+  return name == nullptr ? nullptr : CreateDomain(Narrow(name));
+}
+void NVTX_API DomainDestroy(nvtxDomainHandle_t) {}  // handles stay valid: events may name them
+void NVTX_API Initialize(const void*) {}
+
+template <typename Fn>
+void Set(NvtxFunctionTable table, unsigned int size, unsigned int id, Fn fn) {
+  if (table != nullptr && id <= size && table[id] != nullptr) {
+    *table[id] = reinterpret_cast<NvtxFunctionPointer>(fn);
+  }
+}
+
+}  // namespace
+
+int InstallNvtxHandlers(const void* (*get_export_table)(unsigned int)) {
+  if (get_export_table == nullptr) return 0;
+  const auto* callbacks =
+      static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
+  if (callbacks == nullptr || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
+      callbacks->GetModuleFunctionTable == nullptr) {
+    return 0;
+  }
+  NvtxFunctionTable t = nullptr;
+  unsigned int n = 0;
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &t, &n) != 0 && t != nullptr) {
+    Set(t, n, NVTX_CBID_CORE_MarkEx, static_cast<nvtxMarkEx_impl_fntype>(&MarkEx));
+    Set(t, n, NVTX_CBID_CORE_MarkA, static_cast<nvtxMarkA_impl_fntype>(&MarkA));
+    Set(t, n, NVTX_CBID_CORE_MarkW, static_cast<nvtxMarkW_impl_fntype>(&MarkW));
+    Set(t, n, NVTX_CBID_CORE_RangeStartEx,
+        static_cast<nvtxRangeStartEx_impl_fntype>(&RangeStartEx));
+    Set(t, n, NVTX_CBID_CORE_RangeStartA, static_cast<nvtxRangeStartA_impl_fntype>(&RangeStartA));
+    Set(t, n, NVTX_CBID_CORE_RangeStartW, static_cast<nvtxRangeStartW_impl_fntype>(&RangeStartW));
+    Set(t, n, NVTX_CBID_CORE_RangeEnd, static_cast<nvtxRangeEnd_impl_fntype>(&RangeEnd));
+    Set(t, n, NVTX_CBID_CORE_RangePushEx, static_cast<nvtxRangePushEx_impl_fntype>(&RangePushEx));
+    Set(t, n, NVTX_CBID_CORE_RangePushA, static_cast<nvtxRangePushA_impl_fntype>(&RangePushA));
+    Set(t, n, NVTX_CBID_CORE_RangePushW, static_cast<nvtxRangePushW_impl_fntype>(&RangePushW));
+    Set(t, n, NVTX_CBID_CORE_RangePop, static_cast<nvtxRangePop_impl_fntype>(&RangePop));
+  }
+  t = nullptr;
+  n = 0;
+  if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &t, &n) != 0 && t != nullptr) {
+    Set(t, n, NVTX_CBID_CORE2_DomainMarkEx,
+        static_cast<nvtxDomainMarkEx_impl_fntype>(&DomainMarkEx));
+    Set(t, n, NVTX_CBID_CORE2_DomainRangeStartEx,
+        static_cast<nvtxDomainRangeStartEx_impl_fntype>(&DomainRangeStartEx));
+    Set(t, n, NVTX_CBID_CORE2_DomainRangeEnd,
+        static_cast<nvtxDomainRangeEnd_impl_fntype>(&DomainRangeEnd));
+    Set(t, n, NVTX_CBID_CORE2_DomainRangePushEx,
+        static_cast<nvtxDomainRangePushEx_impl_fntype>(&DomainRangePushEx));
+    Set(t, n, NVTX_CBID_CORE2_DomainRangePop,
+        static_cast<nvtxDomainRangePop_impl_fntype>(&DomainRangePop));
+    Set(t, n, NVTX_CBID_CORE2_DomainRegisterStringA,
+        static_cast<nvtxDomainRegisterStringA_impl_fntype>(&DomainRegisterStringA));
+    Set(t, n, NVTX_CBID_CORE2_DomainRegisterStringW,
+        static_cast<nvtxDomainRegisterStringW_impl_fntype>(&DomainRegisterStringW));
+    Set(t, n, NVTX_CBID_CORE2_DomainCreateA,
+        static_cast<nvtxDomainCreateA_impl_fntype>(&DomainCreateA));
+    Set(t, n, NVTX_CBID_CORE2_DomainCreateW,
+        static_cast<nvtxDomainCreateW_impl_fntype>(&DomainCreateW));
+    Set(t, n, NVTX_CBID_CORE2_DomainDestroy,
+        static_cast<nvtxDomainDestroy_impl_fntype>(&DomainDestroy));
+    Set(t, n, NVTX_CBID_CORE2_Initialize, static_cast<nvtxInitialize_impl_fntype>(&Initialize));
+  }
+  return 1;
+}
+
+}  // namespace fp8audit::agent

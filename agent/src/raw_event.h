@@ -1,0 +1,61 @@
+// What the probes record on the hot path: fixed-size, trivially copyable events that the writer
+// thread turns into fp8audit.v1.Event records.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "agent/src/patterns.h"
+
+namespace fp8audit::agent {
+
+// One kernel function, classified once at its first launch and never freed.
+struct FunctionInfo {
+  std::string name;                    // demangled
+  RuleEvent event = RuleEvent::kNone;  // kNone: not a state update
+  int scaled_max_param = -1;           // float parameter to read, -1 none
+  // Its offset in a packed argument buffer (launches with `extra`): -2 not asked yet, -1 unknown.
+  mutable std::atomic<int64_t> scaled_max_offset{-2};
+};
+
+enum class RawKind : uint8_t {
+  kMicrobatchBegin,
+  kMicrobatchEnd,
+  kStep,
+  kBackwardBegin,
+  kBackwardEnd,
+  kKernelUpdate,  // fn, rule event, scaled_max
+  kStructured,    // text: a message of the fp8audit NVTX domain
+};
+
+// Pass values as in fp8audit.v1.Pass.
+inline constexpr uint8_t kPassUnspecified = 0;
+inline constexpr uint8_t kPassForward = 1;
+inline constexpr uint8_t kPassBackward = 2;
+
+inline constexpr size_t kRawTextBytes = 120;
+
+struct RawEvent {
+  uint64_t ts_ns = 0;     // CLOCK_MONOTONIC
+  uint64_t launches = 0;  // kernel launches counted in the process when recorded
+  uint64_t count = 1;     // multiplicity
+  const FunctionInfo* fn = nullptr;
+  uint32_t tid = 0;
+  RawKind kind = RawKind::kStep;
+  uint8_t pass = kPassUnspecified;
+  RuleEvent rule = RuleEvent::kNone;
+  ScaledMax scaled_max = ScaledMax::kNotRead;
+  uint8_t text_len = 0;
+  char text[kRawTextBytes - 1] = {};
+
+  void SetText(std::string_view s) {
+    text_len = static_cast<uint8_t>(s.size() < sizeof(text) ? s.size() : sizeof(text));
+    std::memcpy(text, s.data(), text_len);
+  }
+  std::string_view Text() const { return std::string_view(text, text_len); }
+};
+
+}  // namespace fp8audit::agent
