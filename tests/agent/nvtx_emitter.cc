@@ -1,0 +1,152 @@
+// A test program that emits NVTX events the way a training loop and this project's runtime do.
+// It links nothing of the agent: the agent reaches it through LD_PRELOAD, NVTX_INJECTION64_PATH or
+// CUDA_INJECTION64_PATH (mode cuda-injection calls InitializeInjection as the driver would).
+//
+// Modes: basic | cuda-injection | wait | fork | failfast | flood N
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "fp8audit/nvtx_events.h"
+
+namespace ev = fp8audit::nvtx;
+
+namespace {
+
+// Runs `body` on a thread named like PyTorch's autograd device thread.
+template <typename F>
+void OnAutogradThread(F body) {
+  std::thread t([&] {
+    pthread_setname_np(pthread_self(), "pt_autograd_0");
+    body();
+  });
+  t.join();
+}
+
+void BasicMicrobatches() {
+  // Microbatch 0: push/pop in the default domain, full structured vocabulary.
+  nvtxRangePushA(ev::kMicrobatchRange);
+  ev::AutocastEnter(1);
+  ev::ModuleForward("fc1");
+  ev::CheckpointEnter(1, 1, ev::CheckpointKind::kReentrant);
+  ev::StashPush("fc1", 1);
+  ev::CheckpointExit(1, 1, ev::CheckpointKind::kReentrant);
+  ev::AutocastExit(0);
+  ev::UpdateForward();
+  OnAutogradThread([] {
+    ev::CheckpointEnter(1, 2, ev::CheckpointKind::kReentrant);
+    ev::StashPop("fc1", 1);
+    ev::CheckpointExit(1, 2, ev::CheckpointKind::kReentrant);
+    ev::ModuleBackward("fc1");
+    ev::UpdateBackward();
+  });
+  nvtxRangePop();
+  nvtxMarkA(ev::kStepMark);
+
+  // Unrelated ranges and marks, in another domain, are not recorded.
+  nvtxDomainHandle_t other = nvtxDomainCreateA("otherlib");
+  nvtxEventAttributes_t a = ev::Attributes("unrelated");
+  nvtxDomainRangePushEx(other, &a);
+  nvtxDomainMarkEx(other, &a);
+  nvtxMarkA("unrelated mark");
+
+  // Microbatch 1: start/end range; a registered string.
+  const nvtxRangeId_t id = nvtxRangeStartA(ev::kMicrobatchRange);
+  nvtxEventAttributes_t reg = ev::Attributes(nullptr);
+  reg.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  reg.message.registered = nvtxDomainRegisterStringA(ev::Domain(), "update.forward");
+  nvtxDomainMarkEx(ev::Domain(), &reg);
+  OnAutogradThread([] { ev::UpdateBackward(); });
+  nvtxRangeEnd(id);
+  nvtxDomainRangePop(other);
+
+  // Microbatch 2: the emitter's own range (fp8audit domain), then a wide-character step mark.
+  {
+    ev::MicrobatchScope scope;
+    ev::UpdateForward();
+    OnAutogradThread([] { ev::UpdateBackward(); });
+  }
+  nvtxMarkW(L"fp8audit.step");
+}
+
+int CallInitializeInjection() {
+  const char* path = std::getenv("CUDA_INJECTION64_PATH");
+  if (path == nullptr) return 2;
+  void* lib = dlopen(path, RTLD_NOW);
+  if (lib == nullptr) {
+    std::fprintf(stdout, "dlopen failed: %s\n", dlerror());
+    return 2;
+  }
+  auto init = reinterpret_cast<int (*)()>(dlsym(lib, "InitializeInjection"));
+  if (init == nullptr) return 2;
+  return init() == 1 ? 0 : 2;
+}
+
+void Ready() {
+  std::printf("ready\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "basic";
+  if (mode == "basic") {
+    BasicMicrobatches();
+    return 0;
+  }
+  if (mode == "cuda-injection") {
+    if (const int rc = CallInitializeInjection(); rc != 0) return rc;
+    BasicMicrobatches();
+    return 0;
+  }
+  if (mode == "wait") {
+    BasicMicrobatches();
+    nvtxRangePushA(ev::kMicrobatchRange);  // left open: the trace ends inside it
+    ev::UpdateForward();
+    Ready();
+    for (;;) pause();
+  }
+  if (mode == "fork") {
+    nvtxRangePushA(ev::kMicrobatchRange);
+    ev::UpdateForward();
+    nvtxRangePop();
+    std::fflush(stdout);
+    const pid_t child = fork();
+    if (child == 0) {
+      ev::Update(5);
+      nvtxMarkA(ev::kStepMark);
+      std::exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ev::UpdateBackward();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  if (mode == "failfast") {
+    for (int mb = 0; mb < 3; ++mb) {
+      nvtxRangePushA(ev::kMicrobatchRange);
+      ev::UpdateForward();
+      if (mb == 1) ev::UpdateForward();  // the violation
+      OnAutogradThread([] { ev::UpdateBackward(); });
+      nvtxRangePop();
+      usleep(500000);  // the live check runs on the writer's period
+    }
+    std::printf("finished\n");
+    return 0;
+  }
+  if (mode == "flood" && argc > 2) {
+    const long n = std::strtol(argv[2], nullptr, 10);
+    for (long i = 0; i < n; ++i) ev::Update();
+    return 0;
+  }
+  std::fprintf(stderr, "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N\n");
+  return 2;
+}
