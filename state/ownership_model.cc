@@ -14,6 +14,12 @@ OwnershipModel::OwnershipModel(Semantics semantics, uint32_t module_count)
   events_.reserve(1024);
 }
 
+void OwnershipModel::AddModules(uint32_t module_count) {
+  if (module_count <= module_fp8_.size()) return;
+  legacy_stash_.resize(module_count, 0);
+  module_fp8_.resize(module_count, 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Recording
 
@@ -240,6 +246,7 @@ ModuleCtx OwnershipModel::ModuleForward(const ModuleInfo& module) {
   // linear.py:1951-1956 — without grad the autograd Function is bypassed: no ctx, no ownership.
   ctx.has_ctx = grad_enabled() && module.requires_grad;
   ctx.delayed = delayed_;
+  ctx.fp8 = fp8;
   if (!ctx.has_ctx || !fp8) return ctx;
   // linear.py:1437-1442 (layernorm_linear.py:591-597, layernorm_mlp.py:911-919): the module reads
   // and consumes the first-module flag ...

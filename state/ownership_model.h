@@ -73,6 +73,7 @@ struct ModuleCtx {
   uint32_t recompute_frame = 0;  // frame being recomputed when it ran (0: original forward)
   bool restored = false;
   bool delayed = true;  // recipe was DelayedScaling when it ran
+  bool fp8 = false;     // it ran in FP8 (te-legacy: the module's possibly stale self.fp8)
   bool raised = false;  // te-legacy: the forward raised (recompute without a stash)
   OwnerOrigin origin;
 };
@@ -95,6 +96,10 @@ class OwnershipModel {
   OwnershipModel(Semantics semantics, uint32_t module_count);
 
   Semantics semantics() const { return semantics_; }
+  // Grows the module table to at least `module_count` modules (ids are dense, < module_count);
+  // for drivers such as the runtime that create modules as they go.
+  void AddModules(uint32_t module_count);
+  uint32_t module_count() const { return static_cast<uint32_t>(module_fp8_.size()); }
 
   // ---- grad mode (torch.no_grad / enable_grad) ----
   void PushGrad(bool enabled);

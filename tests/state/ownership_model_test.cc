@@ -406,5 +406,48 @@ TEST(FixedOwnership, NonReentrantRecomputeOwnsNothingBecauseItsGraphIsDiscarded)
   EXPECT_EQ(m.forward_updates(), 1u);
 }
 
+TEST_P(BothSemantics, ModuleCtxReportsWhetherTheModuleRanInFp8) {
+  OwnershipModel m(GetParam(), 1);
+  EXPECT_FALSE(m.ModuleForward(Mod(0)).fp8);
+  m.AutocastEnter(true, true);
+  EXPECT_TRUE(m.ModuleForward(Mod(0)).fp8);
+  m.AutocastEnter(false, true);
+  EXPECT_FALSE(m.ModuleForward(Mod(0)).fp8);
+  m.AutocastExit(false);
+  m.AutocastExit(false);
+}
+
+TEST(TeLegacyStash, RecomputedModuleKeepsItsStaleFp8FlagOutsideAnyAutocast) {
+  OwnershipModel m(Semantics::kTeLegacy, 1);
+  m.AutocastEnter(true, true);
+  const uint32_t frame = m.CheckpointEnter(CheckpointKind::kNonReentrant).frame;
+  m.ModuleForward(Mod(0));
+  m.CheckpointExit(frame, false);
+  m.AutocastExit(false);
+  ASSERT_TRUE(m.RecomputeEnter(frame));
+  EXPECT_TRUE(m.ModuleForward(Mod(0)).fp8);
+  m.RecomputeExit(frame, false);
+}
+
+TEST_P(BothSemantics, ModulesAddedLaterAreTrackedLikeTheFirstOnes) {
+  OwnershipModel m(GetParam(), 1);
+  EXPECT_EQ(m.module_count(), 1u);
+  m.AddModules(3);
+  m.AddModules(2);  // never shrinks
+  EXPECT_EQ(m.module_count(), 3u);
+  m.AutocastEnter(true, true);
+  const uint32_t frame = m.CheckpointEnter(CheckpointKind::kReentrant).frame;
+  m.ModuleForward(Mod(2));
+  m.CheckpointExit(frame, false);
+  m.AutocastExit(false);
+  EXPECT_EQ(m.stashed(2), 1u);
+  ASSERT_TRUE(m.RecomputeEnter(frame));
+  const ModuleCtx ctx = m.ModuleForward(Mod(2));
+  EXPECT_TRUE(ctx.fp8);
+  EXPECT_FALSE(ctx.raised);
+  EXPECT_EQ(m.stashed(2), 0u);
+  m.RecomputeExit(frame, false);
+}
+
 }  // namespace
 }  // namespace fp8audit::state
