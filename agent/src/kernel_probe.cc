@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -61,6 +62,7 @@ struct Driver {
   CUresult (*driver_get_version)(int*) = nullptr;
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;
   CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
 };
 Driver g_cu;
 
@@ -242,8 +244,21 @@ ScaledMax ReadScaledMax(const FunctionInfo* fi, uintptr_t handle, bool is_kernel
   return ClassifyScaledMax(value);
 }
 
+// Stream captures in progress (cuStreamBeginCapture..EndCapture). While any is, a launch into a
+// capturing stream only records a graph node: it is counted when the graph is launched.
+std::atomic<int> g_active_captures{0};
+
+bool Capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return g_cu.stream_is_capturing != nullptr &&
+         g_cu.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // Hot path: one launch on this thread.
-void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** extra) {
+void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** extra,
+              CUstream stream) {
+  if (g_active_captures.load(std::memory_order_relaxed) > 0 && Capturing(stream)) return;
   Agent& a = Agent::Get();
   ThreadState* ts = a.Self();
   if (ts == nullptr) return;
@@ -361,40 +376,57 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     const auto* cb = static_cast<const CUpti_CallbackData*>(data);
     if (cb->callbackSite != CUPTI_API_EXIT) return;
-    if (cb->functionReturnValue != nullptr &&
-        *static_cast<const CUresult*>(cb->functionReturnValue) != CUDA_SUCCESS) {
+    const bool ok = cb->functionReturnValue == nullptr ||
+                    *static_cast<const CUresult*>(cb->functionReturnValue) == CUDA_SUCCESS;
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture ||
+        cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz) {
+      // Ends the capture whatever it returns (an invalidated capture ends with an error).
+      int n = g_active_captures.load();
+      while (n > 0 && !g_active_captures.compare_exchange_weak(n, n - 1)) {
+      }
       return;
     }
+    if (!ok) return;
     switch (cbid) {
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture:
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
+        g_active_captures.fetch_add(1);
+        break;
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
         const auto* p = static_cast<const cuLaunchKernel_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra, p->hStream);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
         const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra, p->hStream);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
         const auto* p = static_cast<const cuLaunchKernelEx_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra,
+                 p->config != nullptr ? p->config->hStream : nullptr);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
         const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra,
+                 p->config != nullptr ? p->config->hStream : nullptr);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
         const auto* p = static_cast<const cuLaunchCooperativeKernel_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr, p->hStream);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
         const auto* p =
             static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr, p->hStream);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: {
@@ -450,6 +482,12 @@ void* OpenCupti(std::string* tried) {
     names.push_back(cudart.dir + "/../../cuda_cupti/lib/libcupti.so.13");
     names.push_back(cudart.dir + "/../extras/CUPTI/lib64/libcupti.so.13");
   }
+  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
+    names.push_back(std::string(home) + "/lib64/libcupti.so.13");
+    names.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
+  }
+  names.push_back("/usr/local/cuda/lib64/libcupti.so.13");
+  names.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
   for (const std::string& name : names) {
     if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL); h != nullptr) return h;
     if (tried->empty()) {
@@ -485,6 +523,7 @@ void AttachKernelProbe(bool from_driver) {
   Load(cuda, "cuDriverGetVersion", &g_cu.driver_get_version);
   Load(cuda, "cuCtxGetDevice", &g_cu.ctx_get_device);
   Load(cuda, "cuDeviceGetName", &g_cu.device_get_name);
+  Load(cuda, "cuStreamIsCapturing", &g_cu.stream_is_capturing);
 
   std::string why;
   void* lib = OpenCupti(&why);
@@ -545,6 +584,14 @@ void AttachKernelProbe(bool from_driver) {
       CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
       CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
+      CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
   };
   for (CUpti_CallbackId id : driver_ids) {
     r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);

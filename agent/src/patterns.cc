@@ -287,10 +287,18 @@ const std::vector<PatternRule>& BuiltinRules() {
       Builtin(RuleEvent::kUpdate,
               R"(^(void )?transformer_engine::delayed_scaling_recipe::(.*::)?kernel(<.*>)?\()",
               "Transformer Engine DelayedScaling kernel", 7),
-      // This project's kernels: any fp8audit::kernels function whose name contains "update".
+      // This project's kernels (kernels/delayed_scaling_update.cu): delayed_scaling_update_kernel(
+      // float*, long, long, float*, float*, float max_value, int margin, AmaxAlgo), max_value being
+      // the format's FP8 max; then any other fp8audit::kernels function named like an update.
       // (Demangled templates start with their return type, "void ".)
-      Builtin(RuleEvent::kUpdate, R"(^(void )?fp8audit::kernels::(\w+::)*\w*[Uu]pdate\w*[<(])",
-              "fp8audit update kernels", -1),
+      Builtin(RuleEvent::kUpdate,
+              R"(^(void )?fp8audit::kernels::(\w+::|\(anonymous namespace\)::)*)"
+              R"(delayed_scaling_update_kernel(<.*>)?\()",
+              "fp8audit delayed_scaling_update_kernel", 5),
+      Builtin(
+          RuleEvent::kUpdate,
+          R"(^(void )?fp8audit::kernels::(\w+::|\(anonymous namespace\)::)*\w*[Uu]pdate\w*[<(])",
+          "fp8audit update kernels", -1),
   };
   return *rules;
 }

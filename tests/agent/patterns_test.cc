@@ -104,6 +104,7 @@ TEST(AgentPatterns, LoadsFilesAndReportsUnreadableOnes) {
 }
 
 TEST(AgentPatterns, BuiltinsMatchTransformerEngineUpdateKernels) {
+  for (const PatternRule& r : BuiltinRules()) EXPECT_NE(r.regex, nullptr) << r.pattern;
   const Classifier c;
   const PatternRule* bulk = c.Match(kTeBulk);
   ASSERT_NE(bulk, nullptr);
@@ -120,6 +121,12 @@ TEST(AgentPatterns, BuiltinsMatchTransformerEngineUpdateKernels) {
   EXPECT_EQ(c.Match("void at::native::vectorized_elementwise_kernel<4>(int)"), nullptr);
   EXPECT_NE(c.Match("void fp8audit::kernels::detail::DelayedScalingUpdateKernel<float>(float*)"),
             nullptr);
+  constexpr char kOurs[] =
+      "fp8audit::kernels::cuda::(anonymous namespace)::delayed_scaling_update_kernel(float*, long, "
+      "long, float*, float*, float, int, fp8audit::kernels::AmaxAlgo)";
+  ASSERT_NE(c.Match(kOurs), nullptr);
+  EXPECT_EQ(c.Match(kOurs)->scaled_max_param, 5);
+  EXPECT_TRUE(ParameterIsFloat(kOurs, 5));
   EXPECT_EQ(c.Match("void fp8audit::kernels::detail::CastTransposeKernel<float>(float*)"), nullptr);
 }
 

@@ -1,0 +1,163 @@
+// The agent with a GPU: kernels named like Transformer Engine's DelayedScaling update kernels,
+// launched in known patterns (agent_launch_patterns) → exact launch counts and update counts per
+// microbatch, forward/backward split, CUDA graph replay. Skips where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <regex>
+
+#include "tests/agent/agent_test_util.h"
+
+namespace fp8audit::agent::testing {
+namespace {
+
+#ifdef FP8AUDIT_LAUNCH_PATTERNS
+const char* const kProgram = FP8AUDIT_LAUNCH_PATTERNS;
+#else
+const char* const kProgram = nullptr;
+#endif
+
+std::map<std::string, std::string> AgentEnv() {
+  std::map<std::string, std::string> env = {{"CUDA_INJECTION64_PATH", AgentPath()},
+                                            {"NVTX_INJECTION64_PATH", AgentPath()}};
+  if (!SanitizerBuild()) env["LD_PRELOAD"] = AgentPath();  // as `fp8audit run` sets them
+  return env;
+}
+
+RunResult RunPatterns(const std::string& mode, std::map<std::string, std::string> env,
+                      const std::string& pause_ms = "0") {
+  RunOptions o;
+  o.argv = {kProgram, mode, pause_ms};
+  o.env = std::move(env);
+  o.timeout_s = 120;
+  return RunProgram(o);
+}
+
+long PrintedLaunches(const RunResult& run) {
+  std::smatch m;
+  static const std::regex re("launches=(\\d+)");
+  return std::regex_search(run.stdout_text, m, re) ? std::stol(m[1]) : -1;
+}
+
+struct Segment {
+  uint64_t forward = 0, backward = 0;
+  uint64_t forward_in_backward_pass = 0;
+};
+
+// Segments at BACKWARD_END (a return from the autograd thread to the training thread).
+std::vector<Segment> Segments(const Trace& t) {
+  std::vector<Segment> segments(1);
+  for (const auto& e : t.events) {
+    const uint64_t n = e.count() > 0 ? e.count() : 1;
+    if (e.kind() == v1::BACKWARD_END) segments.emplace_back();
+    if (e.kind() == v1::UPDATE_FORWARD) {
+      segments.back().forward += n;
+      if (e.pass() == v1::BACKWARD) segments.back().forward_in_backward_pass += n;
+    }
+    if (e.kind() == v1::UPDATE_BACKWARD) segments.back().backward += n;
+  }
+  return segments;
+}
+
+#define SKIP_WITHOUT_GPU(run)                                                 \
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language"; \
+  if ((run).exit_code() == 77) GTEST_SKIP() << "no GPU"
+
+TEST(AgentGpu, HybridPatternsGiveExactCountsAndSplit) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  const RunResult run = RunPatterns("hybrid", AgentEnv());
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text << run.stdout_text;
+  ASSERT_EQ(run.traces.size(), 1u) << run.stderr_text;
+  const Trace& t = run.traces[0];
+  ASSERT_TRUE(t.has_footer);
+  EXPECT_EQ(t.footer.dropped(), 0u);
+  EXPECT_EQ(static_cast<long>(t.footer.kernel_launches()), PrintedLaunches(run));
+  EXPECT_EQ(PrintedLaunches(run), 59);
+  EXPECT_FALSE(t.header.gpu().empty());
+  EXPECT_FALSE(t.header.driver().empty());
+  std::printf("gpu '%s', driver '%s', cuda '%s'\n", t.header.gpu().c_str(),
+              t.header.driver().c_str(), t.header.cuda().c_str());
+
+  EXPECT_EQ(OfKind(t, v1::BACKWARD_BEGIN).size(), 4u);
+  EXPECT_EQ(OfKind(t, v1::BACKWARD_END).size(), 4u);
+  const auto segments = Segments(t);
+  ASSERT_EQ(segments.size(), 5u);
+  const std::array<std::array<uint64_t, 3>, 5> want = {{
+      {2, 2, 1},  // the recompute's forward update, in the backward pass
+      {1, 1, 0},
+      {1, 1, 0},  // kernel(), margins 2 and 1
+      {1, 1, 0},  // packed-buffer launch; a value naming no format follows the pass
+      {8, 4, 0},  // four graph launches, each with 2 forward and 1 backward update
+  }};
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(segments[i].forward, want[i][0]) << "segment " << i;
+    EXPECT_EQ(segments[i].backward, want[i][1]) << "segment " << i;
+    EXPECT_EQ(segments[i].forward_in_backward_pass, want[i][2]) << "segment " << i;
+  }
+  for (const auto& e : OfKind(t, v1::UPDATE_FORWARD)) {
+    EXPECT_EQ(e.source(), v1::KERNEL);
+    EXPECT_NE(e.detail().find("transformer_engine::delayed_scaling_recipe::"), std::string::npos);
+  }
+  // Graph launches carry their multiplicity.
+  size_t graph_events = 0;
+  for (const auto& e : t.events) graph_events += e.count() > 1 ? 1 : 0;
+  EXPECT_EQ(graph_events, 4u);
+  // The live check saw microbatch 0 fail (no --fail-fast: one summary line at exit).
+  const auto lines = run.stderr_lines();
+  ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
+  EXPECT_NE(lines[0].find("live check: 1 of"), std::string::npos) << lines[0];
+}
+
+TEST(AgentGpu, E4M3OnlyRecipesSplitByPass) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  const RunResult run = RunPatterns("e4m3", AgentEnv());
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  EXPECT_EQ(static_cast<long>(t.footer.kernel_launches()), PrintedLaunches(run));
+  const auto segments = Segments(t);
+  ASSERT_EQ(segments.size(), 3u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(segments[i].forward, 1u) << i;
+    EXPECT_EQ(segments[i].backward, 1u) << i;
+    EXPECT_EQ(segments[i].forward_in_backward_pass, 0u) << i;
+  }
+  EXPECT_EQ(run.stderr_text, "");
+}
+
+TEST(AgentGpu, FailFastEndsTheJobAtTheFirstFailingMicrobatch) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  auto env = AgentEnv();
+  env["FP8AUDIT_FAIL_FAST"] = "1";
+  const RunResult run = RunPatterns("hybrid", env, "400");
+  SKIP_WITHOUT_GPU(run);
+  EXPECT_EQ(run.exit_code(), 3) << run.stderr_text;
+  EXPECT_EQ(run.stdout_text.find("done"), std::string::npos);
+  const auto lines = run.stderr_lines();
+  ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
+  EXPECT_EQ(lines[0].rfind("fp8audit: microbatch 0: forward updates 2 (expected 1), backward "
+                           "updates 2 (expected 1): extra forward update kernel "
+                           "transformer_engine::delayed_scaling_recipe::",
+                           0),
+            0u)
+      << lines[0];
+  EXPECT_NE(lines[0].find("; ending the job (--fail-fast)"), std::string::npos);
+}
+
+TEST(AgentGpu, InjectionAloneAndDisable) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  const RunResult run = RunPatterns("e4m3", {{"CUDA_INJECTION64_PATH", AgentPath()}});
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.traces.size(), 1u);
+  EXPECT_EQ(static_cast<long>(run.traces[0].footer.kernel_launches()), PrintedLaunches(run));
+  const RunResult off =
+      RunPatterns("e4m3", {{"CUDA_INJECTION64_PATH", AgentPath()}, {"FP8AUDIT_DISABLE", "1"}});
+  EXPECT_EQ(off.exit_code(), 0);
+  EXPECT_TRUE(off.traces.empty());
+  EXPECT_EQ(off.stderr_text, "");
+}
+
+}  // namespace
+}  // namespace fp8audit::agent::testing
