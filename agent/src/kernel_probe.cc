@@ -575,8 +575,15 @@ void AttachKernelProbe(bool from_driver) {
                ")");
     return;
   }
+  // cuLaunchKernel is required; the other entry points (and the capture bookkeeping) are enabled
+  // where this CUPTI knows them.
+  r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  if (r != CUPTI_SUCCESS) {
+    Unrecorded("CUPTI could not enable the launch callback (" + result_text(r) + ")");
+    return;
+  }
   const CUpti_CallbackId driver_ids[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
@@ -594,11 +601,7 @@ void AttachKernelProbe(bool from_driver) {
       CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
   };
   for (CUpti_CallbackId id : driver_ids) {
-    r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-    if (r != CUPTI_SUCCESS) {
-      Unrecorded("CUPTI could not enable a launch callback (" + result_text(r) + ")");
-      return;
-    }
+    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
   const CUpti_CallbackId resource_ids[] = {
       CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
