@@ -165,8 +165,8 @@ __device__ __forceinline__ void ct_edge_tile(const T* __restrict__ input, int64_
   }
 }
 
-template <typename T, Fp8Format F, bool kFenced, int kTileRows>
-__global__ void __launch_bounds__(kCtThreads)
+template <typename T, Fp8Format F, bool kFenced, int kTileRows, int kMinBlocksPerSm>
+__global__ void __launch_bounds__(kCtThreads, kMinBlocksPerSm)
     cast_transpose_kernel(const T* __restrict__ input, int64_t rows, int64_t cols,
                           const float* __restrict__ scale_ptr, uint8_t* __restrict__ rowwise,
                           uint8_t* __restrict__ columnwise, unsigned int* amax_bits,
@@ -220,8 +220,10 @@ inline bool aligned_to(const void* p, uintptr_t bytes) {
 }
 
 // Host side of one instantiation. grid_blocks <= 0: as many blocks as are resident at once
-// (each walks several tiles); otherwise that many blocks.
-template <typename T, Fp8Format F, bool kFenced, int kTileRows = kCtDefaultTileRows>
+// (each walks several tiles); otherwise that many blocks. kMinBlocksPerSm > 1 caps registers so
+// that many blocks fit on a multiprocessor.
+template <typename T, Fp8Format F, bool kFenced, int kTileRows = kCtDefaultTileRows,
+          int kMinBlocksPerSm = 1>
 cudaError_t launch_cast_transpose_kernel(const T* input, int64_t rows, int64_t cols,
                                          const float* scale, uint8_t* rowwise, uint8_t* columnwise,
                                          float* amax, float* scale_inv, cudaStream_t stream,
@@ -235,7 +237,7 @@ cudaError_t launch_cast_transpose_kernel(const T* input, int64_t rows, int64_t c
   const int64_t num_tiles = ((rows + kTileRows - 1) / kTileRows) * tiles_per_row;
   const bool vector_ok = cols % Tile::kVec == 0 && rows % 4 == 0 && aligned_to(input, 16) &&
                          aligned_to(rowwise, Tile::kVec) && aligned_to(columnwise, 4);
-  auto kernel = cast_transpose_kernel<T, F, kFenced, kTileRows>;
+  auto kernel = cast_transpose_kernel<T, F, kFenced, kTileRows, kMinBlocksPerSm>;
   int64_t grid = grid_blocks;
   if (grid <= 0) {
     grid = resident_blocks(reinterpret_cast<const void*>(kernel), kCtThreads);

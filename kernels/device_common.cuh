@@ -106,7 +106,14 @@ __device__ __forceinline__ void fence_then_publish_amax(uint32_t local_abs_bits,
   if constexpr (kFenced) {
     __threadfence();
   }
+#if __CUDA_ARCH__ >= 800
   const unsigned int warp_max = __reduce_max_sync(0xFFFFFFFFu, local_abs_bits);
+#else
+  unsigned int warp_max = local_abs_bits;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    warp_max = max(warp_max, __shfl_xor_sync(0xFFFFFFFFu, warp_max, offset));
+  }
+#endif
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   if (lane == 0) warp_scratch[warp] = warp_max;

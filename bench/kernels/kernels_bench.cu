@@ -199,6 +199,13 @@ Row BenchPair(const Options& opt, std::vector<std::string>& explore_lines) {
                        tile_per_block)));
                  },
                  ct_bytes});
+    v.push_back(
+        {"fenced, registers capped for 4 blocks/SM",
+         [&](int b) {
+           BENCH_CHECK((detail::launch_cast_transpose_kernel<T, F, true, 128, 4>(
+               in[b], opt.rows, opt.cols, scale, rw[b], cw[b], amax + 3, scale_inv, nullptr)));
+         },
+         ct_bytes});
     v.push_back({"fenced, 64-row tiles, one tile per block",
                  [&](int b) {
                    BENCH_CHECK((detail::launch_cast_transpose_kernel<T, F, true, 64>(
