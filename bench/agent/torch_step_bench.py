@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """One PyTorch training configuration: median step time over timed steps (after warm-up).
 
---config gpu_bound     80 blocks of Linear(2048) + GELU + LayerNorm, 8192 tokens, bf16
---config launch_bound  80 blocks of Linear(256) + GELU + LayerNorm, 256 tokens, bf16
+--config gpu_bound     120 blocks of Linear(2048) + GELU + LayerNorm, 8192 tokens, bf16
+--config launch_bound  120 blocks of Linear(256) + GELU + LayerNorm, 256 tokens, bf16
 --count-from DIR       under the agent: read its trace in DIR for the launches per step
 Prints one JSON line.
 """
@@ -24,7 +24,7 @@ CONFIGS = {"gpu_bound": (2048, 8192), "launch_bound": (256, 256)}
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", choices=CONFIGS, required=True)
-    ap.add_argument("--blocks", type=int, default=80)
+    ap.add_argument("--blocks", type=int, default=120)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--count-from")
     args = ap.parse_args()
