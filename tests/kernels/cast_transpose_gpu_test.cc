@@ -231,6 +231,20 @@ TEST(CastTransposeGpu, BitExactOnEverySixteenBitPattern) {
   }
 }
 
+// Small enough for compute-sanitizer: one or two full tiles plus edge tiles, every dtype.
+TEST(CastTransposeGpu, SmallTensorsWithFullAndEdgeTiles) {
+  FP8AUDIT_SKIP_WITHOUT_GPU();
+  const std::pair<int64_t, int64_t> shapes[] = {{128, 128}, {132, 136}, {256, 64}};
+  for (DType t : kDTypes) {
+    for (auto [rows, cols] : shapes) {
+      const HostTensor x = FromFloats(t, WideRandom(static_cast<size_t>(rows * cols), 41));
+      EXPECT_TRUE(SameResult(RunGpu(x, rows, cols, 0.5f, Fp8Format::kE5M2, 0.0f),
+                             RunCpu(x, rows, cols, 0.5f, Fp8Format::kE5M2, 0.0f), rows, cols))
+          << Name(t) << " " << rows << "x" << cols;
+    }
+  }
+}
+
 TEST(CastTransposeGpu, MisalignedPointersTakeTheScalarPathCorrectly) {
   FP8AUDIT_SKIP_WITHOUT_GPU();
   for (DType t : kDTypes) {

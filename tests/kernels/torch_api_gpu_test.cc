@@ -3,6 +3,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "gpu_test_util.h"
@@ -23,7 +24,6 @@ TEST(TorchApiGpu, CudaResultsMatchTheCpuPathBitForBit) {
   FP8AUDIT_SKIP_WITHOUT_GPU();
   ASSERT_TRUE(cuda_kernels_available());
   at::manual_seed(3);
-  const auto cuda = at::TensorOptions().device(at::kCUDA);
   for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
     for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
       const at::Tensor x = (at::randn({3, 300, 520}) * 100).to(dtype);
@@ -56,7 +56,6 @@ TEST(TorchApiGpu, CudaResultsMatchTheCpuPathBitForBit) {
   EXPECT_TRUE(SameBits(h_g, h_c));
   EXPECT_TRUE(SameBits(s_g, s_c));
   EXPECT_TRUE(SameBits(i_g, i_c));
-  (void)cuda;
 }
 
 TEST(TorchApiGpu, RejectsCompanionTensorsOnAnotherDevice) {
