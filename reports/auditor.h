@@ -1,7 +1,8 @@
 // Streaming audit of a trace: segments events into logical microbatches, counts forward and
-// backward FP8 state updates in each, and judges them against the expectation. Memory is bounded
-// by one microbatch's context, not by the trace length. Used offline (fp8audit report/check) and
-// live inside the agent (on its writer thread, never on the launch path).
+// backward FP8 state updates in each, and judges them against the expectation. Used offline
+// (fp8audit report/check/run) and live inside the agent (on its writer thread, never on the launch
+// path). Working memory is bounded by one microbatch's capped context; report() grows with the
+// number of microbatch rows and violations it keeps (see AuditorOptions), never with event count.
 #pragma once
 
 #include <cstdint>
@@ -21,35 +22,89 @@ struct Expectation {
   uint32_t backward = 1;
 };
 
+struct AuditorOptions {
+  Expectation expect;
+  // Microbatch rows kept in report(): 0 keeps every row. N > 0 keeps every row while there are at
+  // most N microbatches, then only failing rows, at most N. Totals always count every microbatch.
+  uint32_t max_rows = 0;
+  // Failing microbatches that get full detail (explanations, update events, violation context).
+  // Later failing microbatches keep their counts, verdict and violation messages only.
+  uint32_t max_detailed = 100;
+  // Events kept in one violation's context, and explanation lines kept for one microbatch.
+  uint32_t max_context_events = 48;
+  uint32_t max_explanations = 12;
+  // Violations kept in report() (0: all). Totals and verdicts still count every one.
+  uint32_t max_violations = 0;
+};
+
 // Segmentation, in order of precedence:
 //  1. Microbatch markers (MICROBATCH_BEGIN/END, from NVTX range `fp8audit.microbatch` or the
-//     runtime): an event belongs to the most recently begun microbatch.
-//  2. Without markers, the agent's pass boundaries (BACKWARD_BEGIN/BACKWARD_END from launches on
-//     autograd threads vs the training thread): a return from backward to forward starts the next
-//     microbatch.
-// STEP events close optimizer steps. UPDATE_FORWARD/UPDATE_BACKWARD/UPDATE are counted (each
-// with its `count`, at least 1).
+//     runtime). From the first MICROBATCH_BEGIN on, an event belongs to the most recently begun
+//     microbatch, also after that microbatch's END (updates there are counted and explained as
+//     "after the end marker"). A BEGIN while a microbatch is open without END, or an END with no
+//     open microbatch, is an UNBALANCED violation. STEP only advances the step number.
+//  2. Before the first marker, the agent's pass boundaries (BACKWARD_BEGIN/BACKWARD_END, from
+//     launches on autograd threads vs the training thread) segment: once a segment has seen
+//     backward activity, the first forward activity outside backward and outside checkpoint
+//     recompute (a return from backward to forward) starts the next microbatch. A forward update
+//     outside backward and recompute, in a segment that has seen no backward and already holds
+//     the expected forward updates, also starts the next (forward-only, e.g. evaluation) one.
+//     STEP closes the current microbatch. Segments with no activity at all are not microbatches.
+// Counting: UPDATE_FORWARD and UPDATE_BACKWARD count in their direction; UPDATE (direction not
+// recorded) counts in its `pass` when set, else in the pass the boundaries say (backward between
+// BACKWARD_BEGIN and BACKWARD_END, forward elsewhere), noted in the row's explanations. Each
+// update counts `count` times (0 reads as 1; a graph launch may carry several).
+// Judging: a microbatch passes when it has exactly the expected forward and backward updates. A
+// microbatch in which no backward activity was seen is forward-only: expected backward is 0. The
+// microbatch still open when the trace ends without a footer (or is damaged) is incomplete: only
+// excess updates fail it. Other kinds (AUTOCAST_*, CHECKPOINT_*, MODULE_*, STASH_*, EXCEPTION)
+// are context: they explain extra updates and appear in violation context.
 class Auditor {
  public:
   explicit Auditor(Expectation expect);
+  explicit Auditor(const AuditorOptions& options);
+  ~Auditor();
+  Auditor(const Auditor&) = delete;
+  Auditor& operator=(const Auditor&) = delete;
 
   void OnHeader(const v1::TraceHeader& header);
   void OnEvent(const v1::Event& event);
+  // The trace's footer. Dropped events (a full recorder buffer) make the audit incomplete: a
+  // TRACE_DAMAGED violation. Without a footer the last open microbatch is judged as incomplete.
+  void OnFooter(const v1::TraceFooter& footer);
+  // Dispatches a record to OnHeader/OnEvent/OnFooter.
+  void OnRecord(const v1::TraceRecord& record);
+  // The trace could not be read past this point (`what` names record and byte offset); adds a
+  // TRACE_DAMAGED violation and sets report().damage. Call before Finish.
+  void OnDamage(const std::string& what);
   // Closes the last microbatch and finalises totals and verdict. Call once, at the end.
   void Finish();
 
   // Called whenever a microbatch is closed (live check, progress).
   std::function<void(const v1::MicrobatchResult&)> on_microbatch;
+  // Called for each violation as it is found (microbatch counts, markers, damage).
+  std::function<void(const v1::Violation&)> on_violation;
+  // Called, live, the moment a microbatch's count in one direction first exceeds its expectation
+  // (before the microbatch closes): lets a fail-fast agent stop at the first extra update.
+  std::function<void(const v1::Event& update, v1::Pass direction, uint64_t count)> on_excess;
 
   const v1::RankReport& report() const { return report_; }
   v1::RankReport* mutable_report() { return &report_; }
 
  private:
-  Expectation expect_;
+  void Open(const v1::Event& event);
+  void Close(bool complete);
+  void Count(const v1::Event& event, int dir, bool inferred);
+  void Remember(const v1::Event& event);
+  void Unbalanced(const v1::Event& event, const std::string& message);
+  void AddViolation(v1::Violation violation);
+  void KeepRow(v1::MicrobatchResult row);
+
+  AuditorOptions options_;
   v1::RankReport report_;
   // Implementation state lives in auditor.cc.
   struct State;
-  std::shared_ptr<State> state_;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace fp8audit::reports

@@ -1,0 +1,588 @@
+#include "reports/auditor.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "reports/event_text.h"
+
+namespace fp8audit::reports {
+namespace {
+
+constexpr int kFwd = 0;
+constexpr int kBwd = 1;
+constexpr size_t kRing = 4;            // context events remembered before each update
+constexpr size_t kMaxOpenFrames = 64;  // checkpoint frames tracked at once
+constexpr size_t kMaxHeaderStrings = 64;
+
+uint64_t SatAdd(uint64_t a, uint64_t b) {
+  return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
+                                                      : a + b;
+}
+
+uint32_t Sat32(uint64_t v) {
+  return v > std::numeric_limits<uint32_t>::max() ? std::numeric_limits<uint32_t>::max()
+                                                  : static_cast<uint32_t>(v);
+}
+
+bool IsUpdate(v1::EventKind kind) {
+  return kind == v1::UPDATE_FORWARD || kind == v1::UPDATE_BACKWARD || kind == v1::UPDATE;
+}
+
+const char* DirWord(int dir) { return dir == kFwd ? "forward" : "backward"; }
+
+std::string Plural(uint64_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+struct Frame {
+  uint64_t id = 0;
+  uint32_t phase = 0;
+  v1::CheckpointKind kind = v1::CHECKPOINT_KIND_UNSPECIFIED;
+};
+
+// Extra updates numbered first..last (in one direction), all in the same place.
+struct Note {
+  uint64_t first = 0;
+  uint64_t last = 0;
+  uint64_t launches = 0;
+  uint64_t launch_count = 0;  // the first launch's count (a graph launch may carry several)
+  uint64_t timestamp_ns = 0;
+  std::string where;
+};
+
+// The microbatch being built.
+struct Segment {
+  bool open = false;
+  bool marked = false;         // opened by a MICROBATCH_BEGIN
+  bool ended = false;          // its MICROBATCH_END was seen
+  bool forward_seen = false;   // forward activity
+  bool backward_seen = false;  // backward activity
+  uint32_t step = 0;
+  uint64_t start_seq = 0;
+  int start_dir = -1;  // when the opening event is an update: its direction (logged with it)
+  v1::Event start;     // the event that opened it; context times are relative to it
+  std::array<uint64_t, 2> count{};
+  std::array<uint64_t, 2> in_recompute{};
+  std::array<uint64_t, 2> in_checkpoint{};  // original (phase 1) checkpointed forward
+  std::array<uint64_t, 2> after_end{};
+  std::array<bool, 2> excess_reported{};
+  uint64_t inferred = 0;  // UPDATE events counted by pass boundaries
+  // Per direction: update events with the context events before each, capped.
+  std::array<std::vector<v1::Event>, 2> log;
+  std::array<uint64_t, 2> logged_seq{};
+  std::array<uint64_t, 2> log_dropped{};
+  std::array<std::vector<Note>, 2> notes;   // where extra updates happened, capped
+  std::array<uint64_t, 2> notes_dropped{};  // extra updates beyond the capped notes
+  std::vector<v1::Event> updates;
+  uint64_t updates_dropped = 0;
+
+  bool HasActivity() const {
+    return count[kFwd] > 0 || count[kBwd] > 0 || forward_seen || backward_seen;
+  }
+};
+
+}  // namespace
+
+struct Auditor::State {
+  bool markers = false;      // a MICROBATCH_BEGIN was seen: markers segment from now on
+  bool in_backward = false;  // between BACKWARD_BEGIN and BACKWARD_END
+  std::vector<Frame> frames;
+  uint32_t autocast_depth = 0;
+  std::string module;
+  // Ring of the last context (non-update) events, with their sequence numbers.
+  std::array<v1::Event, kRing> ring;
+  std::array<uint64_t, kRing> ring_seq{};
+  uint64_t seq = 0;
+  Segment seg;
+  uint32_t next_index = 0;
+  uint32_t step = 0;
+  bool header_seen = false;
+  bool footer_seen = false;
+  bool damaged = false;
+  bool finished = false;
+  uint32_t detailed = 0;     // failing microbatches given full detail so far
+  bool rows_pruned = false;  // passing rows were dropped (max_rows exceeded)
+  uint64_t violations = 0;
+
+  bool InRecompute() const {
+    for (const Frame& f : frames) {
+      if (f.phase == 2) return true;
+    }
+    return false;
+  }
+  const Frame* Innermost() const { return frames.empty() ? nullptr : &frames.back(); }
+};
+
+Auditor::Auditor(Expectation expect) : Auditor(AuditorOptions{.expect = expect}) {}
+
+Auditor::Auditor(const AuditorOptions& options)
+    : options_(options), state_(std::make_unique<State>()) {
+  report_.set_rank(-1);
+  if (options_.max_context_events < 2) options_.max_context_events = 2;
+}
+
+Auditor::~Auditor() = default;
+
+void Auditor::OnRecord(const v1::TraceRecord& record) {
+  switch (record.record_case()) {
+    case v1::TraceRecord::kHeader:
+      OnHeader(record.header());
+      break;
+    case v1::TraceRecord::kEvent:
+      OnEvent(record.event());
+      break;
+    case v1::TraceRecord::kFooter:
+      OnFooter(record.footer());
+      break;
+    default:
+      break;
+  }
+}
+
+void Auditor::OnHeader(const v1::TraceHeader& header) {
+  State& s = *state_;
+  if (s.header_seen) return;
+  s.header_seen = true;
+  v1::TraceHeader* h = report_.mutable_header();
+  h->CopyFrom(header);
+  // Bound what a header may hold in memory and in every rendering.
+  for (std::string* str : {h->mutable_host(), h->mutable_agent_version(), h->mutable_gpu(),
+                           h->mutable_driver(), h->mutable_cuda(), h->mutable_markers()}) {
+    if (str->size() > kMaxStoredString) *str = TruncateUtf8(*str, kMaxStoredString);
+  }
+  if (h->command_size() > static_cast<int>(kMaxHeaderStrings)) {
+    h->mutable_command()->DeleteSubrange(kMaxHeaderStrings, h->command_size() - kMaxHeaderStrings);
+  }
+  for (std::string& arg : *h->mutable_command()) {
+    if (arg.size() > kMaxStoredString) arg = TruncateUtf8(arg, kMaxStoredString);
+  }
+  report_.set_rank(header.rank());
+}
+
+void Auditor::OnFooter(const v1::TraceFooter& footer) {
+  state_->footer_seen = true;
+  if (footer.dropped() > 0) {
+    v1::Violation v;
+    v.set_kind(v1::Violation::TRACE_DAMAGED);
+    v.set_microbatch(state_->next_index);
+    v.set_message("the recorder dropped " + Plural(footer.dropped(), "event", "events") +
+                  " (its buffer was full): counts may be too low, the audit is incomplete");
+    AddViolation(std::move(v));
+  }
+}
+
+void Auditor::OnDamage(const std::string& what) {
+  State& s = *state_;
+  if (s.damaged) return;
+  s.damaged = true;
+  report_.set_damage(what);
+  v1::Violation v;
+  v.set_kind(v1::Violation::TRACE_DAMAGED);
+  v.set_microbatch(s.next_index);
+  v.set_message("trace damaged at " + what + "; the audit covers only the whole records before it");
+  AddViolation(std::move(v));
+}
+
+void Auditor::AddViolation(v1::Violation v) {
+  State& s = *state_;
+  v.set_rank(report_.rank());
+  ++s.violations;
+  if (on_violation) on_violation(v);
+  // Damage is always kept: it decides whether the audit is complete.
+  if (options_.max_violations == 0 || v.kind() == v1::Violation::TRACE_DAMAGED ||
+      report_.violations_size() < static_cast<int>(options_.max_violations)) {
+    *report_.add_violations() = std::move(v);
+  }
+}
+
+void Auditor::Unbalanced(const v1::Event& event, const std::string& message) {
+  v1::Violation v;
+  v.set_kind(v1::Violation::UNBALANCED);
+  v.set_microbatch(state_->next_index);
+  v.set_message(message);
+  v1::Event* e = v.add_context();
+  e->CopyFrom(event);
+  BoundEventStrings(e);
+  AddViolation(std::move(v));
+}
+
+void Auditor::Open(const v1::Event& event) {
+  State& s = *state_;
+  Segment& seg = s.seg;
+  seg.open = true;
+  seg.step = s.step;
+  seg.start_seq = s.seq;
+  seg.start.CopyFrom(event);
+  BoundEventStrings(&seg.start);
+  seg.logged_seq = {s.seq, s.seq};
+}
+
+void Auditor::Remember(const v1::Event& event) {
+  State& s = *state_;
+  const size_t slot = s.seq % kRing;
+  s.ring[slot].CopyFrom(event);
+  BoundEventStrings(&s.ring[slot]);
+  s.ring_seq[slot] = s.seq;
+}
+
+void Auditor::OnEvent(const v1::Event& event) {
+  State& s = *state_;
+  if (s.finished) return;
+  ++s.seq;
+  v1::Totals* totals = report_.mutable_totals();
+  totals->set_events(totals->events() + 1);
+  if (event.source() == v1::KERNEL) totals->set_kernel_launches(totals->kernel_launches() + 1);
+  const v1::EventKind kind = event.kind();
+
+  // Microbatch markers and optimizer steps.
+  if (kind == v1::MICROBATCH_BEGIN) {
+    if (!s.markers) {
+      s.markers = true;
+      Close(/*complete=*/true);  // what pass boundaries segmented before the first marker
+    } else if (s.seg.open) {
+      if (!s.seg.ended) {
+        Unbalanced(event, "microbatch " + std::to_string(s.next_index + 1) +
+                              " began while microbatch " + std::to_string(s.next_index) +
+                              " had no end marker");
+      }
+      Close(/*complete=*/true);
+    }
+    Open(event);
+    s.seg.marked = true;
+    Remember(event);
+    return;
+  }
+  if (kind == v1::MICROBATCH_END) {
+    if (s.markers && s.seg.open && !s.seg.ended) {
+      s.seg.ended = true;
+    } else {
+      Unbalanced(event, s.markers ? "microbatch end marker after microbatch " +
+                                        std::to_string(s.next_index) + " had already ended"
+                                  : std::string("microbatch end marker before any begin marker"));
+    }
+    Remember(event);
+    return;
+  }
+  if (kind == v1::STEP) {
+    if (!s.markers) Close(/*complete=*/true);
+    if (s.step < std::numeric_limits<uint32_t>::max()) ++s.step;
+    Remember(event);
+    return;
+  }
+
+  // Pass boundaries.
+  if (kind == v1::BACKWARD_BEGIN) {
+    s.in_backward = true;
+    if (!s.seg.open) Open(event);
+    s.seg.backward_seen = true;
+    Remember(event);
+    return;
+  }
+  if (kind == v1::BACKWARD_END) {
+    s.in_backward = false;
+    Remember(event);
+    return;
+  }
+
+  // Context state.
+  switch (kind) {
+    case v1::CHECKPOINT_ENTER:
+      if (s.frames.size() == kMaxOpenFrames) s.frames.erase(s.frames.begin());
+      s.frames.push_back(Frame{event.frame(), event.checkpoint_phase(), event.checkpoint_kind()});
+      break;
+    case v1::CHECKPOINT_EXIT: {
+      auto it = std::find_if(s.frames.rbegin(), s.frames.rend(),
+                             [&](const Frame& f) { return f.id == event.frame(); });
+      if (it != s.frames.rend()) s.frames.erase(std::next(it).base());
+      break;
+    }
+    case v1::AUTOCAST_ENTER:
+    case v1::AUTOCAST_EXIT:
+      s.autocast_depth = event.autocast_depth();
+      break;
+    case v1::MODULE_FORWARD:
+    case v1::MODULE_BACKWARD:
+      s.module = TruncateUtf8(event.module(), kMaxStoredString);
+      break;
+    default:
+      break;
+  }
+
+  const bool update = IsUpdate(kind);
+  int dir = kFwd;
+  bool inferred = false;
+  if (kind == v1::UPDATE_BACKWARD) {
+    dir = kBwd;
+  } else if (kind == v1::UPDATE) {
+    if (event.pass() == v1::BACKWARD) {
+      dir = kBwd;
+    } else if (event.pass() != v1::FORWARD) {
+      dir = s.in_backward ? kBwd : kFwd;
+      inferred = true;
+    }
+  }
+  const bool forward_activity = (update && dir == kFwd) || kind == v1::AUTOCAST_ENTER ||
+                                kind == v1::MODULE_FORWARD ||
+                                (kind == v1::CHECKPOINT_ENTER && event.checkpoint_phase() != 2) ||
+                                (!update && event.pass() == v1::FORWARD);
+  const bool backward_activity = (update && dir == kBwd) || kind == v1::MODULE_BACKWARD ||
+                                 (!update && event.pass() == v1::BACKWARD);
+
+  if (!s.markers && s.seg.open && !s.in_backward && !s.InRecompute()) {
+    if (forward_activity && s.seg.backward_seen) {
+      Close(/*complete=*/true);  // a return from backward to forward
+    } else if (update && dir == kFwd && !s.seg.backward_seen && options_.expect.forward > 0 &&
+               s.seg.count[kFwd] >= options_.expect.forward) {
+      Close(/*complete=*/true);  // another forward-only pass (evaluation)
+    }
+  }
+  if (!s.seg.open) Open(event);
+  if (forward_activity) s.seg.forward_seen = true;
+  if (backward_activity) s.seg.backward_seen = true;
+
+  if (update) {
+    Count(event, dir, inferred);
+  } else {
+    Remember(event);
+  }
+}
+
+void Auditor::Count(const v1::Event& event, int dir, bool inferred) {
+  State& s = *state_;
+  Segment& seg = s.seg;
+  const uint64_t n = event.count() == 0 ? 1 : event.count();
+  if (s.seq == seg.start_seq) seg.start_dir = dir;
+  const uint64_t first = SatAdd(seg.count[dir], 1);
+  seg.count[dir] = SatAdd(seg.count[dir], n);
+  const Frame* frame = s.Innermost();
+  const bool recompute = s.InRecompute();
+  if (recompute) {
+    seg.in_recompute[dir] = SatAdd(seg.in_recompute[dir], n);
+  } else if (frame != nullptr) {
+    seg.in_checkpoint[dir] = SatAdd(seg.in_checkpoint[dir], n);
+  }
+  if (seg.ended) seg.after_end[dir] = SatAdd(seg.after_end[dir], n);
+  if (inferred) seg.inferred = SatAdd(seg.inferred, n);
+
+  // The stored copy says which direction it was counted in.
+  v1::Event copy;
+  copy.CopyFrom(event);
+  BoundEventStrings(&copy);
+  if (event.kind() == v1::UPDATE && copy.pass() == v1::PASS_UNSPECIFIED) {
+    copy.set_pass(dir == kFwd ? v1::FORWARD : v1::BACKWARD);
+  }
+
+  // Context log: the context events since the last logged update, then the update.
+  std::vector<v1::Event>& log = seg.log[dir];
+  if (log.size() < options_.max_context_events) {
+    const uint64_t from = std::max(seg.logged_seq[dir], seg.start_seq);
+    const uint64_t oldest = s.seq > kRing ? s.seq - kRing : 1;
+    for (uint64_t q = std::max(from + 1, oldest); q < s.seq; ++q) {
+      const size_t slot = q % kRing;
+      if (s.ring_seq[slot] == q && log.size() + 1 < options_.max_context_events) {
+        log.push_back(s.ring[slot]);
+      }
+    }
+    log.push_back(copy);
+    seg.logged_seq[dir] = s.seq;
+  } else {
+    seg.log_dropped[dir] = SatAdd(seg.log_dropped[dir], 1);
+  }
+  if (seg.updates.size() < options_.max_context_events) {
+    seg.updates.push_back(copy);
+  } else {
+    ++seg.updates_dropped;
+  }
+
+  const uint64_t expected = dir == kFwd ? options_.expect.forward : options_.expect.backward;
+  if (seg.count[dir] <= expected) return;
+  // Where this update happened; consecutive extra updates in the same place share one note.
+  std::string where;
+  if (frame != nullptr) {
+    const Frame* f = frame;
+    if (recompute) {
+      for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it) {
+        if (it->phase == 2) {
+          f = &*it;
+          break;
+        }
+      }
+    }
+    where = recompute ? "during recompute" : "during the original forward";
+    where += " of " + CheckpointKindName(f->kind) + " checkpoint frame " + std::to_string(f->id);
+  } else {
+    where = "outside any checkpoint";
+  }
+  where += ", autocast depth " + std::to_string(s.autocast_depth);
+  if (!s.module.empty()) where += ", after module " + Printable(s.module, 128);
+  if (seg.ended) where += ", after the microbatch's end marker";
+  if (inferred) where += ", direction inferred from pass boundaries";
+  where += " (thread " + std::to_string(event.thread_id());
+  if (!event.detail().empty()) {
+    where += ", " + SourceName(event.source()) + " " + Printable(event.detail(), 160);
+  }
+  where += ")";
+  const uint64_t first_extra = std::max(first, expected + 1);
+  std::vector<Note>& notes = seg.notes[dir];
+  if (!notes.empty() && notes.back().where == where && notes.back().last + 1 == first_extra) {
+    notes.back().last = seg.count[dir];
+    ++notes.back().launches;
+  } else if (notes.size() < options_.max_explanations) {
+    notes.push_back(
+        Note{first_extra, seg.count[dir], 1, n, event.timestamp_ns(), std::move(where)});
+  } else {
+    seg.notes_dropped[dir] = SatAdd(seg.notes_dropped[dir], seg.count[dir] - first_extra + 1);
+  }
+  if (!seg.excess_reported[dir]) {
+    seg.excess_reported[dir] = true;
+    if (on_excess) on_excess(copy, dir == kFwd ? v1::FORWARD : v1::BACKWARD, seg.count[dir]);
+  }
+}
+
+void Auditor::Close(bool complete) {
+  State& s = *state_;
+  Segment& seg = s.seg;
+  if (!seg.open) return;
+  if (!seg.marked && !seg.HasActivity()) {
+    seg = Segment();
+    return;
+  }
+  v1::MicrobatchResult row;
+  row.set_index(s.next_index);
+  if (s.next_index < std::numeric_limits<uint32_t>::max()) ++s.next_index;
+  row.set_step(seg.step);
+  const std::array<uint64_t, 2> expected = {options_.expect.forward,
+                                            seg.backward_seen ? options_.expect.backward : 0u};
+  row.set_forward_updates(Sat32(seg.count[kFwd]));
+  row.set_backward_updates(Sat32(seg.count[kBwd]));
+  row.set_expected_forward(static_cast<uint32_t>(expected[kFwd]));
+  row.set_expected_backward(static_cast<uint32_t>(expected[kBwd]));
+  std::array<bool, 2> wrong{};
+  for (int dir : {kFwd, kBwd}) {
+    wrong[dir] = complete ? seg.count[dir] != expected[dir] : seg.count[dir] > expected[dir];
+  }
+  const bool fail = wrong[kFwd] || wrong[kBwd];
+  row.set_verdict(fail ? v1::FAIL : v1::PASS);
+  const bool detail = fail && s.detailed < options_.max_detailed;
+  if (detail) ++s.detailed;
+
+  if (!complete) {
+    row.add_explanations(
+        "incomplete: the trace ended inside this microbatch; only excess updates are judged");
+  }
+  if (!seg.backward_seen && options_.expect.backward > 0) {
+    row.add_explanations("no backward pass was seen: judged as forward-only (backward expected 0)");
+  }
+  if (seg.inferred > 0) {
+    row.add_explanations(Plural(seg.inferred, "update", "updates") +
+                         " recorded without a direction counted by pass boundaries");
+  }
+  for (int dir : {kFwd, kBwd}) {
+    if (!wrong[dir]) continue;
+    const uint64_t c = seg.count[dir];
+    std::string line =
+        Plural(c, std::string(DirWord(dir)) + " update", std::string(DirWord(dir)) + " updates") +
+        ", expected " + std::to_string(expected[dir]);
+    if (c > 0) {
+      const uint64_t outside = c - std::min(c, seg.in_recompute[dir] + seg.in_checkpoint[dir]);
+      line += ": " + std::to_string(seg.in_recompute[dir]) + " during checkpoint recompute, " +
+              std::to_string(seg.in_checkpoint[dir]) + " in checkpointed original forward, " +
+              std::to_string(outside) + " outside checkpoints";
+      if (seg.after_end[dir] > 0) {
+        line += "; " + std::to_string(seg.after_end[dir]) + " after the end marker";
+      }
+    }
+    row.add_explanations(std::move(line));
+    if (detail) {
+      for (const Note& note : seg.notes[dir]) {
+        std::string line = std::string(DirWord(dir)) + " update";
+        if (note.last > note.first) {
+          line += "s " + std::to_string(note.first) + "-" + std::to_string(note.last);
+          if (note.launches == 1)
+            line += " (one launch of " + std::to_string(note.launch_count) + ")";
+        } else {
+          line += " " + std::to_string(note.first);
+        }
+        line += ", expected " + std::to_string(expected[dir]) + ", " +
+                (note.last > note.first ? "from" : "at") +
+                " t=" + Millis(note.timestamp_ns, seg.start.timestamp_ns()) + "ms: " + note.where;
+        row.add_explanations(std::move(line));
+      }
+      if (seg.notes_dropped[dir] > 0) {
+        row.add_explanations("... and " + std::to_string(seg.notes_dropped[dir]) + " more extra " +
+                             DirWord(dir) + " updates");
+      }
+    }
+  }
+  if (detail) {
+    for (v1::Event& e : seg.updates) *row.add_updates() = std::move(e);
+  }
+
+  for (int dir : {kFwd, kBwd}) {
+    if (!wrong[dir]) continue;
+    v1::Violation v;
+    v.set_kind(dir == kFwd ? v1::Violation::FORWARD_COUNT : v1::Violation::BACKWARD_COUNT);
+    v.set_microbatch(row.index());
+    v.set_message("microbatch " + std::to_string(row.index()) + " (step " +
+                  std::to_string(row.step()) + "): " +
+                  Plural(seg.count[dir], std::string(DirWord(dir)) + " update",
+                         std::string(DirWord(dir)) + " updates") +
+                  ", expected " + std::to_string(expected[dir]) +
+                  (complete ? "" : " (incomplete microbatch)"));
+    if (detail) {
+      if (seg.start_dir != dir) *v.add_context() = seg.start;
+      for (v1::Event& e : seg.log[dir]) *v.add_context() = std::move(e);
+    }
+    AddViolation(std::move(v));
+  }
+
+  v1::Totals* totals = report_.mutable_totals();
+  totals->set_microbatches(totals->microbatches() + 1);
+  totals->set_forward_updates(SatAdd(totals->forward_updates(), seg.count[kFwd]));
+  totals->set_backward_updates(SatAdd(totals->backward_updates(), seg.count[kBwd]));
+  if (fail) totals->set_failing_microbatches(totals->failing_microbatches() + 1);
+
+  if (on_microbatch) on_microbatch(row);
+  KeepRow(std::move(row));
+  seg = Segment();
+}
+
+void Auditor::KeepRow(v1::MicrobatchResult row) {
+  State& s = *state_;
+  const uint32_t max = options_.max_rows;
+  auto* rows = report_.mutable_microbatches();
+  if (max == 0) {
+    *rows->Add() = std::move(row);
+    return;
+  }
+  if (!s.rows_pruned && rows->size() < static_cast<int>(max)) {
+    *rows->Add() = std::move(row);
+    return;
+  }
+  if (!s.rows_pruned) {
+    // More microbatches than rows: from now on only failing rows are kept.
+    s.rows_pruned = true;
+    int out = 0;
+    for (int i = 0; i < rows->size(); ++i) {
+      if (rows->Get(i).verdict() == v1::FAIL) rows->SwapElements(i, out++);
+    }
+    rows->DeleteSubrange(out, rows->size() - out);
+  }
+  if (row.verdict() == v1::FAIL && rows->size() < static_cast<int>(max)) {
+    *rows->Add() = std::move(row);
+  }
+}
+
+void Auditor::Finish() {
+  State& s = *state_;
+  if (s.finished) return;
+  const bool complete = s.markers ? s.seg.ended : (s.footer_seen && !s.damaged);
+  Close(complete);
+  s.finished = true;
+  report_.set_verdict(s.violations > 0 ? v1::FAIL : v1::PASS);
+}
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,214 @@
+#include "reports/event_text.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace fp8audit::reports {
+
+std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  static constexpr std::string_view kEllipsis = "\xe2\x80\xa6";  // U+2026
+  size_t cut = max_bytes > kEllipsis.size() ? max_bytes - kEllipsis.size() : 0;
+  // Step back over continuation bytes (10xxxxxx) so the cut lands on a character boundary.
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  std::string out(s.substr(0, cut));
+  out += kEllipsis;
+  return out;
+}
+
+std::string Printable(std::string_view s, size_t max_bytes) {
+  const std::string cut = TruncateUtf8(s, max_bytes);
+  std::string out;
+  out.reserve(cut.size());
+  for (size_t i = 0; i < cut.size(); ++i) {
+    const auto u = static_cast<unsigned char>(cut[i]);
+    if (u < 0x20 || u == 0x7F) {
+      out += '?';
+    } else if (u == 0xC2 && i + 1 < cut.size() && static_cast<unsigned char>(cut[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(cut[i + 1]) <= 0x9F) {
+      out += '?';  // C1 control (U+0080..U+009F), e.g. a terminal's CSI
+      ++i;
+    } else {
+      out += cut[i];
+    }
+  }
+  return out;
+}
+
+void BoundEventStrings(v1::Event* event) {
+  if (event->detail().size() > kMaxStoredString) {
+    event->set_detail(TruncateUtf8(event->detail(), kMaxStoredString));
+  }
+  if (event->module().size() > kMaxStoredString) {
+    event->set_module(TruncateUtf8(event->module(), kMaxStoredString));
+  }
+}
+
+std::string PassName(v1::Pass pass) {
+  switch (pass) {
+    case v1::FORWARD:
+      return "forward";
+    case v1::BACKWARD:
+      return "backward";
+    default:
+      return "-";
+  }
+}
+
+std::string SourceName(v1::Source source) {
+  switch (source) {
+    case v1::MODEL:
+      return "model";
+    case v1::NVTX:
+      return "nvtx";
+    case v1::KERNEL:
+      return "kernel";
+    case v1::RUNTIME:
+      return "runtime";
+    default:
+      return "-";
+  }
+}
+
+std::string KindName(v1::EventKind kind) {
+  switch (kind) {
+    case v1::AUTOCAST_ENTER:
+      return "autocast enter";
+    case v1::AUTOCAST_EXIT:
+      return "autocast exit";
+    case v1::CHECKPOINT_ENTER:
+      return "checkpoint enter";
+    case v1::CHECKPOINT_EXIT:
+      return "checkpoint exit";
+    case v1::MODULE_FORWARD:
+      return "module forward";
+    case v1::MODULE_BACKWARD:
+      return "module backward";
+    case v1::UPDATE_FORWARD:
+      return "forward update";
+    case v1::UPDATE_BACKWARD:
+      return "backward update";
+    case v1::STASH_PUSH:
+      return "stash push";
+    case v1::STASH_POP:
+      return "stash pop";
+    case v1::MICROBATCH_BEGIN:
+      return "microbatch begin";
+    case v1::MICROBATCH_END:
+      return "microbatch end";
+    case v1::STEP:
+      return "optimizer step";
+    case v1::UPDATE:
+      return "update";
+    case v1::BACKWARD_BEGIN:
+      return "backward begin";
+    case v1::BACKWARD_END:
+      return "backward end";
+    case v1::EXCEPTION:
+      return "exception";
+    case v1::VIOLATION:
+      return "violation";
+    default:
+      return "event " + std::to_string(static_cast<int>(kind));
+  }
+}
+
+std::string PhaseName(uint32_t checkpoint_phase) {
+  switch (checkpoint_phase) {
+    case 1:
+      return "original forward";
+    case 2:
+      return "recompute";
+    default:
+      return "phase " + std::to_string(checkpoint_phase);
+  }
+}
+
+std::string CheckpointKindName(v1::CheckpointKind kind) {
+  return kind == v1::NON_REENTRANT ? "non-reentrant" : "reentrant";
+}
+
+std::string ViolationKindName(v1::Violation::Kind kind) {
+  switch (kind) {
+    case v1::Violation::FORWARD_COUNT:
+      return "forward count";
+    case v1::Violation::BACKWARD_COUNT:
+      return "backward count";
+    case v1::Violation::STASH_MISSING:
+      return "stash missing";
+    case v1::Violation::STASH_LEFT_OVER:
+      return "stash left over";
+    case v1::Violation::UNKNOWN_FRAME:
+      return "unknown frame";
+    case v1::Violation::UNBALANCED:
+      return "unbalanced";
+    case v1::Violation::TRACE_DAMAGED:
+      return "trace damaged";
+    case v1::Violation::RANK_DISAGREEMENT:
+      return "rank disagreement";
+    default:
+      return "violation";
+  }
+}
+
+std::string Millis(uint64_t ns, uint64_t base_ns) {
+  const bool negative = ns < base_ns;
+  const uint64_t d = negative ? base_ns - ns : ns - base_ns;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s%" PRIu64 ".%03" PRIu64, negative ? "-" : "", d / 1000000,
+                (d / 1000) % 1000);
+  return buf;
+}
+
+std::string EventLine(const v1::Event& e, uint64_t base_ns) {
+  const bool update =
+      e.kind() == v1::UPDATE_FORWARD || e.kind() == v1::UPDATE_BACKWARD || e.kind() == v1::UPDATE;
+  // An update shows its direction where other events show their pass.
+  v1::Pass shown = e.pass();
+  if (e.kind() == v1::UPDATE_FORWARD) shown = v1::FORWARD;
+  if (e.kind() == v1::UPDATE_BACKWARD) shown = v1::BACKWARD;
+  std::string line = "t=" + Millis(e.timestamp_ns(), base_ns) + "ms thread " +
+                     std::to_string(e.thread_id()) + " " + PassName(shown) + " " +
+                     SourceName(e.source());
+  if (!update) line += " " + KindName(e.kind());
+  if (e.kind() == v1::CHECKPOINT_ENTER || e.kind() == v1::CHECKPOINT_EXIT) {
+    line += " frame " + std::to_string(e.frame());
+    if (e.checkpoint_phase() != 0) line += " " + PhaseName(e.checkpoint_phase());
+    line += " " + CheckpointKindName(e.checkpoint_kind());
+  }
+  if (e.kind() == v1::AUTOCAST_ENTER || e.kind() == v1::AUTOCAST_EXIT) {
+    line += " depth " + std::to_string(e.autocast_depth());
+  }
+  if (!e.module().empty()) line += " module " + Printable(e.module());
+  if (e.failed()) line += " (exception)";
+  if (!e.detail().empty()) line += " " + Printable(e.detail());
+  if (update && e.count() > 1) line += " (x" + std::to_string(e.count()) + ")";
+  if (update && e.kind() != v1::UPDATE && e.pass() != v1::PASS_UNSPECIFIED && e.pass() != shown) {
+    line += " (during the " + PassName(e.pass()) + " pass)";
+  }
+  return line;
+}
+
+std::string RankName(int32_t rank) {
+  return rank >= 0 ? "rank " + std::to_string(rank) : std::string("no rank");
+}
+
+std::string RankTitle(const v1::RankReport& r) {
+  std::string title = RankName(r.rank());
+  std::string inner;
+  if (!r.header().host().empty()) inner = Printable(r.header().host(), 128);
+  if (r.header().pid() != 0) {
+    if (!inner.empty()) inner += ", ";
+    inner += "pid " + std::to_string(r.header().pid());
+  }
+  if (!inner.empty()) title += " (" + inner + ")";
+  return title;
+}
+
+std::string ExpectedText(const v1::MicrobatchResult& row) {
+  return std::to_string(row.expected_forward()) + "/" + std::to_string(row.expected_backward());
+}
+
+std::string VerdictWord(v1::Verdict verdict) { return verdict == v1::FAIL ? "FAIL" : "ok"; }
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,51 @@
+// Words and lines for events, shared by the auditor's explanations and the renderers. Strings from
+// traces are untrusted: everything here bounds their length and neutralises control characters.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fp8audit/report.pb.h"
+#include "fp8audit/trace.pb.h"
+
+namespace fp8audit::reports {
+
+namespace v1 = ::fp8audit::v1;
+
+// Longest string (bytes) kept from a trace string in a stored event or header.
+inline constexpr size_t kMaxStoredString = 512;
+
+// `s` cut to at most `max_bytes` on a UTF-8 character boundary ("…" appended when cut).
+std::string TruncateUtf8(std::string_view s, size_t max_bytes);
+// `s` for a terminal or a text file: control characters become '?', cut to `max_bytes`.
+std::string Printable(std::string_view s, size_t max_bytes = kMaxStoredString);
+// Cuts the strings an event carries (detail, module) to kMaxStoredString.
+void BoundEventStrings(v1::Event* event);
+
+std::string PassName(v1::Pass pass);               // "forward", "backward", "-"
+std::string SourceName(v1::Source source);         // "kernel", "nvtx", "model", "runtime", "-"
+std::string KindName(v1::EventKind kind);          // "checkpoint enter", "forward update", ...
+std::string PhaseName(uint32_t checkpoint_phase);  // "original forward", "recompute", "phase N"
+std::string CheckpointKindName(v1::CheckpointKind kind);
+std::string ViolationKindName(v1::Violation::Kind kind);  // "forward count", ...
+
+// Milliseconds from `base_ns` to `ns` with three decimals ("12.345"); negative when earlier.
+std::string Millis(uint64_t ns, uint64_t base_ns);
+
+// One context line, without indentation or newline, e.g.
+//   t=12.345ms thread 4242 backward kernel transformer_engine::delayed_scaling_recipe::kernel_bulk
+// Times are relative to `base_ns`.
+std::string EventLine(const v1::Event& event, uint64_t base_ns);
+
+// "rank 3" or "no rank" for a trace of a process outside a distributed job.
+std::string RankName(int32_t rank);
+// "rank 0 (host01, pid 4242)" with whatever the header holds.
+std::string RankTitle(const v1::RankReport& rank);
+// "1/1": expected forward/backward of a row.
+std::string ExpectedText(const v1::MicrobatchResult& row);
+// "ok", "FAIL".
+std::string VerdictWord(v1::Verdict verdict);
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,458 @@
+#include "reports/auditor.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/reports/trace_builder.h"
+
+namespace fp8audit::reports {
+namespace {
+
+using testing::TraceBuilder;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::string AllExplanations(const v1::MicrobatchResult& row) {
+  std::string all;
+  for (const auto& e : row.explanations()) all += e + "\n";
+  return all;
+}
+
+TEST(Auditor, MarkersSplitMicrobatchesAndCountUpdates) {
+  TraceBuilder t(0, 1000, "nvtx");
+  t.MarkedMicrobatch(1, 1).MarkedMicrobatch(1, 1).MarkedMicrobatch(29, 196).Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 3);
+  EXPECT_EQ(r.microbatches(0).forward_updates(), 1u);
+  EXPECT_EQ(r.microbatches(0).backward_updates(), 1u);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::PASS);
+  EXPECT_EQ(r.microbatches(1).verdict(), v1::PASS);
+  const auto& bad = r.microbatches(2);
+  EXPECT_EQ(bad.index(), 2u);
+  EXPECT_EQ(bad.forward_updates(), 29u);
+  EXPECT_EQ(bad.backward_updates(), 196u);
+  EXPECT_EQ(bad.expected_forward(), 1u);
+  EXPECT_EQ(bad.expected_backward(), 1u);
+  EXPECT_EQ(bad.verdict(), v1::FAIL);
+  ASSERT_EQ(r.violations_size(), 2);
+  EXPECT_EQ(r.violations(0).kind(), v1::Violation::FORWARD_COUNT);
+  EXPECT_EQ(r.violations(0).microbatch(), 2u);
+  EXPECT_EQ(r.violations(0).rank(), 0);
+  EXPECT_EQ(r.violations(0).message(), "microbatch 2 (step 0): 29 forward updates, expected 1");
+  EXPECT_EQ(r.violations(1).kind(), v1::Violation::BACKWARD_COUNT);
+  EXPECT_EQ(r.totals().microbatches(), 3u);
+  EXPECT_EQ(r.totals().forward_updates(), 31u);
+  EXPECT_EQ(r.totals().backward_updates(), 198u);
+  EXPECT_EQ(r.totals().failing_microbatches(), 1u);
+  EXPECT_EQ(r.verdict(), v1::FAIL);
+}
+
+TEST(Auditor, BackwardToForwardStartsNextMicrobatchWithoutMarkers) {
+  TraceBuilder t;
+  t.PlainMicrobatch().PlainMicrobatch().PlainMicrobatch().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 3);
+  for (const auto& row : r.microbatches()) {
+    EXPECT_EQ(row.forward_updates(), 1u);
+    EXPECT_EQ(row.backward_updates(), 1u);
+    EXPECT_EQ(row.verdict(), v1::PASS) << AllExplanations(row);
+  }
+  EXPECT_EQ(r.verdict(), v1::PASS);
+  EXPECT_EQ(r.violations_size(), 0);
+}
+
+TEST(Auditor, SecondBackwardWithoutForwardBetweenStaysInTheMicrobatch) {
+  TraceBuilder t;
+  t.PlainMicrobatch(1, 1);
+  t.BackwardBegin().BackwardEnd();  // e.g. a second autograd.grad call, no update
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.verdict(), v1::PASS);
+}
+
+TEST(Auditor, GraphLaunchCountsEachUpdateInside) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Begin().Forward(3).BackwardBegin().Backward(0).BackwardEnd().End();
+  t.Footer();
+  const v1::RankReport r = t.Audit(Expectation{3, 1});
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).forward_updates(), 3u);   // one launch, count 3
+  EXPECT_EQ(r.microbatches(0).backward_updates(), 1u);  // count 0 reads as 1
+  EXPECT_EQ(r.verdict(), v1::PASS);
+}
+
+TEST(Auditor, GraphLaunchExplainsTheRangeOfExtraUpdates) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Begin().Forward(4).BackwardBegin().Backward().BackwardEnd().End().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_TRUE(Contains(AllExplanations(r.microbatches(0)),
+                       "forward updates 2-4 (one launch of 4), expected 1"))
+      << AllExplanations(r.microbatches(0));
+}
+
+TEST(Auditor, RecomputeInsideBackwardDoesNotSplitTheMicrobatchAndIsExplained) {
+  // Reentrant checkpointing of three modules as Transformer Engine does without the fix: every
+  // recompute segment updates forward state, every recomputed module updates backward state.
+  TraceBuilder t;
+  t.Autocast(true, 1);
+  for (uint64_t f = 1; f <= 3; ++f) t.CheckpointEnter(f, 1).Module(true, "fc").CheckpointExit(f);
+  t.Forward().Autocast(false, 0);
+  t.BackwardBegin();
+  for (uint64_t f = 3; f >= 1; --f) {
+    const uint64_t th = TraceBuilder::kAutogradThread;
+    t.CheckpointEnter(f, 2, v1::REENTRANT, th).Autocast(true, 1, th);
+    t.Module(true, "fc" + std::to_string(f), th);
+    t.Autocast(false, 0, th).Update(v1::UPDATE_FORWARD, 0, th);  // recompute autocast exit
+    t.CheckpointExit(f, th).Module(false, "fc" + std::to_string(f), th).Backward();
+  }
+  t.BackwardEnd();
+  t.PlainMicrobatch();  // the next microbatch is separate
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 2);
+  const auto& row = r.microbatches(0);
+  EXPECT_EQ(row.forward_updates(), 4u);
+  EXPECT_EQ(row.backward_updates(), 3u);
+  EXPECT_EQ(row.verdict(), v1::FAIL);
+  const std::string why = AllExplanations(row);
+  EXPECT_TRUE(Contains(why, "4 forward updates, expected 1: 3 during checkpoint recompute")) << why;
+  EXPECT_TRUE(Contains(why, "forward update 2, expected 1")) << why;
+  EXPECT_TRUE(Contains(why, "during recompute of reentrant checkpoint frame")) << why;
+  EXPECT_EQ(r.microbatches(1).verdict(), v1::PASS);
+}
+
+TEST(Auditor, ViolationContextShowsCheckpointFrameAndKernel) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Begin().Forward().BackwardBegin();
+  const uint64_t th = TraceBuilder::kAutogradThread;
+  t.CheckpointEnter(7, 2, v1::NON_REENTRANT, th).Update(v1::UPDATE_FORWARD, 0, th);
+  t.CheckpointExit(7, th).Backward().BackwardEnd().End().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.violations_size(), 1);
+  const v1::Violation& v = r.violations(0);
+  EXPECT_EQ(v.kind(), v1::Violation::FORWARD_COUNT);
+  ASSERT_GE(v.context_size(), 3);
+  EXPECT_EQ(v.context(0).kind(), v1::MICROBATCH_BEGIN);  // times are relative to it
+  bool frame = false;
+  bool kernel = false;
+  for (const auto& e : v.context()) {
+    if (e.kind() == v1::CHECKPOINT_ENTER && e.frame() == 7 && e.checkpoint_phase() == 2) {
+      frame = true;
+    }
+    if (e.kind() == v1::UPDATE_FORWARD && e.detail() == TraceBuilder::kUpdateKernel &&
+        e.thread_id() == th) {
+      kernel = true;
+    }
+  }
+  EXPECT_TRUE(frame);
+  EXPECT_TRUE(kernel);
+  EXPECT_TRUE(Contains(AllExplanations(r.microbatches(0)),
+                       "during recompute of non-reentrant checkpoint frame 7"));
+}
+
+TEST(Auditor, StepClosesTheMicrobatchAndAdvancesTheStepWithoutMarkers) {
+  TraceBuilder t;
+  t.PlainMicrobatch().Step().PlainMicrobatch().PlainMicrobatch().Step().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 3);
+  EXPECT_EQ(r.microbatches(0).step(), 0u);
+  EXPECT_EQ(r.microbatches(1).step(), 1u);
+  EXPECT_EQ(r.microbatches(2).step(), 1u);
+}
+
+TEST(Auditor, StepInsideMarkersOnlyAdvancesTheStep) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Begin().PlainMicrobatch().Step().End().MarkedMicrobatch().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(0).step(), 0u);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::PASS);
+  EXPECT_EQ(r.microbatches(1).step(), 1u);
+}
+
+TEST(Auditor, UpdateWithoutDirectionCountsByPassBoundaries) {
+  TraceBuilder t;
+  t.Update(v1::UPDATE).BackwardBegin().Update(v1::UPDATE, 0, TraceBuilder::kAutogradThread);
+  t.BackwardEnd().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).forward_updates(), 1u);
+  EXPECT_EQ(r.microbatches(0).backward_updates(), 1u);
+  EXPECT_EQ(r.verdict(), v1::PASS);
+  EXPECT_TRUE(Contains(AllExplanations(r.microbatches(0)),
+                       "2 updates recorded without a direction counted by pass boundaries"));
+}
+
+TEST(Auditor, UpdateWithPassIsCountedInThatPass) {
+  TraceBuilder t;
+  t.BackwardBegin();
+  t.Add(v1::UPDATE, TraceBuilder::kAutogradThread)->set_pass(v1::FORWARD);
+  t.Update(v1::UPDATE, 0, TraceBuilder::kAutogradThread);
+  t.BackwardEnd().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).forward_updates(), 1u);
+  EXPECT_EQ(r.microbatches(0).backward_updates(), 1u);
+}
+
+TEST(Auditor, ForwardOnlyPassesExpectNoBackwardAndSplitWithoutMarkers) {
+  // Three evaluation forwards under autocast, no backward.
+  TraceBuilder t;
+  for (int i = 0; i < 3; ++i) t.Autocast(true, 1).Module(true, "fc1").Forward().Autocast(false, 0);
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 3);
+  for (const auto& row : r.microbatches()) {
+    EXPECT_EQ(row.forward_updates(), 1u);
+    EXPECT_EQ(row.expected_backward(), 0u);
+    EXPECT_EQ(row.verdict(), v1::PASS);
+    EXPECT_TRUE(Contains(AllExplanations(row), "judged as forward-only"));
+  }
+}
+
+TEST(Auditor, MicrobatchWithoutAnyUpdateFails) {
+  TraceBuilder t;
+  t.Autocast(true, 1).Module(true, "fc1").Autocast(false, 0).BackwardBegin().BackwardEnd();
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::FAIL);
+  ASSERT_EQ(r.violations_size(), 2);
+  EXPECT_EQ(r.violations(0).message(), "microbatch 0 (step 0): 0 forward updates, expected 1");
+}
+
+TEST(Auditor, ExpectationsAreConfigurable) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.MarkedMicrobatch(2, 0).Footer();
+  EXPECT_EQ(t.Audit(Expectation{2, 0}).verdict(), v1::PASS);
+  EXPECT_EQ(t.Audit(Expectation{1, 1}).verdict(), v1::FAIL);
+  TraceBuilder none(-1, 1000, "nvtx");
+  none.Begin().BackwardBegin().BackwardEnd().End().Footer();
+  EXPECT_EQ(none.Audit(Expectation{0, 0}).verdict(), v1::PASS);
+}
+
+TEST(Auditor, UnbalancedMarkersAreViolations) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.End();                                  // end before any begin
+  t.Begin().PlainMicrobatch();              // no end
+  t.Begin().PlainMicrobatch().End().End();  // a second end
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  int unbalanced = 0;
+  for (const auto& v : r.violations()) {
+    if (v.kind() == v1::Violation::UNBALANCED) {
+      ++unbalanced;
+      EXPECT_EQ(v.context_size(), 1);
+    }
+  }
+  EXPECT_EQ(unbalanced, 3);
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::PASS);  // the counts themselves are right
+  EXPECT_EQ(r.verdict(), v1::FAIL);
+}
+
+TEST(Auditor, UpdatesAfterTheEndMarkerCountInThatMicrobatch) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  // The markers wrap only the forward; backward runs after the end marker.
+  t.Begin().Forward().End().BackwardBegin().Backward().BackwardEnd();
+  t.Begin().Forward().End().BackwardBegin().Backward().Backward().BackwardEnd();
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(0).backward_updates(), 1u);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::PASS);
+  EXPECT_EQ(r.microbatches(1).backward_updates(), 2u);
+  EXPECT_TRUE(Contains(AllExplanations(r.microbatches(1)), "2 after the end marker"));
+  EXPECT_TRUE(Contains(AllExplanations(r.microbatches(1)), "after the microbatch's end marker"));
+}
+
+TEST(Auditor, EventsBeforeTheFirstMarkerAreSegmentedByPassBoundaries) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.PlainMicrobatch(1, 1);  // warm-up before markers were set up
+  t.MarkedMicrobatch(1, 1).MarkedMicrobatch(1, 1).Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 3);
+  EXPECT_EQ(r.verdict(), v1::PASS);
+}
+
+TEST(Auditor, TraceWithoutFooterJudgesTheLastMicrobatchOnlyForExcess) {
+  TraceBuilder t;
+  t.PlainMicrobatch().Autocast(true, 1).Forward();  // killed after the next forward update
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(1).verdict(), v1::PASS);
+  EXPECT_TRUE(Contains(AllExplanations(r.microbatches(1)), "incomplete"));
+  EXPECT_EQ(r.verdict(), v1::PASS);
+
+  TraceBuilder excess;
+  excess.PlainMicrobatch().Autocast(true, 1).Forward().BackwardBegin().Backward().Backward();
+  const v1::RankReport e = excess.Audit();
+  ASSERT_EQ(e.microbatches_size(), 2);
+  EXPECT_EQ(e.microbatches(1).verdict(), v1::FAIL);
+  EXPECT_TRUE(Contains(e.violations(0).message(), "(incomplete microbatch)"));
+}
+
+TEST(Auditor, MarkedMicrobatchWithEndIsCompleteEvenWithoutFooter) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Begin().Forward().End();  // ended, no backward seen: forward-only, complete
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_FALSE(Contains(AllExplanations(r.microbatches(0)), "incomplete"));
+}
+
+TEST(Auditor, DroppedEventsMakeTheAuditIncomplete) {
+  TraceBuilder t;
+  t.PlainMicrobatch().Footer(/*dropped=*/12);
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.violations_size(), 1);
+  EXPECT_EQ(r.violations(0).kind(), v1::Violation::TRACE_DAMAGED);
+  EXPECT_TRUE(Contains(r.violations(0).message(), "dropped 12 events"));
+  EXPECT_EQ(r.verdict(), v1::FAIL);
+}
+
+TEST(Auditor, DamageSetsTheReportAndJudgesTheOpenMicrobatchAsIncomplete) {
+  TraceBuilder t;
+  t.PlainMicrobatch().Autocast(true, 1).Forward();
+  Auditor auditor(Expectation{});
+  for (const auto& rec : t.records()) auditor.OnRecord(rec);
+  auditor.OnDamage("record 12 at byte 400: truncated");
+  auditor.Finish();
+  const v1::RankReport& r = auditor.report();
+  EXPECT_EQ(r.damage(), "record 12 at byte 400: truncated");
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(1).verdict(), v1::PASS);
+  ASSERT_EQ(r.violations_size(), 1);
+  EXPECT_EQ(r.violations(0).kind(), v1::Violation::TRACE_DAMAGED);
+  EXPECT_EQ(r.verdict(), v1::FAIL);
+}
+
+TEST(Auditor, MaxRowsKeepsEveryRowUntilExceededThenOnlyFailingOnes) {
+  TraceBuilder small(-1, 1000, "nvtx");
+  for (int i = 0; i < 5; ++i) small.MarkedMicrobatch();
+  AuditorOptions options;
+  options.max_rows = 5;
+  {
+    Auditor a(options);
+    small.Feed(&a);
+    EXPECT_EQ(a.report().microbatches_size(), 5);
+  }
+  TraceBuilder big(-1, 1000, "nvtx");
+  for (int i = 0; i < 1000; ++i) big.MarkedMicrobatch(1, i % 100 == 7 ? 2 : 1);
+  big.Footer();
+  Auditor a(options);
+  big.Feed(&a);
+  const v1::RankReport& r = a.report();
+  EXPECT_EQ(r.totals().microbatches(), 1000u);
+  EXPECT_EQ(r.totals().failing_microbatches(), 10u);
+  ASSERT_EQ(r.microbatches_size(), 5);
+  for (const auto& row : r.microbatches()) EXPECT_EQ(row.verdict(), v1::FAIL);
+  EXPECT_EQ(r.microbatches(0).index(), 7u);
+}
+
+TEST(Auditor, ExtraUpdatesInTheSamePlaceShareOneExplanation) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.MarkedMicrobatch(1, 196).Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  const std::string why = AllExplanations(r.microbatches(0));
+  EXPECT_TRUE(Contains(why, "backward updates 2-196, expected 1, from t=")) << why;
+  EXPECT_TRUE(Contains(why,
+                       ": outside any checkpoint, autocast depth 0, after module fc1 (thread "
+                       "4343, kernel transformer_engine::delayed_scaling_recipe::kernel_bulk)"))
+      << why;
+  EXPECT_EQ(r.microbatches(0).explanations_size(), 2) << why;
+}
+
+TEST(Auditor, DetailIsCappedButCountsAndVerdictsAreNot) {
+  // Every backward update in its own recompute frame: 300 different places.
+  TraceBuilder t(-1, 1000, "nvtx");
+  for (int i = 0; i < 4; ++i) {
+    t.Begin().Forward().BackwardBegin();
+    for (uint64_t f = 1; f <= 300; ++f) t.CheckpointEnter(f, 2).Backward().CheckpointExit(f);
+    t.BackwardEnd().End();
+  }
+  t.Footer();
+  AuditorOptions options;
+  options.max_detailed = 2;
+  options.max_context_events = 10;
+  options.max_explanations = 3;
+  Auditor a(options);
+  t.Feed(&a);
+  const v1::RankReport& r = a.report();
+  ASSERT_EQ(r.microbatches_size(), 4);
+  EXPECT_EQ(r.microbatches(0).backward_updates(), 300u);
+  EXPECT_LE(r.microbatches(0).updates_size(), 10);
+  EXPECT_TRUE(Contains(AllExplanations(r.microbatches(0)), "... and 296 more extra backward"))
+      << AllExplanations(r.microbatches(0));
+  EXPECT_LE(r.violations(0).context_size(), 11);
+  EXPECT_EQ(r.microbatches(3).updates_size(), 0);  // beyond max_detailed
+  EXPECT_EQ(r.violations(3).context_size(), 0);
+  EXPECT_EQ(r.microbatches(3).verdict(), v1::FAIL);
+  EXPECT_EQ(r.totals().failing_microbatches(), 4u);
+}
+
+TEST(Auditor, LiveCallbacksFireAsMicrobatchesCloseAndOnTheFirstExcess) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.MarkedMicrobatch(1, 1);
+  t.Begin().Forward().BackwardBegin().Backward().Backward().Backward().BackwardEnd().End();
+  t.Footer();
+  Auditor a(Expectation{});
+  std::vector<v1::MicrobatchResult> closed;
+  std::vector<v1::Violation> violations;
+  int excess = 0;
+  uint64_t excess_count = 0;
+  a.on_microbatch = [&](const v1::MicrobatchResult& r) { closed.push_back(r); };
+  a.on_violation = [&](const v1::Violation& v) { violations.push_back(v); };
+  a.on_excess = [&](const v1::Event& e, v1::Pass pass, uint64_t count) {
+    ++excess;
+    excess_count = count;
+    EXPECT_EQ(pass, v1::BACKWARD);
+    EXPECT_EQ(e.kind(), v1::UPDATE_BACKWARD);
+    EXPECT_EQ(closed.size(), 1u);  // before the failing microbatch closed
+  };
+  t.Feed(&a);
+  ASSERT_EQ(closed.size(), 2u);
+  EXPECT_EQ(closed[1].verdict(), v1::FAIL);
+  EXPECT_EQ(excess, 1);  // once per microbatch and direction
+  EXPECT_EQ(excess_count, 2u);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].kind(), v1::Violation::BACKWARD_COUNT);
+}
+
+TEST(Auditor, HugeCountsSaturateInsteadOfOverflowing) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Begin().Forward(~uint64_t{0}).Forward(~uint64_t{0}).End().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).forward_updates(), ~uint32_t{0});
+  EXPECT_EQ(r.totals().forward_updates(), ~uint64_t{0});
+}
+
+TEST(Auditor, StoredStringsAreBounded) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Begin().Forward();
+  t.Add(v1::UPDATE_FORWARD)->set_detail(std::string(1 << 20, 'k'));
+  t.End().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.violations_size(), 1);
+  for (const auto& e : r.violations(0).context()) EXPECT_LE(e.detail().size(), 512u);
+  for (const auto& e : r.microbatches(0).explanations()) EXPECT_LE(e.size(), 1024u);
+}
+
+TEST(Auditor, CheckpointFramesLeftOpenStayBounded) {
+  TraceBuilder t;
+  for (uint64_t f = 1; f <= 10000; ++f) t.CheckpointEnter(f, 2);
+  t.Forward().Forward().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).forward_updates(), 2u);
+}
+
+}  // namespace
+}  // namespace fp8audit::reports
