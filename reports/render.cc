@@ -1,0 +1,39 @@
+#include "reports/render.h"
+
+namespace fp8audit::reports {
+
+bool ParseFormat(std::string_view name, Format* format) {
+  if (name == "text") {
+    *format = Format::kText;
+  } else if (name == "markdown" || name == "md") {
+    *format = Format::kMarkdown;
+  } else if (name == "json") {
+    *format = Format::kJson;
+  } else if (name == "junit") {
+    *format = Format::kJunit;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool Render(const v1::AuditReport& report, Format format, const RenderOptions& options,
+            std::string* out, std::string* error) {
+  switch (format) {
+    case Format::kText:
+      *out = RenderText(report, options);
+      return true;
+    case Format::kMarkdown:
+      *out = RenderMarkdown(report, options);
+      return true;
+    case Format::kJson:
+      return RenderJson(report, out, error);
+    case Format::kJunit:
+      *out = RenderJunit(report);
+      return true;
+  }
+  *error = "unknown format";
+  return false;
+}
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,42 @@
+// Renderers of an AuditReport: text (terminals), markdown, JSON (protobuf's printer), JUnit XML,
+// and the short summary `fp8audit check` prints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fp8audit/report.pb.h"
+
+namespace fp8audit::reports {
+
+namespace v1 = ::fp8audit::v1;
+
+enum class Format { kText, kMarkdown, kJson, kJunit };
+
+// "text", "markdown" (or "md"), "json", "junit".
+bool ParseFormat(std::string_view name, Format* format);
+
+struct RenderOptions {
+  // Text and markdown: the most microbatch rows and violations shown per rank (0: all). A rank with
+  // more microbatches than this shows its failing ones only, then a summary line. JSON and JUnit
+  // always render everything the report holds.
+  uint32_t max_rows = 50;
+  // Text and markdown: context lines shown per violation (0: all).
+  uint32_t max_context_lines = 12;
+};
+
+std::string RenderText(const v1::AuditReport& report, const RenderOptions& options);
+std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& options);
+// Protobuf's JSON printer, field names as in the .proto, zeros included. False (and `error`) only
+// when the printer fails.
+bool RenderJson(const v1::AuditReport& report, std::string* out, std::string* error);
+std::string RenderJunit(const v1::AuditReport& report);
+// A few lines: the verdict, failing ranks and their first violations.
+std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations);
+
+// Any format; false (and `error`) only when JSON printing fails.
+bool Render(const v1::AuditReport& report, Format format, const RenderOptions& options,
+            std::string* out, std::string* error);
+
+}  // namespace fp8audit::reports

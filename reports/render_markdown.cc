@@ -1,0 +1,112 @@
+// Markdown rendering: a per-rank summary table, then per rank a microbatch table and violations.
+#include <string>
+
+#include "reports/event_text.h"
+#include "reports/render.h"
+#include "reports/render_util.h"
+
+namespace fp8audit::reports {
+namespace {
+
+// Text for a table cell or a list item: characters markdown would interpret are escaped.
+std::string Md(const std::string& s, size_t max_bytes = 4096) {
+  const std::string p = Printable(s, max_bytes);
+  std::string out;
+  out.reserve(p.size());
+  for (char c : p) {
+    if (c == '\\' || c == '`' || c == '*' || c == '_' || c == '|' || c == '<' || c == '>' ||
+        c == '[' || c == ']' || c == '#') {
+      out += '\\';
+    }
+    out += c;
+  }
+  return out;
+}
+
+// A line inside a fenced code block: nothing is interpreted, but a fence must not close early.
+std::string Code(std::string s) {
+  for (char& c : s) {
+    if (c == '`') c = '\'';
+  }
+  return s;
+}
+
+void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
+  *out += "\n## " + Md(RankTitle(r)) + ": " + VerdictWord(r.verdict()) + "\n\n";
+  *out += "- trace: " + Md(r.path()) + "\n";
+  if (r.header().command_size() > 0)
+    *out += "- command: " + Md(CommandLine(r.header(), 300)) + "\n";
+  if (!r.header().markers().empty()) *out += "- markers: " + Md(r.header().markers(), 32) + "\n";
+  if (!r.damage().empty()) *out += "- **damaged**: " + Md(r.damage()) + "\n";
+  *out += "- events: " + std::to_string(r.totals().events()) + " (" +
+          std::to_string(r.totals().kernel_launches()) + " kernel launches)\n";
+  *out += "- total: " + TotalsLine(r.totals()) + "\n";
+
+  const RowSelection sel = SelectRows(r, options.max_rows);
+  if (!sel.rows.empty()) {
+    *out += "\n| microbatch | step | forward | backward | expected | verdict |\n";
+    *out += "|---:|---:|---:|---:|---:|:---|\n";
+    for (const v1::MicrobatchResult* row : sel.rows) {
+      *out += "| " + std::to_string(row->index()) + " | " + std::to_string(row->step()) + " | " +
+              std::to_string(row->forward_updates()) + " | " +
+              std::to_string(row->backward_updates()) + " | " + ExpectedText(*row) + " | " +
+              (row->verdict() == v1::FAIL ? "**FAIL**" : "ok") + " |\n";
+    }
+  }
+  if (!sel.note.empty()) *out += "\n" + Md(sel.note) + "\n";
+
+  const ViolationSelection vs = SelectViolations(r, options.max_rows);
+  if (vs.groups.empty()) return;
+  *out += "\n### Violations\n\n";
+  for (const ViolationGroup& g : vs.groups) {
+    for (const v1::Violation* v : g.violations) {
+      *out += "- **" + Md(v->message()) + "**";
+      if (!IsCountViolation(*v)) *out += " (" + ViolationKindName(v->kind()) + ")";
+      *out += "\n";
+    }
+    if (g.row != nullptr) {
+      for (const std::string& e : g.row->explanations()) *out += "  - " + Md(e) + "\n";
+    }
+    for (const v1::Violation* v : g.violations) {
+      if (v->context_size() == 0) continue;
+      *out += "\n  " + ContextTitle(*v) + " (t from the start of the microbatch):\n\n  ```\n";
+      const uint64_t base = v->context(0).timestamp_ns();
+      const int n = options.max_context_lines == 0
+                        ? v->context_size()
+                        : std::min<int>(v->context_size(), options.max_context_lines);
+      for (int i = 0; i < n; ++i) *out += "  " + Code(EventLine(v->context(i), base)) + "\n";
+      if (n < v->context_size()) {
+        *out += "  ... " + std::to_string(v->context_size() - n) + " more context events\n";
+      }
+      *out += "  ```\n\n";
+    }
+  }
+  if (!vs.note.empty()) *out += "\n" + Md(vs.note) + "\n";
+}
+
+}  // namespace
+
+std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& options) {
+  std::string out =
+      "# fp8audit report: " + std::string(report.verdict() == v1::FAIL ? "FAIL" : "PASS") + "\n\n";
+  out += "| trace | microbatches | failing | forward updates | backward updates | verdict |\n";
+  out += "|:---|---:|---:|---:|---:|:---|\n";
+  auto line = [&](const std::string& name, const v1::Totals& t, v1::Verdict verdict) {
+    out += "| " + name + " | " + std::to_string(t.microbatches()) + " | " +
+           std::to_string(t.failing_microbatches()) + " | " + std::to_string(t.forward_updates()) +
+           " | " + std::to_string(t.backward_updates()) + " | " +
+           (verdict == v1::FAIL ? "**FAIL**" : "ok") + " |\n";
+  };
+  for (const v1::RankReport& r : report.ranks()) line(Md(RankTitle(r)), r.totals(), r.verdict());
+  line("**job**", report.totals(), report.verdict());
+  if (report.violations_size() > 0) {
+    out += "\n## Job violations\n\n";
+    for (const v1::Violation& v : report.violations()) {
+      out += "- **" + Md(v.message()) + "** (" + ViolationKindName(v.kind()) + ")\n";
+    }
+  }
+  for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
+  return out;
+}
+
+}  // namespace fp8audit::reports

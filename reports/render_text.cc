@@ -1,0 +1,154 @@
+// Text rendering: aligned columns, a violations section with context, totals.
+#include <algorithm>
+#include <vector>
+
+#include "reports/event_text.h"
+#include "reports/render.h"
+#include "reports/render_util.h"
+
+namespace fp8audit::reports {
+namespace {
+
+std::string Pad(const std::string& s, size_t width, bool right) {
+  if (s.size() >= width) return s;
+  const std::string fill(width - s.size(), ' ');
+  return right ? fill + s : s + fill;
+}
+
+void Table(const std::vector<const v1::MicrobatchResult*>& rows, std::string* out) {
+  const std::vector<std::string> head = {"microbatch", "step",     "forward",
+                                         "backward",   "expected", "verdict"};
+  std::vector<std::vector<std::string>> cells;
+  cells.reserve(rows.size());
+  for (const v1::MicrobatchResult* r : rows) {
+    cells.push_back({std::to_string(r->index()), std::to_string(r->step()),
+                     std::to_string(r->forward_updates()), std::to_string(r->backward_updates()),
+                     ExpectedText(*r), VerdictWord(r->verdict())});
+  }
+  std::vector<size_t> width(head.size());
+  for (size_t c = 0; c < head.size(); ++c) {
+    width[c] = head[c].size();
+    for (const auto& row : cells) width[c] = std::max(width[c], row[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string l;
+    for (size_t c = 0; c < row.size(); ++c) {
+      // Numbers right-aligned, the verdict left-aligned.
+      l += "  " + Pad(row[c], width[c], c + 1 < row.size());
+    }
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    *out += l + "\n";
+  };
+  line(head);
+  for (const auto& row : cells) line(row);
+}
+
+void Context(const v1::Violation& v, const RenderOptions& options, std::string* out) {
+  if (v.context_size() == 0) return;
+  *out += "    " + ContextTitle(v) + " (t from the start of the microbatch):\n";
+  const uint64_t base = v.context(0).timestamp_ns();
+  const int shown = options.max_context_lines == 0
+                        ? v.context_size()
+                        : std::min<int>(v.context_size(), options.max_context_lines);
+  for (int i = 0; i < shown; ++i) *out += "      " + EventLine(v.context(i), base) + "\n";
+  if (shown < v.context_size()) {
+    *out += "      ... " + std::to_string(v.context_size() - shown) +
+            " more context events (--format json has them all)\n";
+  }
+}
+
+void Group(const ViolationGroup& g, const RenderOptions& options, std::string* out) {
+  for (const v1::Violation* v : g.violations) {
+    *out += "  " + Printable(v->message(), 4096);
+    if (!IsCountViolation(*v)) *out += " [" + ViolationKindName(v->kind()) + "]";
+    *out += "\n";
+  }
+  if (g.row != nullptr) {
+    for (const std::string& e : g.row->explanations()) *out += "    " + Printable(e, 4096) + "\n";
+  }
+  for (const v1::Violation* v : g.violations) Context(*v, options, out);
+}
+
+void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
+  *out += "== " + RankTitle(r) + ": " + VerdictWord(r.verdict()) + "\n";
+  *out += "trace     " + Printable(r.path(), 4096) + "\n";
+  if (r.has_header()) {
+    const v1::TraceHeader& h = r.header();
+    if (h.command_size() > 0) *out += "command   " + CommandLine(h, 300) + "\n";
+    std::string about;
+    if (!h.agent_version().empty()) about += "agent " + Printable(h.agent_version(), 64) + "  ";
+    if (!h.gpu().empty()) about += "gpu " + Printable(h.gpu(), 128) + "  ";
+    if (!h.markers().empty()) about += "markers " + Printable(h.markers(), 32) + "  ";
+    if (h.parent_pid() != 0) about += "forked from pid " + std::to_string(h.parent_pid()) + "  ";
+    while (!about.empty() && about.back() == ' ') about.pop_back();
+    if (!about.empty()) *out += "recorder  " + about + "\n";
+  }
+  if (!r.damage().empty()) *out += "DAMAGED   " + Printable(r.damage(), 4096) + "\n";
+  const v1::Totals& t = r.totals();
+  *out += "events    " + std::to_string(t.events()) + " (" + std::to_string(t.kernel_launches()) +
+          " kernel launches)\n";
+
+  const RowSelection sel = SelectRows(r, options.max_rows);
+  if (t.microbatches() == 0) {
+    *out += "\n  no microbatches: no FP8 state update and no pass boundary was recorded\n";
+  } else if (!sel.rows.empty()) {
+    *out += "\n";
+    Table(sel.rows, out);
+  }
+  if (!sel.note.empty()) *out += "  (" + sel.note + ")\n";
+
+  const ViolationSelection vs = SelectViolations(r, options.max_rows);
+  if (!vs.groups.empty()) {
+    *out += "\nviolations (" + std::to_string(r.violations_size()) + "):\n";
+    for (const ViolationGroup& g : vs.groups) Group(g, options, out);
+    if (!vs.note.empty()) *out += "  (" + vs.note + ")\n";
+  }
+  *out += "\ntotal     " + TotalsLine(t) + "\n\n";
+}
+
+}  // namespace
+
+std::string RenderText(const v1::AuditReport& report, const RenderOptions& options) {
+  std::string out = "fp8audit report: " + VerdictWord(report.verdict()) + ", " +
+                    std::to_string(report.ranks_size()) +
+                    (report.ranks_size() == 1 ? " trace" : " traces") + "\n\n";
+  for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
+  if (report.violations_size() > 0) {
+    out += "job violations:\n";
+    for (const v1::Violation& v : report.violations()) {
+      out += "  " + Printable(v.message(), 4096) + " [" + ViolationKindName(v.kind()) + "]\n";
+    }
+    out += "\n";
+  }
+  out += "job total: " + TotalsLine(report.totals()) + ": " + VerdictWord(report.verdict()) + "\n";
+  return out;
+}
+
+std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations) {
+  std::string out;
+  uint32_t shown = 0;
+  uint64_t hidden = 0;
+  auto show = [&](const v1::Violation& v, const std::string& where) {
+    if (max_violations != 0 && shown >= max_violations) {
+      ++hidden;
+      return;
+    }
+    ++shown;
+    out += "  " + where + Printable(v.message(), 4096) + "\n";
+  };
+  for (const v1::RankReport& r : report.ranks()) {
+    if (r.verdict() != v1::FAIL) continue;
+    out += RankTitle(r) + ": " + std::to_string(r.totals().failing_microbatches()) + " of " +
+           std::to_string(r.totals().microbatches()) + " microbatches failing (" +
+           Printable(r.path(), 4096) + ")\n";
+    for (const v1::Violation& v : r.violations()) show(v, "");
+  }
+  for (const v1::Violation& v : report.violations()) show(v, "job: ");
+  if (hidden > 0) out += "  ... and " + std::to_string(hidden) + " more\n";
+  out += std::string(report.verdict() == v1::FAIL ? "FAIL" : "PASS") + ": " +
+         std::to_string(report.ranks_size()) +
+         (report.ranks_size() == 1 ? " trace, " : " traces, ") + TotalsLine(report.totals()) + "\n";
+  return out;
+}
+
+}  // namespace fp8audit::reports

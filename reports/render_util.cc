@@ -1,0 +1,103 @@
+#include "reports/render_util.h"
+
+#include <unordered_map>
+
+#include "reports/event_text.h"
+
+namespace fp8audit::reports {
+
+RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows) {
+  RowSelection sel;
+  const uint64_t total = rank.totals().microbatches();
+  const auto kept = static_cast<uint64_t>(rank.microbatches_size());
+  const bool all_kept = kept == total;
+  if (all_kept && (max_rows == 0 || total <= max_rows)) {
+    for (const auto& row : rank.microbatches()) sel.rows.push_back(&row);
+    return sel;
+  }
+  for (const auto& row : rank.microbatches()) {
+    if (row.verdict() != v1::FAIL) continue;
+    if (max_rows != 0 && sel.rows.size() >= max_rows) break;
+    sel.rows.push_back(&row);
+  }
+  const uint64_t failing = rank.totals().failing_microbatches();
+  sel.note = std::to_string(total) + " microbatches, " + std::to_string(failing) +
+             " failing: showing " +
+             (sel.rows.size() == failing
+                  ? std::string("every failing one")
+                  : "the first " + std::to_string(sel.rows.size()) + " failing ones");
+  if (all_kept) sel.note += "; --max-rows 0 shows every row";
+  return sel;
+}
+
+bool IsCountViolation(const v1::Violation& v) {
+  return v.kind() == v1::Violation::FORWARD_COUNT || v.kind() == v1::Violation::BACKWARD_COUNT;
+}
+
+ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max) {
+  ViolationSelection sel;
+  std::unordered_map<uint32_t, const v1::MicrobatchResult*> rows;
+  for (const auto& row : rank.microbatches()) rows.emplace(row.index(), &row);
+  const int n = rank.violations_size();
+  for (int i = 0; i < n; ++i) {
+    if (max != 0 && sel.shown >= max) break;
+    const v1::Violation& v = rank.violations(i);
+    ++sel.shown;
+    if (IsCountViolation(v) && !sel.groups.empty()) {
+      ViolationGroup& last = sel.groups.back();
+      const v1::Violation& prev = *last.violations.back();
+      if (IsCountViolation(prev) && prev.microbatch() == v.microbatch()) {
+        last.violations.push_back(&v);
+        continue;
+      }
+    }
+    ViolationGroup group;
+    group.violations.push_back(&v);
+    if (IsCountViolation(v)) {
+      auto it = rows.find(v.microbatch());
+      if (it != rows.end()) group.row = it->second;
+    }
+    sel.groups.push_back(std::move(group));
+  }
+  const uint64_t failing = rank.totals().failing_microbatches();
+  if (sel.shown < static_cast<size_t>(n)) {
+    sel.note = std::to_string(n - sel.shown) + " more violations not shown; --max-rows 0 shows all";
+  } else if (failing > 0 && sel.groups.size() < failing && n > 0 &&
+             static_cast<uint64_t>(n) < failing) {
+    sel.note = "the report kept the first " + std::to_string(n) + " violations of " +
+               std::to_string(failing) + " failing microbatches";
+  }
+  return sel;
+}
+
+std::string TotalsLine(const v1::Totals& t) {
+  return std::to_string(t.microbatches()) +
+         (t.microbatches() == 1 ? " microbatch, " : " microbatches, ") +
+         std::to_string(t.failing_microbatches()) + " failing; " +
+         std::to_string(t.forward_updates()) + " forward and " +
+         std::to_string(t.backward_updates()) + " backward updates";
+}
+
+std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes) {
+  std::string line;
+  for (const std::string& arg : header.command()) {
+    if (!line.empty()) line += ' ';
+    const bool quote = arg.empty() || arg.find_first_of(" \t'\"") != std::string::npos;
+    line += quote ? "'" + arg + "'" : arg;
+    if (line.size() > max_bytes) break;
+  }
+  return Printable(line, max_bytes);
+}
+
+std::string ContextTitle(const v1::Violation& v) {
+  switch (v.kind()) {
+    case v1::Violation::FORWARD_COUNT:
+      return "forward context";
+    case v1::Violation::BACKWARD_COUNT:
+      return "backward context";
+    default:
+      return "context";
+  }
+}
+
+}  // namespace fp8audit::reports

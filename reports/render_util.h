@@ -1,0 +1,44 @@
+// What the text and markdown renderers share: which rows and violations to show, totals lines.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fp8audit/report.pb.h"
+
+namespace fp8audit::reports {
+
+namespace v1 = ::fp8audit::v1;
+
+struct RowSelection {
+  std::vector<const v1::MicrobatchResult*> rows;
+  std::string note;  // what is not shown, if anything
+};
+// Every row when the rank has at most `max_rows` microbatches (or max_rows is 0), else its failing
+// rows, at most `max_rows`.
+RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows);
+
+// A group of violations shown together: one microbatch's count violations, or one other.
+struct ViolationGroup {
+  std::vector<const v1::Violation*> violations;
+  const v1::MicrobatchResult* row = nullptr;  // for count violations, when the row was kept
+};
+struct ViolationSelection {
+  std::vector<ViolationGroup> groups;
+  size_t shown = 0;
+  std::string note;  // what is not shown, if anything
+};
+// At most `max` violations (0: all), grouped by microbatch.
+ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max);
+
+bool IsCountViolation(const v1::Violation& v);
+// "12 microbatches, 3 failing; 40 forward and 210 backward updates"
+std::string TotalsLine(const v1::Totals& totals);
+// The recorded command line, printable, cut to `max_bytes`.
+std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes);
+// "forward context", "backward context", "context".
+std::string ContextTitle(const v1::Violation& v);
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,269 @@
+#include "reports/trace_set.h"
+
+#include <google/protobuf/stubs/logging.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "proto/trace_io.h"
+#include "reports/event_text.h"
+
+namespace fp8audit::reports {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kTraceExtension = ".fp8trace";
+
+uint64_t SatAdd(uint64_t a, uint64_t b) { return a + b < a ? ~uint64_t{0} : a + b; }
+
+bool HasTraceExtension(const fs::path& p) { return p.extension() == kTraceExtension; }
+
+Expectation Resolve(const TraceSetOptions& options, const v1::TraceHeader* header) {
+  Expectation e;
+  const bool carried =
+      header != nullptr && (header->expect_forward() != 0 || header->expect_backward() != 0);
+  if (carried) {
+    e.forward = header->expect_forward();
+    e.backward = header->expect_backward();
+  }
+  if (options.expect_forward) e.forward = *options.expect_forward;
+  if (options.expect_backward) e.backward = *options.expect_backward;
+  return e;
+}
+
+AuditorOptions MakeAuditorOptions(const TraceSetOptions& options, Expectation expect) {
+  AuditorOptions o;
+  o.expect = expect;
+  o.max_rows = options.max_rows;
+  o.max_detailed = options.max_detailed;
+  o.max_violations = options.max_violations;
+  return o;
+}
+
+bool IsDamaged(const v1::RankReport& r) {
+  return std::any_of(r.violations().begin(), r.violations().end(), [](const v1::Violation& v) {
+    return v.kind() == v1::Violation::TRACE_DAMAGED;
+  });
+}
+
+// A report for a file that holds no audit at all (unreadable, empty, not a trace).
+v1::RankReport Unreadable(const std::string& path, const std::string& why, std::string* problem) {
+  Auditor auditor(MakeAuditorOptions(TraceSetOptions{}, Expectation{}));
+  auditor.OnDamage(why);
+  auditor.Finish();
+  v1::RankReport r = auditor.report();
+  r.set_path(path);
+  if (problem != nullptr) *problem = path + ": " + why;
+  return r;
+}
+
+}  // namespace
+
+bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
+                      std::string* error) {
+  for (const std::string& arg : paths) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(arg, ec);
+    if (ec || !fs::exists(st)) {
+      *error = arg + ": no such file or directory";
+      return false;
+    }
+    if (!fs::is_directory(st)) {
+      files->push_back(arg);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (fs::directory_iterator it(arg, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code type_ec;
+      if (HasTraceExtension(it->path()) && it->is_regular_file(type_ec)) {
+        found.push_back(it->path().string());
+      }
+    }
+    if (ec) {
+      *error = arg + ": " + ec.message();
+      return false;
+    }
+    if (found.empty()) {
+      *error = arg + ": no *" + std::string(kTraceExtension) + " files in this directory";
+      return false;
+    }
+    std::sort(found.begin(), found.end());
+    files->insert(files->end(), found.begin(), found.end());
+  }
+  return true;
+}
+
+v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& options,
+                              std::string* problem) {
+  // A damaged record is reported once, by us: protobuf's own log lines (e.g. on invalid UTF-8)
+  // would only repeat it on stderr.
+  google::protobuf::LogSilencer quiet;
+  std::string error;
+  auto reader = TraceFileReader::Open(path, &error);
+  if (reader == nullptr) {
+    // Open's message already starts with the path.
+    const std::string why =
+        error.rfind(path + ": ", 0) == 0 ? error.substr(path.size() + 2) : error;
+    return Unreadable(path, "cannot read: " + why, problem);
+  }
+  if (reader->file_size() == 0) {
+    return Unreadable(path,
+                      "empty trace (0 bytes): the process wrote nothing; did it end before the "
+                      "agent started?",
+                      problem);
+  }
+  v1::TraceRecord record;
+  TraceFileReader::Status status = reader->Next(&record);
+  if (status == TraceFileReader::Status::kDamaged) {
+    return Unreadable(path, "not a readable trace: " + reader->damage(), problem);
+  }
+  if (status != TraceFileReader::Status::kRecord || !record.has_header()) {
+    return Unreadable(path, "not an fp8audit trace: the first record is not a header", problem);
+  }
+
+  Auditor auditor(MakeAuditorOptions(options, Resolve(options, &record.header())));
+  auditor.OnHeader(record.header());
+  std::string damage;
+  bool second_header = false;
+  while (true) {
+    const uint64_t offset = reader->bytes_consumed();
+    status = reader->Next(&record);
+    if (status == TraceFileReader::Status::kEnd) break;
+    if (status == TraceFileReader::Status::kDamaged) {
+      damage = reader->damage();
+      break;
+    }
+    if (record.has_header()) {
+      // A second header: two traces were concatenated, or the writer went wrong.
+      damage = "record " + std::to_string(reader->records()) + " at byte " +
+               std::to_string(offset) + ": a second header";
+      second_header = true;
+      break;
+    }
+    auditor.OnRecord(record);
+  }
+  if (!damage.empty()) auditor.OnDamage(damage);
+  auditor.Finish();
+  v1::RankReport r = auditor.report();
+  r.set_path(path);
+  if (problem != nullptr) {
+    if (!damage.empty()) {
+      const uint64_t whole = reader->records() - (second_header ? 1 : 0);
+      *problem = path + ": trace damaged at " + damage + "; the " + std::to_string(whole) +
+                 " whole records before it are reported";
+    } else if (IsDamaged(r)) {
+      for (const v1::Violation& v : r.violations()) {
+        if (v.kind() == v1::Violation::TRACE_DAMAGED) *problem = path + ": " + v.message();
+      }
+    }
+  }
+  return r;
+}
+
+TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
+                               const TraceSetOptions& options) {
+  TraceSetResult result;
+  v1::AuditReport& report = result.report;
+  report.set_schema_version(1);
+  std::vector<v1::RankReport> ranks;
+  ranks.reserve(files.size());
+  bool expects_updates = false;
+  for (const std::string& path : files) {
+    std::string problem;
+    ranks.push_back(AuditTraceFile(path, options, &problem));
+    if (!problem.empty()) result.problems.push_back(std::move(problem));
+    const v1::RankReport& r = ranks.back();
+    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
+    if (e.forward > 0 || e.backward > 0) expects_updates = true;
+  }
+  std::stable_sort(ranks.begin(), ranks.end(),
+                   [](const v1::RankReport& a, const v1::RankReport& b) {
+                     if (a.rank() != b.rank()) return a.rank() < b.rank();
+                     if (a.header().pid() != b.header().pid())
+                       return a.header().pid() < b.header().pid();
+                     return a.path() < b.path();
+                   });
+
+  v1::Totals* totals = report.mutable_totals();
+  bool damaged = false;
+  bool violations = false;
+  // Microbatches per rank, over the traces of main processes (not forked children).
+  std::map<int32_t, uint64_t> per_rank;
+  for (v1::RankReport& r : ranks) {
+    const v1::Totals& t = r.totals();
+    totals->set_microbatches(totals->microbatches() + t.microbatches());
+    totals->set_forward_updates(SatAdd(totals->forward_updates(), t.forward_updates()));
+    totals->set_backward_updates(SatAdd(totals->backward_updates(), t.backward_updates()));
+    totals->set_failing_microbatches(totals->failing_microbatches() + t.failing_microbatches());
+    totals->set_events(SatAdd(totals->events(), t.events()));
+    totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
+    if (IsDamaged(r)) damaged = true;
+    if (r.verdict() == v1::FAIL) violations = true;
+    if (r.has_header() && r.rank() >= 0 && r.header().parent_pid() == 0) {
+      per_rank[r.rank()] += t.microbatches();
+    }
+    *report.add_ranks() = std::move(r);
+  }
+
+  if (per_rank.size() > 1) {
+    uint64_t lo = ~uint64_t{0};
+    uint64_t hi = 0;
+    for (const auto& [rank, n] : per_rank) {
+      lo = std::min(lo, n);
+      hi = std::max(hi, n);
+    }
+    if (lo != hi) {
+      v1::Violation* v = report.add_violations();
+      v->set_kind(v1::Violation::RANK_DISAGREEMENT);
+      v->set_rank(-1);
+      std::string counts;
+      for (const auto& [rank, n] : per_rank) {
+        if (!counts.empty()) counts += ", ";
+        counts += RankName(rank) + ": " + std::to_string(n);
+      }
+      v->set_message("ranks disagree on the number of microbatches (" + counts + ")");
+      violations = true;
+    }
+  }
+
+  report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
+  if (damaged) {
+    result.outcome = Outcome::kIncomplete;
+  } else if (totals->microbatches() == 0 && expects_updates) {
+    result.outcome = Outcome::kNothingAudited;
+  } else if (violations) {
+    result.outcome = Outcome::kViolations;
+  } else {
+    result.outcome = Outcome::kPass;
+  }
+  return result;
+}
+
+TraceDirSnapshot SnapshotTraceDir(const std::string& dir) {
+  TraceDirSnapshot snapshot;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!HasTraceExtension(it->path())) continue;
+    struct stat st {};
+    if (::stat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const int64_t mtime_ns =
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    snapshot[it->path().string()] = {mtime_ns, static_cast<int64_t>(st.st_size)};
+  }
+  return snapshot;
+}
+
+std::vector<std::string> TracesWrittenSince(const std::string& dir,
+                                            const TraceDirSnapshot& before) {
+  std::vector<std::string> written;
+  for (const auto& [path, stamp] : SnapshotTraceDir(dir)) {
+    auto it = before.find(path);
+    if (it == before.end() || it->second != stamp) written.push_back(path);
+  }
+  return written;
+}
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,65 @@
+// Auditing many .fp8trace files into one AuditReport, streaming record by record: memory grows
+// with the rows and violations kept (see AuditorOptions), never with the size of a trace.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fp8audit/report.pb.h"
+#include "reports/auditor.h"
+
+namespace fp8audit::reports {
+
+struct TraceSetOptions {
+  // Unset: the expectation the trace's header carries (when it carries one), else 1.
+  std::optional<uint32_t> expect_forward;
+  std::optional<uint32_t> expect_backward;
+  uint32_t max_rows = 0;        // per trace, see AuditorOptions::max_rows
+  uint32_t max_detailed = 100;  // per trace, see AuditorOptions::max_detailed
+  uint32_t max_violations = 0;  // per trace, see AuditorOptions::max_violations
+};
+
+// What a set of traces amounts to, in order of precedence.
+enum class Outcome {
+  kIncomplete,      // a trace is unreadable, empty, damaged or lost events: the audit is partial
+  kNothingAudited,  // no trace holds a microbatch (and updates were expected)
+  kViolations,      // the audit found violations
+  kPass,
+};
+
+struct TraceSetResult {
+  v1::AuditReport report;
+  // One line per trace that could not be read in full, naming the file (and for damage the record
+  // number and byte offset). Every whole record before the damage is still in `report`.
+  std::vector<std::string> problems;
+  Outcome outcome = Outcome::kPass;
+};
+
+// The trace files that `paths` name: a file as given; a directory's *.fp8trace files (not
+// recursive). Returns false and sets `error` (one line) for a missing path or a directory
+// without traces.
+bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
+                      std::string* error);
+
+// Audits one file. Never fails: a trace that cannot be read in full still yields a RankReport of
+// every whole record before the problem, with report.damage and a TRACE_DAMAGED violation set;
+// `problem` (if not null) then receives one line naming the file.
+v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& options,
+                              std::string* problem);
+
+// Audits every file and adds the job-level view: ranks sorted by rank, pid and path, totals,
+// ranks that disagree on their number of microbatches (RANK_DISAGREEMENT), the verdict.
+TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
+                               const TraceSetOptions& options);
+
+// The *.fp8trace files of a directory with their modification time and size, to tell which
+// traces a run wrote (created or changed) from the ones that were there before it.
+using TraceDirSnapshot = std::map<std::string, std::pair<int64_t, int64_t>>;
+TraceDirSnapshot SnapshotTraceDir(const std::string& dir);
+std::vector<std::string> TracesWrittenSince(const std::string& dir, const TraceDirSnapshot& before);
+
+}  // namespace fp8audit::reports
