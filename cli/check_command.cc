@@ -1,18 +1,61 @@
-// Placeholder until `fp8audit check` lands: the subcommand exists and says it is not built yet.
+// `fp8audit check PATH...`: gates existing traces; prints a short verdict and exits 0, 2 or 3.
 #include <iostream>
+#include <memory>
 
+#include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "reports/render.h"
+#include "reports/trace_set.h"
 
 namespace fp8audit::cli {
+namespace {
+
+constexpr uint32_t kSummaryViolations = 10;
+
+struct CheckArgs {
+  std::vector<std::string> paths;
+  ExpectFlags expect;
+};
+
+int RunCheck(const CheckArgs& args) {
+  std::vector<std::string> files;
+  std::string error;
+  if (!reports::ExpandTracePaths(args.paths, &files, &error)) {
+    std::cerr << "fp8audit check: " << error << "\n";
+    return kExitUsage;
+  }
+  reports::TraceSetOptions options;
+  args.expect.Apply(&options);
+  // Only the verdict and the first violations are printed: keep nothing else.
+  options.max_rows = 1;
+  options.max_detailed = 0;
+  options.max_violations = kSummaryViolations;
+  const reports::TraceSetResult result = reports::AuditTraceFiles(files, options);
+  PrintProblems("check", result, files.size());
+  std::cout << reports::RenderSummary(result.report, kSummaryViolations);
+  std::cout.flush();
+  if (!std::cout) {
+    std::cerr << "fp8audit check: cannot write to standard output\n";
+    return kExitUsage;
+  }
+  return ExitCodeFor(result.outcome);
+}
+
+}  // namespace
 
 void AddCheckCommand(CLI::App& app, int* exit_code) {
-  auto* sub = app.add_subcommand("check", "(not available in this build)");
-  sub->allow_extras();
-  sub->callback([exit_code] {
-    std::cerr << "fp8audit check: not available in this build\n";
-    *exit_code = kExitInternal;
-  });
+  auto args = std::make_shared<CheckArgs>();
+  auto* sub = app.add_subcommand(
+      "check", "Gate existing .fp8trace files: a short verdict, and the exit code says it");
+  sub->add_option("paths", args->paths,
+                  "trace files, or directories whose *.fp8trace files are all read")
+      ->required()
+      ->type_name("PATH...");
+  args->expect.Add(sub, "default: what the trace's header records, else 1");
+  sub->footer(std::string("`fp8audit report` shows the same audit in full.\n\nExit codes:\n") +
+              kAuditExitCodes);
+  sub->callback([args, exit_code] { *exit_code = RunCheck(*args); });
 }
 
 }  // namespace fp8audit::cli

@@ -1,18 +1,95 @@
-// Placeholder until `fp8audit report` lands: the subcommand exists and says it is not built yet.
-#include <iostream>
+// `fp8audit report PATH... [--format F] [-o FILE]`: renders the audit of existing traces.
+#include <unistd.h>
 
+#include <iostream>
+#include <memory>
+
+#include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "reports/output.h"
+#include "reports/render.h"
+#include "reports/trace_set.h"
 
 namespace fp8audit::cli {
+namespace {
+
+struct ReportArgs {
+  std::vector<std::string> paths;
+  std::string format = "text";
+  std::string output;
+  uint32_t max_rows = 50;
+  ExpectFlags expect;
+};
+
+int RunReport(const ReportArgs& args) {
+  reports::Format format;
+  if (!reports::ParseFormat(args.format, &format)) {
+    std::cerr << "fp8audit report: unknown --format " << args.format << "\n";
+    return kExitUsage;
+  }
+  std::vector<std::string> files;
+  std::string error;
+  if (!reports::ExpandTracePaths(args.paths, &files, &error)) {
+    std::cerr << "fp8audit report: " << error << "\n";
+    return kExitUsage;
+  }
+  reports::TraceSetOptions options;
+  args.expect.Apply(&options);
+  const bool complete = format == reports::Format::kJson || format == reports::Format::kJunit;
+  // Text and markdown show at most max_rows rows and violations: keep no more than that.
+  options.max_rows = complete ? 0 : args.max_rows;
+  options.max_violations = complete ? 0 : args.max_rows;
+  const reports::TraceSetResult result = reports::AuditTraceFiles(files, options);
+  PrintProblems("report", result, files.size());
+
+  reports::RenderOptions render;
+  render.max_rows = args.max_rows;
+  std::string out;
+  if (!reports::Render(result.report, format, render, &out, &error)) {
+    std::cerr << "fp8audit report: " << error << "\n";
+    return kExitInternal;
+  }
+  if (!args.output.empty()) {
+    if (!reports::WriteFileAtomically(args.output, out, &error)) {
+      std::cerr << "fp8audit report: cannot write " << error << "\n";
+      return kExitUsage;
+    }
+  } else if (!reports::WriteAll(STDOUT_FILENO, out)) {
+    std::cerr << "fp8audit report: cannot write to standard output\n";
+    return kExitUsage;
+  }
+  return ExitCodeFor(result.outcome);
+}
+
+}  // namespace
 
 void AddReportCommand(CLI::App& app, int* exit_code) {
-  auto* sub = app.add_subcommand("report", "(not available in this build)");
-  sub->allow_extras();
-  sub->callback([exit_code] {
-    std::cerr << "fp8audit report: not available in this build\n";
-    *exit_code = kExitInternal;
-  });
+  auto args = std::make_shared<ReportArgs>();
+  auto* sub = app.add_subcommand(
+      "report", "Audit .fp8trace files and render a per-rank, per-microbatch report");
+  sub->add_option("paths", args->paths,
+                  "trace files, or directories whose *.fp8trace files are all read")
+      ->required()
+      ->type_name("PATH...");
+  sub->add_option("--format", args->format, "text (default), markdown, json or junit")
+      ->type_name("FORMAT")
+      ->check(CLI::IsMember({"text", "markdown", "md", "json", "junit"}));
+  sub->add_option("-o,--output", args->output,
+                  "write the report to FILE (atomically: a temporary file, then rename) instead "
+                  "of standard output")
+      ->type_name("FILE");
+  sub->add_option("--max-rows", args->max_rows,
+                  "text and markdown: at most N microbatch rows and violations per rank; a longer "
+                  "trace shows its failing microbatches and a summary (0: all; default 50). JSON "
+                  "and JUnit are always complete")
+      ->type_name("N");
+  args->expect.Add(sub, "default: what the trace's header records, else 1");
+  sub->footer(std::string("Reads each trace once, record by record. A damaged trace is reported up "
+                          "to its last whole record,\nand one line on stderr names the file, the "
+                          "record number and the byte offset of the damage.\n\nExit codes:\n") +
+              kAuditExitCodes);
+  sub->callback([args, exit_code] { *exit_code = RunReport(*args); });
 }
 
 }  // namespace fp8audit::cli

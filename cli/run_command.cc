@@ -1,18 +1,182 @@
-// Placeholder until `fp8audit run` lands: the subcommand exists and says it is not built yet.
-#include <iostream>
+// `fp8audit run [flags] -- CMD ARGS...`: runs CMD with the agent injected, then audits the traces
+// it wrote.
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "reports/launcher.h"
+#include "reports/output.h"
+#include "reports/render.h"
+#include "reports/trace_set.h"
+
+#if FP8AUDIT_HAVE_AGENT_PATTERNS
+#include "agent/src/patterns.h"
+#endif
 
 namespace fp8audit::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunArgs {
+  std::string out = "fp8audit-traces";
+  ExpectFlags expect;
+  bool fail_fast = false;
+  std::string patterns;
+  uint32_t max_rows = 50;
+};
+
+void Say(const std::string& line) { std::cerr << "fp8audit run: " << line << "\n"; }
+
+int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
+  if (command.empty()) {
+    Say("no command given: fp8audit run [flags] [--] CMD [ARGS...]");
+    return kExitUsage;
+  }
+  std::string error;
+  const std::string agent = reports::FindAgentLibrary(&error);
+  if (agent.empty()) {
+    Say(error);
+    return kExitUsage;
+  }
+  std::error_code ec;
+  std::string patterns;
+  if (!args.patterns.empty()) {
+    const int fd = ::open(args.patterns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      Say("--patterns " + args.patterns + ": " + std::strerror(errno));
+      return kExitUsage;
+    }
+    ::close(fd);
+    patterns = fs::absolute(args.patterns, ec).string();
+#if FP8AUDIT_HAVE_AGENT_PATTERNS
+    // The agent's own parser: a mistake is reported now, not after the job has run.
+    std::vector<agent::PatternRule> rules;
+    if (!agent::LoadPatternFile(patterns, &rules, &error)) {
+      Say("--patterns " + error);
+      return kExitUsage;
+    }
+#endif
+  }
+  const fs::path out = fs::absolute(args.out, ec);
+  fs::create_directories(out, ec);
+  if (ec || !fs::is_directory(out)) {
+    Say("--out " + args.out + ": " + (ec ? ec.message() : std::string("not a directory")));
+    return kExitUsage;
+  }
+
+  const reports::Expectation defaults;
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"LD_PRELOAD", reports::PrependPreload(std::getenv("LD_PRELOAD"), agent)},
+      {"CUDA_INJECTION64_PATH", agent},
+      {"NVTX_INJECTION64_PATH", agent},
+      {"FP8AUDIT_OUT", out.string()},
+      {"FP8AUDIT_EXPECT_FORWARD",
+       std::to_string(args.expect.forward_option->count() ? args.expect.forward
+                                                          : defaults.forward)},
+      {"FP8AUDIT_EXPECT_BACKWARD",
+       std::to_string(args.expect.backward_option->count() ? args.expect.backward
+                                                           : defaults.backward)},
+  };
+  for (const char* name : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
+    const char* previous = std::getenv(name);
+    if (previous != nullptr && *previous != '\0' && agent != previous) {
+      Say(std::string("replacing ") + name + "=" + previous + " with the agent");
+    }
+  }
+  if (args.fail_fast) env.emplace_back("FP8AUDIT_FAIL_FAST", "1");
+  if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
+
+  const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
+  const reports::LaunchResult launched = reports::LaunchAndWait(command, env);
+  if (launched.status == reports::LaunchResult::Status::kExecFailed ||
+      launched.status == reports::LaunchResult::Status::kForkFailed) {
+    Say(launched.error);
+    return launched.ShellCode();
+  }
+  const int command_code = launched.ShellCode();
+  std::string ended = "the command exited with " + std::to_string(command_code);
+  if (launched.status == reports::LaunchResult::Status::kSignaled) {
+    ended = "the command was killed by signal " + std::to_string(launched.code) + " (" +
+            strsignal(launched.code) + ")";
+  }
+
+  const std::vector<std::string> traces = reports::TracesWrittenSince(out.string(), before);
+  if (traces.empty()) {
+    Say("no trace was written to " + out.string() + ": was the agent loaded? (LD_PRELOAD=" + agent +
+        "; a static or setuid program, or one that clears its environment, runs without it)");
+    if (command_code != 0) Say(ended);
+    return command_code != 0 ? command_code : kExitUsage;
+  }
+  reports::TraceSetOptions options;
+  args.expect.Apply(&options);
+  options.max_rows = args.max_rows;
+  options.max_violations = args.max_rows;
+  const reports::TraceSetResult result = reports::AuditTraceFiles(traces, options);
+  reports::RenderOptions render;
+  render.max_rows = args.max_rows;
+  std::cerr << "\n" << reports::RenderText(result.report, render);
+  PrintProblems("run", result, traces.size());
+  Say("full report: fp8audit report " + out.string() +
+      " (holds the traces of every run that wrote there)");
+  if (command_code != 0) {
+    Say(ended + ": returning its exit code");
+    return command_code;
+  }
+  return ExitCodeFor(result.outcome);
+}
+
+}  // namespace
 
 void AddRunCommand(CLI::App& app, int* exit_code) {
-  auto* sub = app.add_subcommand("run", "(not available in this build)");
-  sub->allow_extras();
-  sub->callback([exit_code] {
-    std::cerr << "fp8audit run: not available in this build\n";
-    *exit_code = kExitInternal;
-  });
+  auto args = std::make_shared<RunArgs>();
+  auto* sub = app.add_subcommand(
+      "run", "Run a command with the agent injected, then audit the traces it wrote");
+  sub->add_option("--out", args->out,
+                  "directory for the traces (created; default fp8audit-traces). The audit reads "
+                  "the *.fp8trace files the run created or changed there")
+      ->type_name("DIR");
+  args->expect.Add(sub, "default 1");
+  sub->add_flag("--fail-fast", args->fail_fast,
+                "the agent ends the job at the first violation (FP8AUDIT_FAIL_FAST=1)");
+  sub->add_option("--patterns", args->patterns,
+                  "kernel-name patterns for the agent's classifier (FP8AUDIT_PATTERNS; checked "
+                  "before CMD starts)")
+      ->type_name("FILE");
+  sub->add_option("--max-rows", args->max_rows,
+                  "at most N microbatch rows and violations per rank in the printed report (0: "
+                  "all; default 50)")
+      ->type_name("N");
+  // Everything from the command's name on is the command: its own flags are not parsed here.
+  auto command = std::make_shared<std::vector<std::string>>();
+  sub->add_option("CMD", *command, "the command to run, and its arguments")->type_name("");
+  sub->positionals_at_end();
+  sub->footer(
+      "Everything from CMD on is CMD's own, flags included (a -- before CMD is optional).\n"
+      "CMD runs with LD_PRELOAD (prepended), CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH set\n"
+      "to the agent: $FP8AUDIT_AGENT, else ../lib/libfp8audit.so next to this executable. SIGINT\n"
+      "and SIGTERM sent to fp8audit are forwarded to CMD. After CMD ends, the report goes to\n"
+      "standard error (CMD's standard output stays its own); `fp8audit report DIR` shows it "
+      "again.\n\n"
+      "Exit codes:\n"
+      "  N    CMD's own exit code when it failed (128+S when killed by signal S); the report is\n"
+      "       still printed\n"
+      "  126  CMD could not be executed;  127  CMD was not found\n"
+      "  0    CMD succeeded and every microbatch had the expected updates\n"
+      "  1    internal error\n"
+      "  2    bad flags, agent library not found, --patterns unreadable, --out unusable; no trace\n"
+      "       was written, or a trace is damaged or lost events (the audit is incomplete)\n"
+      "  3    CMD succeeded and the audit found violations\n");
+  sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }
 
 }  // namespace fp8audit::cli

@@ -1,0 +1,75 @@
+// What `fp8audit run`, `report` and `check` share: expectation flags, exit-code mapping, problem
+// lines. Parsing helpers only; the analysis is in reports/.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/exit_codes.h"
+#include "reports/trace_set.h"
+
+namespace fp8audit::cli {
+
+// --expect-forward N / --expect-backward N, unset unless given.
+struct ExpectFlags {
+  uint32_t forward = 1;
+  uint32_t backward = 1;
+  CLI::Option* forward_option = nullptr;
+  CLI::Option* backward_option = nullptr;
+
+  void Add(CLI::App* sub, const std::string& when_unset) {
+    forward_option =
+        sub->add_option("--expect-forward", forward,
+                        "forward FP8 state updates expected per microbatch (" + when_unset + ")")
+            ->type_name("N")
+            ->check(CLI::Range(0u, 1000000u));
+    backward_option =
+        sub->add_option("--expect-backward", backward,
+                        "backward FP8 state updates expected per microbatch (" + when_unset + ")")
+            ->type_name("N")
+            ->check(CLI::Range(0u, 1000000u));
+  }
+  void Apply(reports::TraceSetOptions* options) const {
+    if (forward_option->count() > 0) options->expect_forward = forward;
+    if (backward_option->count() > 0) options->expect_backward = backward;
+  }
+};
+
+inline int ExitCodeFor(reports::Outcome outcome) {
+  switch (outcome) {
+    case reports::Outcome::kPass:
+      return kExitOk;
+    case reports::Outcome::kViolations:
+      return kExitViolation;
+    case reports::Outcome::kIncomplete:
+    case reports::Outcome::kNothingAudited:
+      return kExitUsage;
+  }
+  return kExitInternal;
+}
+
+// One line per trace that could not be read in full, and the reason nothing was audited.
+inline void PrintProblems(const std::string& command, const reports::TraceSetResult& result,
+                          size_t traces) {
+  for (const std::string& p : result.problems)
+    std::cerr << "fp8audit " << command << ": " << p << "\n";
+  if (result.outcome == reports::Outcome::kNothingAudited) {
+    std::cerr << "fp8audit " << command << ": nothing to audit: no microbatch in " << traces
+              << (traces == 1 ? " trace" : " traces")
+              << " (no FP8 state update and no pass boundary was recorded; is the job using "
+                 "DelayedScaling, and do the agent's kernel patterns match it?)\n";
+  }
+}
+
+inline constexpr const char* kAuditExitCodes =
+    "  0  every microbatch had the expected updates\n"
+    "  1  internal error\n"
+    "  2  bad flags or path; a trace is unreadable, empty or damaged, or lost events (the audit "
+    "is\n"
+    "     incomplete, even when it also found violations); no trace holds a microbatch\n"
+    "  3  the audit found violations\n";
+
+}  // namespace fp8audit::cli

@@ -1,0 +1,486 @@
+// The fp8audit binary's `report`, `check` and `run`: output and exit codes, run as a user would.
+#include <fcntl.h>
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fp8audit/report.pb.h"
+#include "tests/reports/trace_builder.h"
+
+namespace fp8audit {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::TraceBuilder;
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::stringstream s;
+  s << std::ifstream(path, std::ios::binary).rdbuf();
+  return s.str();
+}
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("fp8audit-cli-" + std::to_string(::getpid()) + "-" +
+                                        info->test_suite_name() + "-" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string WriteTrace(const std::string& name, const TraceBuilder& t) const {
+    const std::string p = Path(name);
+    EXPECT_TRUE(t.Write(p));
+    return p;
+  }
+
+  // Runs fp8audit with `args`; `env` is set on top of this process's environment (a value of
+  // "<unset>" removes the variable).
+  Result Fp8audit(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env = {}) const {
+    std::vector<std::string> argv = {FP8AUDIT_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::map<std::string, std::string> vars;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq != nullptr) vars[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+    }
+    vars.erase("FP8AUDIT_AGENT");
+    for (const auto& [k, v] : env) {
+      if (v == "<unset>") {
+        vars.erase(k);
+      } else {
+        vars[k] = v;
+      }
+    }
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : vars) env_strings.push_back(k + "=" + v);
+    std::vector<char*> argp;
+    for (auto& a : argv) argp.push_back(a.data());
+    argp.push_back(nullptr);
+    std::vector<char*> envp;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const std::string out_path = Path("stdout.txt");
+    const std::string err_path = Path("stderr.txt");
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int null = ::open("/dev/null", O_RDONLY);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      ::dup2(null, 0);
+      ::chdir(dir_.c_str());
+      ::execve(argp[0], argp.data(), envp.data());
+      ::_exit(99);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = Slurp(out_path);
+    r.err = Slurp(err_path);
+    return r;
+  }
+
+  // `fp8audit run` with the fake agent writing `trace` ("F/B,..."; empty: no trace).
+  Result Run(const std::vector<std::string>& args, const std::string& trace,
+             std::map<std::string, std::string> env = {}) const {
+    env.emplace("FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT);
+    env.emplace("FP8AUDIT_FAKE_TRACE", trace.empty() ? "<unset>" : trace);
+    std::vector<std::string> all = {"run", "--out", Path("out")};
+    all.insert(all.end(), args.begin(), args.end());
+    return Fp8audit(all, env);
+  }
+
+  fs::path dir_;
+};
+
+std::string Describe(const Result& r) {
+  return "exit " + std::to_string(r.code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
+}
+
+TraceBuilder Passing(int rank = 0, int pid = 100, int microbatches = 2) {
+  TraceBuilder t(rank, pid, "nvtx");
+  for (int i = 0; i < microbatches; ++i) t.MarkedMicrobatch();
+  t.Footer();
+  return t;
+}
+
+TraceBuilder Failing(int rank = 0, int pid = 100) {
+  TraceBuilder t(rank, pid, "nvtx");
+  t.MarkedMicrobatch().MarkedMicrobatch(29, 196).MarkedMicrobatch().Footer();
+  return t;
+}
+
+using ReportCli = CliTest;
+using CheckCli = CliTest;
+using RunCli = CliTest;
+
+TEST_F(ReportCli, PassingTraceExits0AndPrintsTheTable) {
+  const Result r = Fp8audit({"report", WriteTrace("a.fp8trace", Passing())});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "fp8audit report: ok, 1 trace")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "microbatch  step  forward  backward  expected  verdict"));
+  EXPECT_TRUE(Contains(r.out, "job total: 2 microbatches, 0 failing")) << Describe(r);
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(ReportCli, ViolationsExit3AndShowTheirContext) {
+  const Result r = Fp8audit({"report", WriteTrace("a.fp8trace", Failing())});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates, expected 1"));
+  EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 196 backward updates, expected 1"));
+  EXPECT_TRUE(Contains(r.out,
+                       "ms thread 4343 backward kernel "
+                       "transformer_engine::delayed_scaling_recipe::kernel_bulk"))
+      << Describe(r);
+}
+
+TEST_F(ReportCli, TruncatedTraceReportsWholeRecordsAndExits2) {
+  TraceBuilder t = Failing();
+  const std::string path = WriteTrace("t.fp8trace", t);
+  fs::resize_file(path, fs::file_size(path) - 4);  // inside the footer
+  const Result r = Fp8audit({"report", path});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  // One line naming the file, the record and the byte offset.
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: " + path + ": trace damaged at record " +
+                                  std::to_string(t.records().size()) + " at byte "))
+      << Describe(r);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << Describe(r);
+  // Every microbatch before the damage is still reported, the violation included.
+  EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "job total: 3 microbatches, 1 failing")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "DAMAGED")) << Describe(r);
+}
+
+TEST_F(ReportCli, CorruptedTraceExits2NamingRecordAndOffset) {
+  TraceBuilder t = Passing();
+  const std::string path = WriteTrace("c.fp8trace", t);
+  std::string bytes = Slurp(path);
+  bytes[bytes.size() - 1] = '\xff';
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  const Result r = Fp8audit({"report", "--format", "json", path});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, path + ": trace damaged at record " +
+                                  std::to_string(t.records().size()) + " at byte "))
+      << Describe(r);
+  v1::AuditReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &report).ok()) << r.out;
+  EXPECT_EQ(report.ranks(0).totals().microbatches(), 2u);
+  EXPECT_FALSE(report.ranks(0).damage().empty());
+}
+
+TEST_F(ReportCli, EmptyTraceExits2WithAClearError) {
+  const std::string path = Path("empty.fp8trace");
+  std::ofstream(path, std::ios::binary);
+  const Result r = Fp8audit({"report", path});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, path + ": empty trace (0 bytes)")) << Describe(r);
+}
+
+TEST_F(ReportCli, MissingPathExits2WithOneLine) {
+  const Result r = Fp8audit({"report", Path("nope.fp8trace")});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit report: " + Path("nope.fp8trace") + ": no such file or directory\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(ReportCli, DirectoryGivesOneSectionPerRankAndAJobTotal) {
+  fs::create_directories(Path("traces"));
+  WriteTrace("traces/h.300.rank1.fp8trace", Passing(1, 300));
+  WriteTrace("traces/h.200.rank0.fp8trace", Failing(0, 200));
+  const Result r = Fp8audit({"report", Path("traces")});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  const size_t rank0 = r.out.find("== rank 0 (testhost, pid 200): FAIL");
+  const size_t rank1 = r.out.find("== rank 1 (testhost, pid 300): ok");
+  ASSERT_NE(rank0, std::string::npos) << Describe(r);
+  ASSERT_NE(rank1, std::string::npos) << Describe(r);
+  EXPECT_LT(rank0, rank1);
+  EXPECT_TRUE(Contains(r.out,
+                       "job violations:\n  ranks disagree on the number of microbatches "
+                       "(rank 0: 3, rank 1: 2)"))
+      << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "job total: 5 microbatches, 1 failing")) << Describe(r);
+}
+
+TEST_F(ReportCli, JsonIsProtobufsOwnAndComplete) {
+  TraceBuilder t(0, 1, "nvtx");
+  for (int i = 0; i < 120; ++i) t.MarkedMicrobatch();
+  t.Footer();
+  const Result r = Fp8audit({"report", "--format", "json", WriteTrace("a.fp8trace", t)});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  v1::AuditReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &report).ok()) << r.out;
+  EXPECT_EQ(report.ranks(0).microbatches_size(), 120);  // not capped by --max-rows
+  EXPECT_TRUE(Contains(r.out, "\"backward_updates\": 1"));
+}
+
+TEST_F(ReportCli, JunitAndMarkdownFormats) {
+  const std::string path = WriteTrace("a.fp8trace", Failing());
+  const Result junit = Fp8audit({"report", "--format", "junit", path});
+  EXPECT_EQ(junit.code, 3) << Describe(junit);
+  EXPECT_TRUE(Contains(junit.out, "<testsuites name=\"fp8audit\" tests=\"4\" failures=\"1\""))
+      << junit.out;
+  EXPECT_TRUE(Contains(junit.out, "<failure type=\"forward count\"")) << junit.out;
+  const Result md = Fp8audit({"report", "--format", "markdown", path});
+  EXPECT_EQ(md.code, 3);
+  EXPECT_TRUE(Contains(md.out, "| 1 | 0 | 29 | 196 | 1/1 | **FAIL** |")) << md.out;
+}
+
+TEST_F(ReportCli, OutputFileIsWrittenAndAnUnwritableOneExits2) {
+  const std::string path = WriteTrace("a.fp8trace", Passing());
+  const std::string report = Path("report.xml");
+  Result r = Fp8audit({"report", path, "--format", "junit", "-o", report});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(Contains(Slurp(report), "<testsuites")) << Slurp(report);
+  r = Fp8audit({"report", path, "-o", Path("no/such/dir/report.txt")});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit report: cannot write " + Path("no/such/dir/report.txt") +
+                       ": No such file or directory\n");
+}
+
+TEST_F(ReportCli, UnknownFormatIsAUsageError) {
+  const Result r = Fp8audit({"report", "--format", "html", WriteTrace("a.fp8trace", Passing())});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "--format")) << Describe(r);
+}
+
+TEST_F(ReportCli, MaxRowsShowsFailingMicrobatchesAndASummary) {
+  TraceBuilder t(0, 1, "nvtx");
+  for (int i = 0; i < 300; ++i) t.MarkedMicrobatch(1, i == 250 ? 2 : 1);
+  t.Footer();
+  const std::string path = WriteTrace("a.fp8trace", t);
+  Result r = Fp8audit({"report", path});
+  EXPECT_EQ(r.code, 3);
+  EXPECT_TRUE(Contains(r.out, "300 microbatches, 1 failing: showing every failing one"))
+      << Describe(r);
+  EXPECT_FALSE(Contains(r.out, "  ok\n")) << Describe(r);
+  r = Fp8audit({"report", path, "--max-rows", "0"});
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') > 300, true);
+}
+
+TEST_F(ReportCli, ExpectFlagsOverrideTheDefault) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.MarkedMicrobatch(2, 1).Footer();
+  const std::string path = WriteTrace("a.fp8trace", t);
+  EXPECT_EQ(Fp8audit({"report", path}).code, 3);
+  EXPECT_EQ(Fp8audit({"report", path, "--expect-forward", "2"}).code, 0);
+}
+
+TEST_F(ReportCli, HelpTellsTheExitCodes) {
+  for (const std::string cmd : {"report", "check", "run"}) {
+    const Result r = Fp8audit({cmd, "--help"});
+    EXPECT_EQ(r.code, 0) << Describe(r);
+    EXPECT_TRUE(Contains(r.out, "Exit codes:")) << cmd << "\n" << Describe(r);
+    EXPECT_TRUE(Contains(r.out, "  3  ")) << cmd << "\n" << Describe(r);
+  }
+  const Result run = Fp8audit({"run", "--help"});
+  EXPECT_TRUE(Contains(run.out, "128+S")) << Describe(run);
+  EXPECT_TRUE(Contains(run.out, "127")) << Describe(run);
+}
+
+TEST_F(CheckCli, PassExits0WithOneLine) {
+  const Result r = Fp8audit({"check", WriteTrace("a.fp8trace", Passing())});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "PASS: 1 trace, 2 microbatches, 0 failing; 2 forward and 2 backward updates\n");
+}
+
+TEST_F(CheckCli, ViolationsExit3AndNameTheFirstOnes) {
+  const Result r = Fp8audit({"check", WriteTrace("a.fp8trace", Failing())});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "rank 0 (testhost, pid 100): 1 of 3 microbatches failing"));
+  EXPECT_TRUE(Contains(r.out, "  microbatch 1 (step 0): 29 forward updates, expected 1\n"));
+  EXPECT_TRUE(Contains(r.out, "FAIL: 1 trace, 3 microbatches, 1 failing")) << Describe(r);
+}
+
+TEST_F(CheckCli, DamageExits2EvenWithViolations) {
+  const std::string path = WriteTrace("a.fp8trace", Failing());
+  fs::resize_file(path, fs::file_size(path) - 1);
+  const Result r = Fp8audit({"check", path});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "trace damaged at record")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "29 forward updates")) << Describe(r);
+}
+
+TEST_F(CheckCli, ExpectFlagsOverrideTheTracesHeader) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.header()->set_expect_forward(29);
+  t.header()->set_expect_backward(196);
+  t.MarkedMicrobatch(29, 196).Footer();
+  const std::string path = WriteTrace("a.fp8trace", t);
+  EXPECT_EQ(Fp8audit({"check", path}).code, 0);
+  const Result r = Fp8audit({"check", path, "--expect-forward", "1", "--expect-backward", "1"});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+}
+
+TEST_F(CheckCli, HeaderOnlyTraceHasNothingToAudit) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.Footer();
+  const Result r = Fp8audit({"check", WriteTrace("a.fp8trace", t)});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "nothing to audit")) << Describe(r);
+}
+
+TEST_F(RunCli, ReturnsCommandExitCodeWhenCommandFails) {
+  const Result r = Run({"--", "sh", "-c", "exit 7"}, "1/1");
+  EXPECT_EQ(r.code, 7) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "the command exited with 7")) << Describe(r);
+  EXPECT_EQ(Run({"false"}, "1/1").code, 1);
+}
+
+TEST_F(RunCli, CommandFailureWinsOverViolations) {
+  const Result r = Run({"--", "sh", "-c", "exit 5"}, "29/196");
+  EXPECT_EQ(r.code, 5) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "29 forward updates")) << Describe(r);  // still reported
+}
+
+TEST_F(RunCli, KilledCommandReturns128PlusTheSignal) {
+  const Result r = Run({"--", "sh", "-c", "kill -TERM $$"}, "1/1");
+  EXPECT_EQ(r.code, 128 + 15) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "killed by signal 15")) << Describe(r);
+}
+
+TEST_F(RunCli, CommandNotFoundExits127WithOneLine) {
+  const Result r = Run({"--", "fp8audit-no-such-command", "x"}, "1/1");
+  EXPECT_EQ(r.code, 127) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit run: fp8audit-no-such-command: command not found\n");
+}
+
+TEST_F(RunCli, PassingAuditExits0AndReportsOnStderr) {
+  const Result r = Run({"--", "sh", "-c", "echo from-the-command"}, "1/1,1/1");
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "from-the-command\n");  // stdout stays the command's own
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: ok, 1 trace")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "job total: 2 microbatches, 0 failing")) << Describe(r);
+}
+
+TEST_F(RunCli, ViolationsExit3WhenTheCommandSucceeded) {
+  const Result r = Run({"--", "sh", "-c", "exit 0"}, "1/1,29/196");
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "microbatch 1 (step 0): 196 backward updates, expected 1"));
+}
+
+TEST_F(RunCli, ExpectFlagsReachTheAgentAndTheAudit) {
+  const std::string dump = Path("env.txt");
+  const Result r =
+      Run({"--expect-forward", "2", "--expect-backward", "3", "--fail-fast", "--", "true"}, "2/3",
+          {{"FP8AUDIT_FAKE_ENV_DUMP", dump}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  const std::string env = Slurp(dump);
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_FORWARD=2\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_BACKWARD=3\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_FAIL_FAST=1\n")) << env;
+}
+
+// A preload entry that is already there; one that does not exist, so that the dynamic loader
+// ignores it (with a warning) in fp8audit itself, sanitizer builds included.
+constexpr const char* kOtherPreload = "/nonexistent/libother-preload.so";
+
+TEST_F(RunCli, SetsTheAgentEnvironmentAndPrependsPreload) {
+  const std::string dump = Path("env.txt");
+  const std::string patterns = Path("patterns.txt");
+  std::ofstream(patterns) << "update.forward contains my_fp8_update_kernel\n";
+  const Result r = Run({"--patterns", patterns, "--", "true"}, "1/1",
+                       {{"FP8AUDIT_FAKE_ENV_DUMP", dump},
+                        {"LD_PRELOAD", kOtherPreload},
+                        {"FP8AUDIT_FAIL_FAST", "<unset>"}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  const std::string agent = fs::canonical(FP8AUDIT_FAKE_AGENT).string();
+  const std::string env = Slurp(dump);
+  EXPECT_TRUE(Contains(env, "LD_PRELOAD=" + agent + ":" + kOtherPreload + "\n")) << env;
+  EXPECT_TRUE(Contains(env, "CUDA_INJECTION64_PATH=" + agent + "\n")) << env;
+  EXPECT_TRUE(Contains(env, "NVTX_INJECTION64_PATH=" + agent + "\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_OUT=" + Path("out") + "\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_FORWARD=1\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_FAIL_FAST=<unset>\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_PATTERNS=" + patterns + "\n")) << env;
+}
+
+TEST_F(RunCli, NoTraceWrittenExits2WithAHint) {
+  const Result r = Run({"--", "true"}, "");
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "no trace was written to " + Path("out") + ": was the agent loaded?"))
+      << Describe(r);
+}
+
+TEST_F(RunCli, MissingAgentAndUnreadablePatternsExit2BeforeRunning) {
+  const std::string marker = Path("ran");
+  Result r = Fp8audit({"run", "--out", Path("out"), "--", "touch", marker},
+                      {{"FP8AUDIT_AGENT", Path("missing.so")}});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "agent library not found")) << Describe(r);
+  r = Run({"--patterns", Path("nope.txt"), "--", "touch", marker}, "1/1");
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.err,
+            "fp8audit run: --patterns " + Path("nope.txt") + ": No such file or directory\n");
+  EXPECT_FALSE(fs::exists(marker));
+}
+
+#if FP8AUDIT_HAVE_AGENT_PATTERNS
+TEST_F(RunCli, MalformedPatternsExit2NamingTheLineBeforeRunning) {
+  const std::string marker = Path("ran");
+  const std::string patterns = Path("patterns.txt");
+  std::ofstream(patterns) << "# rules\nnot-an-event contains x\n";
+  const Result r = Run({"--patterns", patterns, "--", "touch", marker}, "1/1");
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit run: --patterns " + patterns + ":2: ")) << Describe(r);
+  EXPECT_FALSE(fs::exists(marker));
+}
+#endif
+
+TEST_F(RunCli, OnlyTracesWrittenByThisRunAreAudited) {
+  fs::create_directories(Path("out"));
+  WriteTrace("out/old.1.fp8trace", Failing());
+  const Result r = Run({"--", "true"}, "1/1");
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: ok, 1 trace")) << Describe(r);
+}
+
+TEST_F(RunCli, DamagedTraceFromTheRunExits2) {
+  const Result r = Run({"--", "true"}, "1/1,1/1", {{"FP8AUDIT_FAKE_DAMAGE", "1"}});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "trace damaged at record")) << Describe(r);
+}
+
+TEST_F(RunCli, TheCommandsOwnFlagsAreNotParsed) {
+  // Without "--" too: everything from the command's name on belongs to the command.
+  Result r = Run({"sh", "-c", "exit 4", "--max-rows", "--help"}, "1/1");
+  EXPECT_EQ(r.code, 4) << Describe(r);
+  r = Run({"--", "sh", "-c", "test \"$1\" = --out", "sh", "--out"}, "1/1");
+  EXPECT_EQ(r.code, 0) << Describe(r);
+}
+
+TEST_F(RunCli, NoCommandIsAUsageError) {
+  const Result r = Fp8audit({"run", "--out", Path("out")});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+}
+
+}  // namespace
+}  // namespace fp8audit
