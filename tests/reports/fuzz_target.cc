@@ -1,0 +1,109 @@
+#include "tests/reports/fuzz_target.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "reports/render.h"
+#include "reports/trace_set.h"
+#include "tests/reports/trace_builder.h"
+
+namespace fp8audit::testing {
+namespace {
+
+// The input as a file the reader can open: an in-memory file where the kernel has them.
+class InputFile {
+ public:
+  InputFile(const uint8_t* data, size_t size) {
+    fd_ = ::memfd_create("fp8trace", MFD_CLOEXEC);
+    if (fd_ >= 0) {
+      path_ = "/proc/self/fd/" + std::to_string(fd_);
+    } else {
+      char name[] = "/tmp/fp8audit-fuzz-XXXXXX";
+      fd_ = ::mkstemp(name);
+      if (fd_ < 0) std::abort();
+      path_ = name;
+      unlink_ = true;
+    }
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::write(fd_, data + done, size - done);
+      if (n <= 0) std::abort();
+      done += static_cast<size_t>(n);
+    }
+  }
+  ~InputFile() {
+    if (unlink_) ::unlink(path_.c_str());
+    ::close(fd_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  bool unlink_ = false;
+  std::string path_;
+};
+
+void RenderAll(const v1::AuditReport& report) {
+  for (auto format : {reports::Format::kText, reports::Format::kMarkdown, reports::Format::kJson,
+                      reports::Format::kJunit}) {
+    std::string out;
+    std::string error;
+    if (!reports::Render(report, format, reports::RenderOptions{}, &out, &error)) std::abort();
+  }
+  (void)reports::RenderSummary(report, 10);
+}
+
+}  // namespace
+
+int FuzzTraceInput(const uint8_t* data, size_t size) {
+  InputFile file(data, size);
+  // Complete (as for JSON and JUnit) and capped (as for text), like the commands.
+  reports::TraceSetOptions complete;
+  RenderAll(reports::AuditTraceFiles({file.path()}, complete).report);
+  reports::TraceSetOptions capped;
+  capped.max_rows = 2;
+  capped.max_violations = 2;
+  capped.max_detailed = 1;
+  reports::RenderOptions render;
+  render.max_rows = 2;
+  (void)reports::RenderText(reports::AuditTraceFiles({file.path()}, capped).report, render);
+  return 0;
+}
+
+std::vector<std::string> FuzzSeeds() {
+  std::vector<std::string> seeds;
+  {
+    TraceBuilder t(0, 1, "nvtx");
+    t.MarkedMicrobatch().MarkedMicrobatch(2, 3).Step().Footer();
+    seeds.push_back(t.Bytes());
+  }
+  {
+    TraceBuilder t;
+    t.PlainMicrobatch().Step().PlainMicrobatch(1, 2).Update(v1::UPDATE, 3).Footer(2);
+    seeds.push_back(t.Bytes());
+  }
+  {
+    TraceBuilder t(1, 2, "threads");
+    const uint64_t th = TraceBuilder::kAutogradThread;
+    t.Autocast(true, 1).CheckpointEnter(1, 1).Module(true, "fc1").CheckpointExit(1).Forward();
+    t.Autocast(false, 0).BackwardBegin().CheckpointEnter(1, 2, v1::REENTRANT, th);
+    t.Update(v1::UPDATE_FORWARD, 0, th).Module(false, "fc1", th).Backward().Backward(2);
+    t.CheckpointExit(1, th).Add(v1::STASH_POP, th)->set_failed(true);
+    t.BackwardEnd().Add(v1::EXCEPTION);
+    seeds.push_back(t.Bytes());  // no footer
+  }
+  {
+    TraceBuilder t(0, 1, "nvtx");
+    t.End().Begin().Forward().Begin().End().End();
+    std::string bytes = t.Bytes();
+    bytes.resize(bytes.size() - 1);  // damaged
+    seeds.push_back(bytes);
+  }
+  return seeds;
+}
+
+}  // namespace fp8audit::testing
