@@ -1,5 +1,6 @@
-// libfp8audit.so's entry points. Every loading route runs the constructor first (dlopen runs it
-// too), and the agent initialises once however many routes reach it:
+// libfp8audit_impl.so's entry points, called by libfp8audit.so (shim.cc): fp8audit_agent_start from
+// its constructor (every route runs it first), then the routes' own entry points. The agent
+// initialises once however many routes reach it:
 //   LD_PRELOAD             constructor; points NVTX_INJECTION64_PATH and CUDA_INJECTION64_PATH at
 //                          this library when they are unset and the process is single-threaded
 //   CUDA_INJECTION64_PATH  the driver calls InitializeInjection at cuInit: attach the kernel probe
@@ -38,8 +39,9 @@ bool IsSelf(const char* path, const std::string& self) {
   return realpath(path, resolved) != nullptr && self == resolved;
 }
 
-void OnLoad() {
+void OnLoad(const char* public_path) {
   Agent& a = Agent::Get();
+  a.SetSelfPath(public_path);
   a.Init();
   if (!a.enabled()) return;
   const std::string& self = a.self_path();
@@ -64,16 +66,19 @@ void OnLoad() {
 }  // namespace
 }  // namespace fp8audit::agent
 
-__attribute__((constructor)) static void Fp8auditAgentLoad() { fp8audit::agent::OnLoad(); }
+extern "C" __attribute__((visibility("default"))) void fp8audit_agent_start(
+    const char* public_path) {
+  fp8audit::agent::OnLoad(public_path);
+}
 
-extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_injection() {
   auto& a = fp8audit::agent::Agent::Get();
   a.Init();
   if (a.enabled()) fp8audit::agent::AttachKernelProbe(true);
   return 1;
 }
 
-extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_nvtx(
     const void* (*get_export_table)(uint32_t)) {
   auto& a = fp8audit::agent::Agent::Get();
   a.Init();

@@ -120,7 +120,10 @@ LiveCheck::LiveCheck(const Config& config) : config_(config) {
 
 bool LiveCheck::available() const { return true; }
 void LiveCheck::OnHeader(const v1::TraceHeader& header) { impl_->auditor.OnHeader(header); }
-void LiveCheck::OnEvent(const v1::Event& event) { impl_->auditor.OnEvent(event); }
+void LiveCheck::OnEvent(const v1::Event& event) {
+  impl_->auditor.OnEvent(event);  // may close the previous microbatch first
+  if (Direction(event) >= 0) ++updates_seen_;
+}
 void LiveCheck::Finish(const v1::TraceFooter& footer) {
   impl_->auditor.OnFooter(footer);
   impl_->auditor.Finish();
@@ -141,7 +144,9 @@ LiveCheck::~LiveCheck() = default;
 
 void LiveCheck::OnMicrobatch(const v1::MicrobatchResult& row) {
   ++microbatches_;
-  if (row.verdict() != v1::FAIL) {
+  const bool excess = row.forward_updates() > row.expected_forward() ||
+                      row.backward_updates() > row.expected_backward();
+  if (row.verdict() != v1::FAIL || (!excess && updates_seen_ == 0)) {
     first_excess_.clear();
     return;
   }

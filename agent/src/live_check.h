@@ -1,5 +1,8 @@
 // The live check: the writer thread feeds every event it writes to reports::Auditor and learns of
 // each closed microbatch; the first failing one ends the job under FP8AUDIT_FAIL_FAST=1.
+// A microbatch that only lacks updates is judged once the process has shown an FP8 state update:
+// a job with none at all (no FP8, or update kernels no pattern matches) is left to the offline
+// report rather than stopped or flagged live.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,7 @@ class LiveCheck {
   std::unique_ptr<Impl> impl_;
   uint64_t microbatches_ = 0;
   uint64_t failing_ = 0;
+  uint64_t updates_seen_ = 0;
   std::string first_failure_;
   std::string first_excess_;
 };

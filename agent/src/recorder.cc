@@ -264,7 +264,8 @@ void Agent::InitOnce() {
   classifier_ = std::make_unique<Classifier>(std::move(user));
 
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&AgentAnchor), &info) != 0 && info.dli_fname != nullptr) {
+  if (self_path_.empty() && dladdr(reinterpret_cast<void*>(&AgentAnchor), &info) != 0 &&
+      info.dli_fname != nullptr) {
     char resolved[PATH_MAX];
     self_path_ = ::realpath(info.dli_fname, resolved) != nullptr ? resolved : info.dli_fname;
   }

@@ -79,6 +79,10 @@ class Agent {
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
   const Config& config() const { return config_; }
   const Classifier& classifier() const { return *classifier_; }
+  // The path of libfp8audit.so (what the injection variables name); set before Init().
+  void SetSelfPath(const char* path) {
+    if (path != nullptr && self_path_.empty()) self_path_ = path;
+  }
   const std::string& self_path() const { return self_path_; }
 
   // This thread's state, created at first use (one allocation per thread).

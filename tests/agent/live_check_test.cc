@@ -82,6 +82,33 @@ TEST(AgentLiveCheck, FindsTheFirstFailingMicrobatchWithTheAuditor) {
             0u)
       << live.first_failure();
 }
+
+TEST(AgentLiveCheck, JobsWithoutAnyUpdateAreNotFlaggedLive) {
+  LiveCheck live(Config{});
+  v1::TraceHeader header;
+  header.set_schema_version(1);
+  live.OnHeader(header);
+  for (int mb = 0; mb < 3; ++mb) {
+    live.OnEvent(Ev(v1::MICROBATCH_BEGIN, v1::FORWARD, "fp8audit.microbatch"));
+    live.OnEvent(Ev(v1::BACKWARD_BEGIN, v1::BACKWARD));
+    live.OnEvent(Ev(v1::BACKWARD_END, v1::FORWARD));
+    live.OnEvent(Ev(v1::MICROBATCH_END, v1::FORWARD, "fp8audit.microbatch"));
+  }
+  // Then FP8 starts: a microbatch missing its backward update is judged.
+  live.OnEvent(Ev(v1::MICROBATCH_BEGIN, v1::FORWARD, "fp8audit.microbatch"));
+  live.OnEvent(Ev(v1::UPDATE_FORWARD, v1::FORWARD, "update.forward"));
+  live.OnEvent(Ev(v1::BACKWARD_BEGIN, v1::BACKWARD));
+  live.OnEvent(Ev(v1::BACKWARD_END, v1::FORWARD));
+  live.OnEvent(Ev(v1::MICROBATCH_END, v1::FORWARD, "fp8audit.microbatch"));
+  live.Finish(v1::TraceFooter());
+  EXPECT_EQ(live.microbatches(), 4u);
+  EXPECT_EQ(live.failing(), 1u);
+  EXPECT_EQ(live.first_failure().rfind("microbatch 3: forward updates 1 (expected 1), backward "
+                                       "updates 0 (expected 1): missing backward update",
+                                       0),
+            0u)
+      << live.first_failure();
+}
 #endif
 
 }  // namespace

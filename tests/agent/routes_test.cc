@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/agent/agent_test_util.h"
@@ -146,6 +147,21 @@ TEST(AgentRoutes, DisableStepsAside) {
   EXPECT_EQ(run.exit_code(), 0);
   EXPECT_TRUE(run.traces.empty());
   EXPECT_EQ(run.stderr_text, "");
+}
+
+TEST(AgentRoutes, ImplementationMissingIsOneLineAndTheJobRuns) {
+  // libfp8audit.so alone, without libfp8audit_impl.so beside it.
+  const std::string dir = ::testing::TempDir() + "/fp8audit-shim-only";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(AgentPath(), dir + "/libfp8audit.so",
+                             std::filesystem::copy_options::overwrite_existing);
+  const RunResult run = Emit("basic", {{"NVTX_INJECTION64_PATH", dir + "/libfp8audit.so"}});
+  EXPECT_EQ(run.exit_code(), 0);
+  EXPECT_TRUE(run.traces.empty());
+  const auto lines = run.stderr_lines();
+  ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
+  EXPECT_EQ(lines[0].rfind("fp8audit: cannot load the agent: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("; nothing is recorded"), std::string::npos);
 }
 
 TEST(AgentRoutes, BadValuesPrintOneLineEachAndFallBack) {
