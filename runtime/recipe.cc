@@ -1,0 +1,60 @@
+#include "runtime/recipe.h"
+
+#include <stdexcept>
+
+namespace fp8audit::runtime {
+
+void DelayedScaling::Validate() const {
+  if (margin < kMinMargin || margin > kMaxMargin) {
+    throw std::invalid_argument("DelayedScaling: argument 'margin' must lie in [" +
+                                std::to_string(kMinMargin) + ", " + std::to_string(kMaxMargin) +
+                                "], got " + std::to_string(margin));
+  }
+  if (amax_history_len < 1 || amax_history_len > kMaxHistoryLen) {
+    throw std::invalid_argument("DelayedScaling: argument 'amax_history_len' must lie in [1, " +
+                                std::to_string(kMaxHistoryLen) + "], got " +
+                                std::to_string(amax_history_len));
+  }
+  if (amax_compute_algo != AmaxComputeAlgo::kMax &&
+      amax_compute_algo != AmaxComputeAlgo::kMostRecent) {
+    throw std::invalid_argument(
+        "DelayedScaling: argument 'amax_compute_algo' must be max or most_recent, got value " +
+        std::to_string(static_cast<int>(amax_compute_algo)));
+  }
+  if (format != Format::kE4M3 && format != Format::kHybrid) {
+    throw std::invalid_argument(
+        "DelayedScaling: argument 'format' must be E4M3 or HYBRID, got value " +
+        std::to_string(static_cast<int>(format)));
+  }
+}
+
+std::string DelayedScaling::ToString() const {
+  return std::string("DelayedScaling(format=") + (format == Format::kHybrid ? "HYBRID" : "E4M3") +
+         ", margin=" + std::to_string(margin) +
+         ", amax_history_len=" + std::to_string(amax_history_len) + ", amax_compute_algo=" +
+         (amax_compute_algo == AmaxComputeAlgo::kMax ? "max" : "most_recent") + ")";
+}
+
+std::optional<Format> ParseFormat(std::string_view name) {
+  if (name == "e4m3" || name == "E4M3") return Format::kE4M3;
+  if (name == "hybrid" || name == "HYBRID") return Format::kHybrid;
+  return std::nullopt;
+}
+
+std::optional<AmaxComputeAlgo> ParseAmaxComputeAlgo(std::string_view name) {
+  if (name == "max") return AmaxComputeAlgo::kMax;
+  if (name == "most_recent") return AmaxComputeAlgo::kMostRecent;
+  return std::nullopt;
+}
+
+std::optional<Ownership> ParseOwnership(std::string_view name) {
+  if (name == "fixed") return Ownership::fixed;
+  if (name == "te-legacy" || name == "te_legacy") return Ownership::te_legacy;
+  return std::nullopt;
+}
+
+std::string_view OwnershipName(Ownership ownership) {
+  return ownership == Ownership::fixed ? "fixed" : "te-legacy";
+}
+
+}  // namespace fp8audit::runtime
