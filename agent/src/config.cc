@@ -1,6 +1,9 @@
 #include "agent/src/config.h"
 
 #include <cstring>
+#include <initializer_list>
+#include <tuple>
+#include <utility>
 
 namespace fp8audit::agent {
 namespace {

@@ -3,6 +3,7 @@
 #include <cupti.h>
 
 #include <atomic>
+#include <initializer_list>
 
 namespace {
 std::atomic<unsigned long long> g_launches{0};

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 
 #include "tests/agent/agent_test_util.h"
 

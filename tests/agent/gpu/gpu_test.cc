@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
 #include <regex>
 
 #include "tests/agent/agent_test_util.h"
