@@ -112,7 +112,10 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
 
   const std::vector<std::string> traces = reports::TracesWrittenSince(out.string(), before);
   if (traces.empty()) {
-    Say("no trace was written to " + out.string() + ": was the agent loaded? (LD_PRELOAD=" + agent +
+    Say("no trace was written to " + out.string() +
+        ": the command made no CUDA launch or NVTX call that the agent saw, or the agent was "
+        "not loaded (LD_PRELOAD=" +
+        agent +
         "; a static or setuid program, or one that clears its environment, runs without it)");
     if (command_code != 0) Say(ended);
     return command_code != 0 ? command_code : kExitUsage;

@@ -426,7 +426,9 @@ TEST_F(RunCli, SetsTheAgentEnvironmentAndPrependsPreload) {
 TEST_F(RunCli, NoTraceWrittenExits2WithAHint) {
   const Result r = Run({"--", "true"}, "");
   EXPECT_EQ(r.code, 2) << Describe(r);
-  EXPECT_TRUE(Contains(r.err, "no trace was written to " + Path("out") + ": was the agent loaded?"))
+  EXPECT_TRUE(Contains(r.err, "no trace was written to " + Path("out") +
+                                  ": the command made no CUDA launch or NVTX call that the agent "
+                                  "saw, or the agent was not loaded"))
       << Describe(r);
 }
 
