@@ -72,7 +72,9 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "trace files, or directories whose *.fp8trace files are all read")
       ->required()
       ->type_name("PATH...");
-  sub->add_option("--format", args->format, "text (default), markdown, json or junit")
+  sub->add_option("--format", args->format,
+                  "text (default), markdown, json (the proto3 JSON mapping of fp8audit.v1."
+                  "AuditReport: fields that are 0 or empty are left out) or junit")
       ->type_name("FORMAT")
       ->check(CLI::IsMember({"text", "markdown", "md", "json", "junit"}));
   sub->add_option("-o,--output", args->output,

@@ -28,8 +28,8 @@ struct RenderOptions {
 
 std::string RenderText(const v1::AuditReport& report, const RenderOptions& options);
 std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& options);
-// Protobuf's JSON printer, field names as in the .proto, zeros included. False (and `error`) only
-// when the printer fails.
+// Protobuf's JSON printer, field names as in the .proto; fields at their default value (0, "",
+// false) are omitted, as in the proto3 JSON mapping. False (and `error`) only when printing fails.
 bool RenderJson(const v1::AuditReport& report, std::string* out, std::string* error);
 std::string RenderJunit(const v1::AuditReport& report);
 // A few lines: the verdict, failing ranks and their first violations.
