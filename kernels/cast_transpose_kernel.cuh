@@ -219,8 +219,8 @@ inline bool aligned_to(const void* p, uintptr_t bytes) {
   return (reinterpret_cast<uintptr_t>(p) % bytes) == 0;
 }
 
-// Host side of one instantiation. grid_blocks <= 0: about as many blocks as are resident at once,
-// each walking the same number of tiles; otherwise that many blocks. kMinBlocksPerSm > 1 caps
+// Host side of one instantiation. grid_blocks <= 0: as many blocks as are resident at once;
+// otherwise that many blocks. kMinBlocksPerSm > 1 caps
 // registers so that many blocks fit on a multiprocessor.
 template <typename T, Fp8Format F, bool kFenced, int kTileRows = kCtDefaultTileRows,
           int kMinBlocksPerSm = 1>
@@ -240,15 +240,10 @@ cudaError_t launch_cast_transpose_kernel(const T* input, int64_t rows, int64_t c
   auto kernel = cast_transpose_kernel<T, F, kFenced, kTileRows, kMinBlocksPerSm>;
   int64_t grid = grid_blocks;
   if (grid <= 0) {
-    // As many blocks as fit at once, trimmed so that every block walks the same number of tiles
-    // (no final round with most of the device idle).
-    const int64_t resident = resident_blocks(reinterpret_cast<const void*>(kernel), kCtThreads);
-    if (resident <= 0) {
-      grid = num_tiles;  // occupancy query failed: one tile per block
-    } else {
-      const int64_t tiles_per_block = (num_tiles + resident - 1) / resident;
-      grid = (num_tiles + tiles_per_block - 1) / tiles_per_block;
-    }
+    // As many blocks as fit at once; tiles are dealt out with a grid stride, so every
+    // multiprocessor gets about the same share.
+    grid = resident_blocks(reinterpret_cast<const void*>(kernel), kCtThreads);
+    if (grid <= 0) grid = num_tiles;  // occupancy query failed: one tile per block
   }
   grid = std::min<int64_t>({grid, num_tiles, int64_t{0x7FFFFFFF}});
   kernel<<<static_cast<unsigned int>(grid), kCtThreads, 0, stream>>>(

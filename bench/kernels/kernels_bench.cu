@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -79,9 +80,9 @@ struct Variant {
   double median_ms = 0.0;
 };
 
-// Runs every variant once per repetition, each launch between its own events; the order of the
-// variants rotates from one repetition to the next, so no variant always follows the same one
-// (a kernel inherits the dirty L2 lines of its predecessor). Keeps every repetition's times.
+// Runs every variant once per repetition, each launch between its own events, in a new random
+// order each repetition: a kernel inherits the state its predecessor left (dirty L2 lines, for
+// one), so no variant may always follow the same one. Keeps every repetition's times.
 std::vector<std::vector<float>> TimeInterleaved(std::vector<Variant>& variants,
                                                 const Options& opt) {
   const size_t nv = variants.size();
@@ -91,10 +92,13 @@ std::vector<std::vector<float>> TimeInterleaved(std::vector<Variant>& variants,
     BENCH_CHECK(cudaEventCreate(&stop[v]));
   }
   std::vector<std::vector<float>> ms(nv);
+  std::vector<size_t> order(nv);
+  for (size_t v = 0; v < nv; ++v) order[v] = v;
+  std::mt19937 rng(12345);
   for (int rep = 0; rep < opt.warmup + opt.reps; ++rep) {
     const int buffer = rep % opt.buffers;
-    for (size_t k = 0; k < nv; ++k) {
-      const size_t v = (k + static_cast<size_t>(rep)) % nv;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t v : order) {
       BENCH_CHECK(cudaEventRecord(start[v], nullptr));
       variants[v].launch(buffer);
       BENCH_CHECK(cudaEventRecord(stop[v], nullptr));
@@ -195,11 +199,17 @@ Row BenchPair(const Options& opt, std::vector<std::string>& explore_lines) {
                in[b], opt.rows, opt.cols, scale, rw[b], cw[b], amax + 2, scale_inv, nullptr)));
          },
          ct_bytes});
-    v.push_back({"fenced, grid = resident blocks (unbalanced)",
-                 [&, resident](int b) {
+    constexpr int64_t kTileCols = detail::CtTile<T, detail::kCtDefaultTileRows>::kCols;
+    const int64_t tiles =
+        ((opt.rows + detail::kCtDefaultTileRows - 1) / detail::kCtDefaultTileRows) *
+        ((opt.cols + kTileCols - 1) / kTileCols);
+    const int64_t per_block = (tiles + resident - 1) / resident;
+    const int64_t equal_grid = (tiles + per_block - 1) / per_block;
+    v.push_back({"fenced, grid trimmed to equal tiles per block",
+                 [&, equal_grid](int b) {
                    BENCH_CHECK((detail::launch_cast_transpose_kernel<T, F, true>(
                        in[b], opt.rows, opt.cols, scale, rw[b], cw[b], amax + 3, scale_inv, nullptr,
-                       resident)));
+                       equal_grid)));
                  },
                  ct_bytes});
     v.push_back({"fenced, one tile per block",
