@@ -106,6 +106,11 @@ struct Auditor::State {
   uint32_t detailed = 0;     // failing microbatches given full detail so far
   bool rows_pruned = false;  // passing rows were dropped (max_rows exceeded)
   uint64_t violations = 0;
+  // Kernel launches: the footer's count, else the largest running count an event carried, else
+  // the number of events that came from kernel launches.
+  uint64_t footer_launches = 0;
+  uint64_t launches_seen = 0;
+  uint64_t kernel_events = 0;
 
   bool InRecompute() const {
     for (const Frame& f : frames) {
@@ -164,6 +169,7 @@ void Auditor::OnHeader(const v1::TraceHeader& header) {
 
 void Auditor::OnFooter(const v1::TraceFooter& footer) {
   state_->footer_seen = true;
+  state_->footer_launches = footer.kernel_launches();
   if (footer.dropped() > 0) {
     v1::Violation v;
     v.set_kind(v1::Violation::TRACE_DAMAGED);
@@ -234,7 +240,8 @@ void Auditor::OnEvent(const v1::Event& event) {
   ++s.seq;
   v1::Totals* totals = report_.mutable_totals();
   totals->set_events(totals->events() + 1);
-  if (event.source() == v1::KERNEL) totals->set_kernel_launches(totals->kernel_launches() + 1);
+  if (event.source() == v1::KERNEL) ++s.kernel_events;
+  s.launches_seen = std::max(s.launches_seen, event.kernel_launches());
   const v1::EventKind kind = event.kind();
 
   // Microbatch markers and optimizer steps.
@@ -446,7 +453,11 @@ void Auditor::Close(bool complete) {
   State& s = *state_;
   Segment& seg = s.seg;
   if (!seg.open) return;
-  if (!seg.marked && !seg.HasActivity()) {
+  // Not a microbatch: nothing happened in it, or it precedes the markers the recorder was told to
+  // expect and holds no update (warm-up, set-up).
+  const bool markers_configured = report_.header().markers() == "nvtx";
+  if (!seg.marked && (!seg.HasActivity() ||
+                      (markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0))) {
     seg = Segment();
     return;
   }
@@ -582,6 +593,9 @@ void Auditor::Finish() {
   const bool complete = s.markers ? s.seg.ended : (s.footer_seen && !s.damaged);
   Close(complete);
   s.finished = true;
+  report_.mutable_totals()->set_kernel_launches(s.footer_launches > 0 ? s.footer_launches
+                                                : s.launches_seen > 0 ? s.launches_seen
+                                                                      : s.kernel_events);
   report_.set_verdict(s.violations > 0 ? v1::FAIL : v1::PASS);
 }
 

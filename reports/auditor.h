@@ -49,7 +49,8 @@ struct AuditorOptions {
 //     recompute (a return from backward to forward) starts the next microbatch. A forward update
 //     outside backward and recompute, in a segment that has seen no backward and already holds
 //     the expected forward updates, also starts the next (forward-only, e.g. evaluation) one.
-//     STEP closes the current microbatch. Segments with no activity at all are not microbatches.
+//     STEP closes the current microbatch. Segments with no activity at all are not microbatches,
+//     nor, when the header says markers were configured ("nvtx"), segments without any update.
 // Counting: UPDATE_FORWARD and UPDATE_BACKWARD count in their direction; UPDATE (direction not
 // recorded) counts in its `pass` when set, else in the pass the boundaries say (backward between
 // BACKWARD_BEGIN and BACKWARD_END, forward elsewhere), noted in the row's explanations. Each

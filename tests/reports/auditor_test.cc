@@ -281,6 +281,19 @@ TEST(Auditor, EventsBeforeTheFirstMarkerAreSegmentedByPassBoundaries) {
   EXPECT_EQ(r.verdict(), v1::PASS);
 }
 
+TEST(Auditor, ActivityWithoutUpdatesBeforeConfiguredMarkersIsNotAMicrobatch) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.Autocast(true, 1).Autocast(false, 0).BackwardBegin().BackwardEnd();  // set-up, no update
+  t.MarkedMicrobatch().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.verdict(), v1::PASS);
+  // Without configured markers the same activity is a microbatch that saw no update.
+  TraceBuilder plain(-1, 1000, "threads");
+  plain.Autocast(true, 1).Autocast(false, 0).BackwardBegin().BackwardEnd().Footer();
+  EXPECT_EQ(plain.Audit().microbatches_size(), 1);
+}
+
 TEST(Auditor, TraceWithoutFooterJudgesTheLastMicrobatchOnlyForExcess) {
   TraceBuilder t;
   t.PlainMicrobatch().Autocast(true, 1).Forward();  // killed after the next forward update
@@ -452,6 +465,22 @@ TEST(Auditor, CheckpointFramesLeftOpenStayBounded) {
   const v1::RankReport r = t.Audit();
   ASSERT_EQ(r.microbatches_size(), 1);
   EXPECT_EQ(r.microbatches(0).forward_updates(), 2u);
+}
+
+TEST(Auditor, KernelLaunchesComeFromTheFooterElseTheEventsRunningCount) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.MarkedMicrobatch();
+  EXPECT_EQ(t.Audit().totals().kernel_launches(), 2u);  // the update events themselves
+  t.Add(v1::MODULE_FORWARD)->set_kernel_launches(1234);
+  EXPECT_EQ(t.Audit().totals().kernel_launches(), 1234u);
+  t.Footer();
+  v1::TraceRecord footer = t.records().back();
+  footer.mutable_footer()->set_kernel_launches(5000);
+  Auditor a(Expectation{});
+  for (size_t i = 0; i + 1 < t.records().size(); ++i) a.OnRecord(t.records()[i]);
+  a.OnRecord(footer);
+  a.Finish();
+  EXPECT_EQ(a.report().totals().kernel_launches(), 5000u);
 }
 
 }  // namespace
