@@ -99,7 +99,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 
   const ViolationSelection vs = SelectViolations(r, options.max_rows);
   if (!vs.groups.empty()) {
-    *out += "\nviolations (" + std::to_string(r.violations_size()) + "):\n";
+    *out += "\nviolations:\n";
     for (const ViolationGroup& g : vs.groups) Group(g, options, out);
     if (!vs.note.empty()) *out += "  (" + vs.note + ")\n";
   }

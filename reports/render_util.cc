@@ -26,7 +26,7 @@ RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows) {
              (sel.rows.size() == failing
                   ? std::string("every failing one")
                   : "the first " + std::to_string(sel.rows.size()) + " failing ones");
-  if (all_kept) sel.note += "; --max-rows 0 shows every row";
+  sel.note += "; --max-rows 0 shows every row";
   return sel;
 }
 
@@ -59,13 +59,16 @@ ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max) {
     }
     sel.groups.push_back(std::move(group));
   }
-  const uint64_t failing = rank.totals().failing_microbatches();
-  if (sel.shown < static_cast<size_t>(n)) {
-    sel.note = std::to_string(n - sel.shown) + " more violations not shown; --max-rows 0 shows all";
-  } else if (failing > 0 && sel.groups.size() < failing && n > 0 &&
-             static_cast<uint64_t>(n) < failing) {
-    sel.note = "the report kept the first " + std::to_string(n) + " violations of " +
-               std::to_string(failing) + " failing microbatches";
+  // The report may hold only the first violations (see TraceSetOptions::max_violations): say so
+  // when some are not shown, or when failing microbatches have none among those kept.
+  std::unordered_map<uint32_t, bool> represented;
+  for (const v1::Violation& v : rank.violations()) {
+    if (IsCountViolation(v)) represented[v.microbatch()] = true;
+  }
+  if (max != 0 && (sel.shown < static_cast<size_t>(n) ||
+                   represented.size() < rank.totals().failing_microbatches())) {
+    sel.note =
+        "the first " + std::to_string(sel.shown) + " violations are shown; --max-rows 0 shows all";
   }
   return sel;
 }
