@@ -48,10 +48,10 @@ void AddCheckCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<CheckArgs>();
   auto* sub = app.add_subcommand(
       "check", "Gate existing .fp8trace files: a short verdict, and the exit code says it");
-  sub->add_option("paths", args->paths,
+  sub->add_option("PATH", args->paths,
                   "trace files, or directories whose *.fp8trace files are all read")
       ->required()
-      ->type_name("PATH...");
+      ->type_name("");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   sub->footer(std::string("`fp8audit report` shows the same audit in full.\n\nExit codes:\n") +
               kAuditExitCodes);

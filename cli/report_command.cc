@@ -68,10 +68,10 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ReportArgs>();
   auto* sub = app.add_subcommand(
       "report", "Audit .fp8trace files and render a per-rank, per-microbatch report");
-  sub->add_option("paths", args->paths,
+  sub->add_option("PATH", args->paths,
                   "trace files, or directories whose *.fp8trace files are all read")
       ->required()
-      ->type_name("PATH...");
+      ->type_name("");
   sub->add_option("--format", args->format,
                   "text (default), markdown, json (the proto3 JSON mapping of fp8audit.v1."
                   "AuditReport: fields that are 0 or empty are left out) or junit")

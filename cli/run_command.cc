@@ -150,7 +150,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->type_name("DIR");
   args->expect.Add(sub, "default 1");
   sub->add_flag("--fail-fast", args->fail_fast,
-                "the agent ends the job at the first violation (FP8AUDIT_FAIL_FAST=1)");
+                "the agent ends CMD at the first failing microbatch, with exit code 3 "
+                "(FP8AUDIT_FAIL_FAST=1)");
   sub->add_option("--patterns", args->patterns,
                   "kernel-name patterns for the agent's classifier (FP8AUDIT_PATTERNS; checked "
                   "before CMD starts)")
