@@ -19,14 +19,18 @@ namespace {
 namespace fs = std::filesystem;
 
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_pending = 0;  // a signal that came before the child's pid was known
 
 // Forwards a signal sent to us (kill(2) by a user or scheduler) to the child. A signal the
 // terminal sent to the foreground process group reached the child already: not sent twice.
 void Forward(int sig, siginfo_t* info, void*) {
-  const pid_t child = g_child;
-  if (child <= 0) return;
   if (info != nullptr && info->si_code == SI_KERNEL) return;
-  ::kill(child, sig);
+  const pid_t child = g_child;
+  if (child > 0) {
+    ::kill(child, sig);
+  } else {
+    g_pending = sig;
+  }
 }
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM};
@@ -112,7 +116,8 @@ LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
   forward.sa_flags = SA_SIGINFO;  // no SA_RESTART: waitpid sees EINTR and simply retries
   sigemptyset(&forward.sa_mask);
   struct sigaction saved[std::size(kForwarded)];
-  // Block the forwarded signals across fork so the handler never runs without a child to tell.
+  // Blocked across fork in this thread; a signal another thread takes meanwhile is kept pending.
+  g_pending = 0;
   sigset_t block, old_mask;
   sigemptyset(&block);
   for (int sig : kForwarded) sigaddset(&block, sig);
@@ -146,6 +151,10 @@ LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
     return result;
   }
   g_child = pid;
+  if (const int sig = g_pending; sig != 0) {
+    g_pending = 0;
+    ::kill(pid, sig);
+  }
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
 
   int exec_errno = 0;
