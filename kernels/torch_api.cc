@@ -32,6 +32,23 @@ DType to_dtype(at::ScalarType t) {
   }
 }
 
+// Error messages are assembled from strings only (numbers through std::to_string): a copy of
+// this library built on one CUDA image crashed inside std::ostream's integer insertion when
+// loaded into Python, while string insertion worked there.
+std::string Num(int64_t v) { return std::to_string(v); }
+
+std::string List(at::IntArrayRef values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(values[i]);
+  }
+  return s + "]";
+}
+
+std::string Name(at::ScalarType t) { return c10::toString(t); }
+std::string Name(const at::Device& d) { return d.str(); }
+
 void check_defined(const at::Tensor& t, const char* op, const char* name) {
   TORCH_CHECK(t.defined(), op, ": argument '", name, "' is an undefined tensor");
 }
@@ -40,15 +57,15 @@ void check_defined(const at::Tensor& t, const char* op, const char* name) {
 void check_operand(const at::Tensor& t, const char* op, const char* name) {
   check_defined(t, op, name);
   TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), op, ": argument '", name,
-              "' must be a CPU or CUDA tensor, got device ", t.device());
+              "' must be a CPU or CUDA tensor, got device ", Name(t.device()));
   if (t.device().is_cuda()) {
-    TORCH_CHECK(cuda_kernels_available(), op, ": argument '", name, "' is on ", t.device(),
+    TORCH_CHECK(cuda_kernels_available(), op, ": argument '", name, "' is on ", Name(t.device()),
                 " but this fp8audit build has no CUDA kernels (CPU tensors only)");
   }
   TORCH_CHECK(t.numel() > 0, op, ": argument '", name, "' must not be empty, got shape ",
-              t.sizes());
+              List(t.sizes()));
   TORCH_CHECK(t.is_contiguous(), op, ": argument '", name, "' must be contiguous, got strides ",
-              t.strides(), " for shape ", t.sizes());
+              List(t.strides()), " for shape ", List(t.sizes()));
 }
 
 // A float32 companion tensor (scale, amax, ...) of `numel` elements on `device`.
@@ -56,13 +73,13 @@ void check_float_companion(const at::Tensor& t, int64_t numel, const at::Device&
                            const char* op, const char* name, const char* device_of) {
   check_defined(t, op, name);
   TORCH_CHECK(t.scalar_type() == at::kFloat, op, ": argument '", name,
-              "' must have dtype float32, got ", t.scalar_type());
-  TORCH_CHECK(t.numel() == numel, op, ": argument '", name, "' must have ", numel,
-              numel == 1 ? " element" : " elements", ", got shape ", t.sizes());
+              "' must have dtype float32, got ", Name(t.scalar_type()));
+  TORCH_CHECK(t.numel() == numel, op, ": argument '", name, "' must have ", Num(numel),
+              numel == 1 ? " element" : " elements", ", got shape ", List(t.sizes()));
   TORCH_CHECK(t.device() == device, op, ": argument '", name, "' must be on the same device as '",
-              device_of, "' (", device, "), got ", t.device());
+              device_of, "' (", Name(device), "), got ", Name(t.device()));
   TORCH_CHECK(t.is_contiguous(), op, ": argument '", name, "' must be contiguous, got strides ",
-              t.strides());
+              List(t.strides()));
 }
 
 // Byte ranges of two tensors' elements intersect.
@@ -90,7 +107,7 @@ void check_quantize_args(const at::Tensor& input, const at::Tensor& scale, const
   check_defined(input, op, "input");
   TORCH_CHECK(is_high_precision(input.scalar_type()), op,
               ": argument 'input' must have dtype float32, bfloat16 or float16, got ",
-              input.scalar_type());
+              Name(input.scalar_type()));
   check_operand(input, op, "input");
   check_float_companion(scale, 1, input.device(), op, "scale", "input");
   check_float_companion(amax, 1, input.device(), op, "amax", "input");
@@ -131,7 +148,7 @@ std::tuple<at::Tensor, at::Tensor> cast_transpose(const at::Tensor& input, const
   constexpr const char* kOp = "fp8audit.cast_transpose";
   check_defined(input, kOp, "input");
   TORCH_CHECK(input.dim() >= 1, kOp, ": argument 'input' must have at least 1 dimension, got ",
-              input.dim());
+              Num(input.dim()));
   check_quantize_args(input, scale, amax, scale_inv, kOp);
   const int64_t cols = input.size(-1);
   const int64_t rows = input.numel() / cols;
@@ -184,11 +201,12 @@ at::Tensor dequantize(const at::Tensor& data, const at::Tensor& scale_inv, Fp8Fo
   constexpr const char* kOp = "fp8audit.dequantize";
   check_defined(data, kOp, "data");
   TORCH_CHECK(data.scalar_type() == at::kByte, kOp,
-              ": argument 'data' must have dtype uint8 (FP8 codes), got ", data.scalar_type());
+              ": argument 'data' must have dtype uint8 (FP8 codes), got ",
+              Name(data.scalar_type()));
   check_operand(data, kOp, "data");
   check_float_companion(scale_inv, 1, data.device(), kOp, "scale_inv", "data");
   TORCH_CHECK(is_high_precision(out_dtype), kOp,
-              ": argument 'out_dtype' must be float32, bfloat16 or float16, got ", out_dtype);
+              ": argument 'out_dtype' must be float32, bfloat16 or float16, got ", Name(out_dtype));
   at::Tensor out = at::empty(data.sizes(), data.options().dtype(out_dtype));
   if (data.device().is_cpu()) {
     ref::dequantize(data.data_ptr<uint8_t>(), static_cast<size_t>(data.numel()),
@@ -212,10 +230,10 @@ void delayed_scaling_update(const at::Tensor& amax_history, const at::Tensor& sc
   check_defined(amax_history, kOp, "amax_history");
   TORCH_CHECK(amax_history.scalar_type() == at::kFloat, kOp,
               ": argument 'amax_history' must have dtype float32, got ",
-              amax_history.scalar_type());
+              Name(amax_history.scalar_type()));
   TORCH_CHECK(amax_history.dim() == 2, kOp,
               ": argument 'amax_history' must be 2-D [history_length, num_tensors], got shape ",
-              amax_history.sizes());
+              List(amax_history.sizes()));
   check_operand(amax_history, kOp, "amax_history");
   const int64_t history_len = amax_history.size(0);
   const int64_t num_tensors = amax_history.size(1);
@@ -223,7 +241,7 @@ void delayed_scaling_update(const at::Tensor& amax_history, const at::Tensor& sc
   check_float_companion(scale_inv, num_tensors, amax_history.device(), kOp, "scale_inv",
                         "amax_history");
   TORCH_CHECK(margin >= -126 && margin <= 127, kOp,
-              ": argument 'margin' must lie in [-126, 127], got ", margin);
+              ": argument 'margin' must lie in [-126, 127], got ", Num(margin));
   check_disjoint({{&amax_history, "amax_history"}, {&scale, "scale"}, {&scale_inv, "scale_inv"}},
                  kOp);
   if (amax_history.device().is_cpu()) {
