@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <stdexcept>
@@ -48,6 +50,18 @@ state::CheckpointKind KindOf(CheckpointImpl impl) {
                                            : state::CheckpointKind::kNonReentrant;
 }
 
+// A copy of a module's current forward scales (the recompute metadata a stash entry holds).
+at::Tensor CopyScales(const ModuleCall& call, int64_t n) {
+  const at::Tensor& scale = call.buffers->fwd_scale;
+  if (scale.device().is_cpu()) {
+    at::Tensor out = at::empty({n}, scale.options());
+    std::memcpy(out.data_ptr<float>(), scale.data_ptr<float>() + call.fwd_base,
+                static_cast<size_t>(n) * sizeof(float));
+    return out;
+  }
+  return scale.narrow(0, call.fwd_base, n).clone();
+}
+
 const DelayedScaling& DefaultRecipe() {
   static const DelayedScaling recipe;
   return recipe;
@@ -85,6 +99,7 @@ void StateManager::ResetLocked() {
   frame_stash_.clear();
   module_stash_.assign(modules_.size(), {});
   captures_.clear();
+  discard_.clear();
   marks_.clear();
   sync_ = 0;
   violations_.clear();
@@ -353,11 +368,9 @@ void StateManager::DrainLocked(ModuleCall* call) {
         break;
       case v1::STASH_PUSH:
         if (call != nullptr && call->buffers) {
-          at::Tensor scales = call->recompute ? call->stashed
-                                              : call->buffers->fwd_scale
-                                                    .narrow(0, call->fwd_base,
-                                                            modules_[call->module].forward_tensors)
-                                                    .clone();
+          at::Tensor scales = call->recompute
+                                  ? call->stashed
+                                  : CopyScales(*call, modules_[call->module].forward_tensors);
           StashFor(e.module, e.frame).push_back({e.module, std::move(scales)});
         }
         break;
@@ -435,8 +448,13 @@ ModuleCall StateManager::ModuleForward(uint32_t module, bool training, bool requ
                              "raises IndexError here)");
   }
   if (call.recompute) {
-    call.discard =
-        at::zeros({m.forward_tensors}, at::TensorOptions().dtype(at::kFloat).device(device));
+    // Amax of a recompute goes to a scratch buffer nobody reads (one per device, reused).
+    at::Tensor& scratch = discard_[device.str()];
+    if (!scratch.defined() || scratch.size(0) < m.forward_tensors) {
+      scratch = at::zeros({std::max<int64_t>(8, m.forward_tensors)},
+                          at::TensorOptions().dtype(at::kFloat).device(device));
+    }
+    call.discard = scratch;
   }
   return call;
 }

@@ -185,8 +185,9 @@ class StateManager {
   std::map<uint32_t, std::deque<StashEntry>> frame_stash_;  // fixed: per frame
   std::vector<std::deque<StashEntry>> module_stash_;        // te-legacy: per module
   std::vector<CaptureTarget> captures_;
-  std::vector<size_t> marks_;  // grad-mode entries pushed before each open scope
-  size_t sync_ = 0;            // grad-mode entries the manager pushed to mirror torch's grad mode
+  std::map<std::string, at::Tensor> discard_;  // amax sink of recomputes, per device
+  std::vector<size_t> marks_;                  // grad-mode entries pushed before each open scope
+  size_t sync_ = 0;  // grad-mode entries the manager pushed to mirror torch's grad mode
   std::vector<std::string> violations_;
   size_t violations_seen_ = 0;
   uint64_t bookkeeping_ns_ = 0;

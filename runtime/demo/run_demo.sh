@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The runtime's demo: fp8-repro (the seeds' reproduction on the linked runtime) runs under
+# `fp8audit run` twice, with Transformer Engine's current ownership (te-legacy) and with the fixed
+# one, and the two audit reports are printed side by side: duplicates found vs 1/1 everywhere.
+# Works with or without a GPU (CPU backend by default; pass --device cuda on a GPU machine).
+#
+# Usage: runtime/demo/run_demo.sh BUILD_DIR [fp8-repro flags...]
+#   default flags: --layout all --seeds 3 --microbatches 4 --accumulation 2
+# Exit status: 0 when the te-legacy audit found duplicates and the fixed audit passed.
+set -euo pipefail
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 BUILD_DIR [fp8-repro flags...]" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+shift
+flags=("$@")
+if [[ ${#flags[@]} -eq 0 ]]; then
+  flags=(--layout all --seeds 3 --microbatches 4 --accumulation 2)
+fi
+jobs=${FP8AUDIT_JOBS:-$(nproc)}
+cmake --build "$build" -j"$jobs" --target fp8audit fp8-repro fp8audit_agent >/dev/null
+fp8audit="$build/bin/fp8audit"
+repro="$build/bin/fp8-repro"
+out=$(mktemp -d "${TMPDIR:-/tmp}/fp8audit-runtime-demo.XXXXXX")
+width=${COLUMNS:-200}
+
+declare -A code
+for ownership in te-legacy fixed; do
+  rm -rf "${out:?}/$ownership"
+  set +e
+  "$fp8audit" run --out "$out/$ownership" --max-rows 0 -- "$repro" --ownership "$ownership" \
+    "${flags[@]}" >"$out/$ownership.repro.txt" 2>"$out/$ownership.run.txt"
+  code[$ownership]=$?
+  "$fp8audit" report "$out/$ownership" --max-rows 0 >"$out/$ownership.report.txt" 2>&1
+  set -e
+  {
+    echo "=== ownership: $ownership (fp8audit run exit ${code[$ownership]})"
+    echo
+    cat "$out/$ownership.report.txt"
+  } >"$out/$ownership.column.txt"
+done
+
+echo "== What the runtime itself counted (per layout and seed; fwd/bwd per microbatch)"
+for ownership in te-legacy fixed; do
+  echo "-- $ownership"
+  grep -v '^fp8audit run' "$out/$ownership.repro.txt" || true
+done
+echo
+echo "== What the agent counted on the real runs: te-legacy (left) vs fixed (right)"
+echo "   microbatches run seed by seed; within a seed layout by layout (none, reentrant-single,"
+echo "   reentrant-per-layer, non-reentrant-single, non-reentrant-per-layer, nested)"
+pr -m -t -w "$width" "$out/te-legacy.column.txt" "$out/fixed.column.txt"
+echo
+echo "traces and reports: $out"
+if grep -qs "File already exists in database: fp8audit/" "$out"/*.run.txt "$out"/*.repro.txt; then
+  echo "demo: the audited process aborted at start-up: the agent and the runtime both register"
+  echo "      fp8audit's .proto files in the shared libprotobuf (an agent-side fix is needed)"
+fi
+if [[ ${code[te-legacy]} -eq 3 && ${code[fixed]} -eq 0 ]]; then
+  echo "demo: te-legacy duplicates found by the agent; fixed ownership 1/1 in every microbatch"
+  exit 0
+fi
+echo "demo: unexpected outcome (te-legacy audit exit ${code[te-legacy]}, expected 3; fixed" \
+  "audit exit ${code[fixed]}, expected 0); see $out/*.run.txt"
+exit 1
