@@ -24,6 +24,28 @@
 
 namespace fp8audit::agent {
 
+std::string ParseNvidiaDriverRelease(std::string_view text) {
+  // "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release Build ..."
+  const size_t at = text.find("Kernel Module");
+  if (at == std::string_view::npos) return {};
+  text.remove_prefix(at);
+  const size_t eol = text.find('\n');
+  text = text.substr(0, eol);
+  while (!text.empty()) {
+    const size_t start = text.find_first_not_of(' ');
+    if (start == std::string_view::npos) break;
+    text.remove_prefix(start);
+    const size_t end = std::min(text.find_first_of(" \t"), text.size());
+    const std::string_view token = text.substr(0, end);
+    text.remove_prefix(end);
+    const bool version = token.size() <= 32 && token.find('.') != std::string_view::npos &&
+                         token.find_first_not_of("0123456789.") == std::string_view::npos &&
+                         token.front() != '.';
+    if (version) return std::string(token);
+  }
+  return {};
+}
+
 bool CudaDriverLoaded() {
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (h == nullptr) return false;
@@ -123,14 +145,7 @@ std::string ReadDriverRelease() {
   char buf[512] = {};
   const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
   ::close(fd);
-  if (n <= 0) return {};
-  const char* p = std::strstr(buf, "Kernel Module");
-  if (p == nullptr) return {};
-  p += std::strlen("Kernel Module");
-  while (*p == ' ') ++p;
-  std::string release;
-  while (*p != '\0' && *p != ' ' && *p != '\n' && release.size() < 32) release += *p++;
-  return release;
+  return n > 0 ? ParseNvidiaDriverRelease(std::string_view(buf, static_cast<size_t>(n))) : "";
 }
 
 std::string VersionText(int v) {

@@ -3,6 +3,9 @@
 // graph-exec creation. CUPTI and the driver are opened with dlopen; nothing CUDA is linked.
 #pragma once
 
+#include <string>
+#include <string_view>
+
 namespace fp8audit::agent {
 
 // Subscribes once. `from_driver`: called from InitializeInjection (the driver is loading us).
@@ -12,5 +15,8 @@ void AttachKernelProbe(bool from_driver);
 
 // True when libcuda is already loaded into the process.
 bool CudaDriverLoaded();
+
+// The driver release ("580.159.04") in the text of /proc/driver/nvidia/version, or "".
+std::string ParseNvidiaDriverRelease(std::string_view text);
 
 }  // namespace fp8audit::agent

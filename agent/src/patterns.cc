@@ -97,13 +97,16 @@ const char* RuleEventName(RuleEvent event) {
 
 bool PatternRule::Matches(std::string_view name) const {
   if (name.size() > kMaxMatchedName) name = name.substr(0, kMaxMatchedName);
+  if (match == MatchKind::kRegex && name.size() > kMaxRegexMatchedName) {
+    name = name.substr(0, kMaxRegexMatchedName);
+  }
   switch (match) {
     case MatchKind::kContains:
       return name.find(pattern) != std::string_view::npos;
     case MatchKind::kPrefix:
       return name.substr(0, pattern.size()) == pattern;
     case MatchKind::kRegex:
-      return regex != nullptr && std::regex_search(name.begin(), name.end(), *regex);
+      return regex != nullptr && std::regex_match(name.begin(), name.end(), *regex);
   }
   return false;
 }
@@ -117,7 +120,9 @@ std::shared_ptr<const std::regex> CompileLimitedRegex(std::string_view p, std::s
     *error = "regex longer than " + std::to_string(kMaxRegexLength) + " characters";
     return nullptr;
   }
-  int depth = 0;
+  // repeated[d]: group d (0 = top level) holds an unbounded repetition (* or +). Repeating such a
+  // group again, (a*)* or (\w+::)+, is refused: it is what makes matching slow on long names.
+  std::vector<bool> repeated(1, false);
   bool in_class = false;
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
@@ -141,20 +146,31 @@ std::shared_ptr<const std::regex> CompileLimitedRegex(std::string_view p, std::s
     if (c == '[') {
       in_class = true;
     } else if (c == '(') {
-      if (++depth > kMaxRegexNesting) {
+      if (static_cast<int>(repeated.size()) > kMaxRegexNesting) {
         *error = "groups nested deeper than " + std::to_string(kMaxRegexNesting);
         return nullptr;
       }
+      repeated.push_back(false);
     } else if (c == ')') {
-      if (--depth < 0) {
+      if (repeated.size() == 1) {
         *error = "unbalanced ')'";
         return nullptr;
       }
+      const bool inner = repeated.back();
+      repeated.pop_back();
+      if (inner && i + 1 < p.size() && (p[i + 1] == '*' || p[i + 1] == '+')) {
+        *error = "nested repetition like (a*)* is not supported";
+        return nullptr;
+      }
+      if (inner) repeated.back() = true;
+    } else if (c == '*' || c == '+') {
+      repeated.back() = true;
     } else if (c == '{' || c == '}') {
       *error = "counted repetition {n,m} is not supported (write \\{ for a brace)";
       return nullptr;
     }
   }
+  const int depth = static_cast<int>(repeated.size()) - 1;
   if (in_class || depth != 0) {
     *error = in_class ? "unterminated '['" : "unbalanced '('";
     return nullptr;
@@ -165,7 +181,10 @@ std::shared_ptr<const std::regex> CompileLimitedRegex(std::string_view p, std::s
   flags |= std::regex_constants::__polynomial;
 #endif
   try {
-    return std::make_shared<const std::regex>(std::string(p), flags);
+    // Matched with regex_match over the whole name, in one pass: libstdc++'s regex_search would
+    // restart at every position (quadratic in the name's length).
+    return std::make_shared<const std::regex>("[\\s\\S]*(?:" + std::string(p) + ")[\\s\\S]*",
+                                              flags);
   } catch (const std::regex_error& e) {
     *error = std::string("bad regex: ") + e.what();
   } catch (const std::exception& e) {
@@ -293,13 +312,13 @@ const std::vector<PatternRule>& BuiltinRules() {
       // the format's FP8 max; then any other fp8audit::kernels function named like an update.
       // (Demangled templates start with their return type, "void ".)
       Builtin(RuleEvent::kUpdate,
-              R"(^(void )?fp8audit::kernels::(\w+::|\(anonymous namespace\)::)*)"
+              R"(^(void )?fp8audit::kernels::[\w:]*(\(anonymous namespace\)::[\w:]*)?)"
               R"(delayed_scaling_update_kernel(<.*>)?\()",
               "fp8audit delayed_scaling_update_kernel", 5),
-      Builtin(
-          RuleEvent::kUpdate,
-          R"(^(void )?fp8audit::kernels::(\w+::|\(anonymous namespace\)::)*\w*[Uu]pdate\w*[<(])",
-          "fp8audit update kernels", -1),
+      Builtin(RuleEvent::kUpdate,
+              R"(^(void )?fp8audit::kernels::[\w:]*(\(anonymous namespace\)::[\w:]*)?)"
+              R"(\w*[Uu]pdate\w*[<(])",
+              "fp8audit update kernels", -1),
   };
   return *rules;
 }

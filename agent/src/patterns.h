@@ -3,13 +3,15 @@
 // Pattern file: UTF-8/ASCII text, at most kMaxPatternFileBytes, one rule per line:
 //   <event> <match> <pattern>
 //   event   update.forward | update.backward | update (direction from the launch) | none
-//   match   contains | prefix | regex (ECMAScript, searched; anchor with ^)
+//   match   contains | prefix | regex (ECMAScript, found anywhere in the name; anchor with ^ and $;
+//           only the first kMaxRegexMatchedName characters are searched)
 //   pattern the rest of the line, trailing blanks removed; matched against the demangled name
 //           with its parameter list (the mangled name when it does not demangle)
 // Blank lines and lines starting with '#' are ignored. Rules are tried in file order, before the
 // built-in rules; the first match decides (`none` excludes a kernel a later rule would match).
 // Regex limits (bounded time and memory on any input): at most kMaxRegexLength characters, groups
-// nested at most kMaxRegexNesting deep, no counted repetition {n,m} and no back-references.
+// nested at most kMaxRegexNesting deep, no counted repetition {n,m}, no back-references, and no
+// repeated group that itself repeats, like (a*)* or (\w+::)+.
 #pragma once
 
 #include <cstddef>
@@ -30,7 +32,8 @@ inline constexpr size_t kMaxPatternRules = 256;
 inline constexpr size_t kMaxPatternLine = 1024;
 inline constexpr size_t kMaxRegexLength = 256;
 inline constexpr int kMaxRegexNesting = 8;
-inline constexpr size_t kMaxMatchedName = 8192;  // longer names are matched on their prefix
+inline constexpr size_t kMaxMatchedName = 8192;       // longer names are matched on their prefix
+inline constexpr size_t kMaxRegexMatchedName = 2048;  // the same, for regex rules
 
 struct PatternRule {
   RuleEvent event = RuleEvent::kNone;

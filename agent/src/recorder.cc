@@ -440,17 +440,30 @@ void Agent::StartWriterLocked() {
   if (rc != 0) {
     writer_state_.store(kFailed, std::memory_order_release);
     Warn(std::string("cannot start the trace writer: ") + std::strerror(rc) + "; recording stops");
+    return;
+  }
+  // Wait (at most 1 s, once per process) until the thread is past its start-up, so that a fork()
+  // right after the first event never copies a thread caught inside its runtime's start-up
+  // allocations (allocators without fork handlers, e.g. a sanitizer's).
+  for (int i = 0; i < 10000 && !writer_started_.load(std::memory_order_acquire); ++i) {
+    timespec t{0, 100'000};
+    ::nanosleep(&t, nullptr);
   }
 }
 
 void Agent::WriterMain() {
   prctl(PR_SET_NAME, "fp8audit-writer", 0, 0, 0);
-  // Never freed: a forked child abandons it without touching it.
-  auto* writer = new Writer(*this);
-  writer_ = writer;
-  if (!writer->Open()) {
-    writer_state_.store(kFailed, std::memory_order_release);
-    return;
+  writer_started_.store(true, std::memory_order_release);
+  Writer* writer = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cycle_mu_);
+    // Never freed: a forked child abandons it without touching it.
+    writer = new Writer(*this);
+    writer_ = writer;
+    if (!writer->Open()) {
+      writer_state_.store(kFailed, std::memory_order_release);
+      return;
+    }
   }
   for (;;) {
     if (!stop_.load(std::memory_order_acquire) && flush_request_.load(std::memory_order_acquire) ==
@@ -464,8 +477,12 @@ void Agent::WriterMain() {
     const bool stop = stop_.load(std::memory_order_acquire);
     const uint32_t request = flush_request_.load(std::memory_order_acquire);
     const bool requested = request != flush_done_.load(std::memory_order_relaxed);
-    writer->Cycle(stop || requested, stop);
+    {
+      std::lock_guard<std::mutex> lock(cycle_mu_);
+      writer->Cycle(stop || requested, stop);
+    }
     if (!stop && writer->fail_fast_now()) {
+      std::lock_guard<std::mutex> lock(cycle_mu_);
       writer->Cycle(true, true);
       Warn(writer->live().first_failure() + "; ending the job (--fail-fast)");
       ::_exit(3);
@@ -548,6 +565,7 @@ void Agent::OnSignal(int sig, siginfo_t* info, void* context) {
 void Agent::ForkPrepare() {
   Agent& a = Get();
   if (!a.enabled()) return;
+  a.cycle_mu_.lock();
   a.writer_mu_.lock();
   a.registry_mu_.lock();
   a.facts_mu_.lock();
@@ -563,6 +581,7 @@ void Agent::ForkParent() {
   a.facts_mu_.unlock();
   a.registry_mu_.unlock();
   a.writer_mu_.unlock();
+  a.cycle_mu_.unlock();
 }
 
 void Agent::ForkChild() {
@@ -573,16 +592,20 @@ void Agent::ForkChild() {
   a.facts_mu_.unlock();
   a.registry_mu_.unlock();
   a.writer_mu_.unlock();
+  a.cycle_mu_.unlock();
 
   a.parent_pid_ = a.pid_;
   a.pid_ = static_cast<uint32_t>(::getpid());
   // The parent's writer thread does not exist here; its file stays the parent's. A new writer
   // (and file <host>.<pid>...) starts at this process's first event.
+  if (a.writer_ != nullptr) a.abandoned_writer_ = a.writer_;
+  a.writer_ = nullptr;
   a.writer_state_.store(kNotStarted, std::memory_order_release);
   a.stop_.store(false);
   a.flush_request_.store(0);
   a.flush_done_.store(0);
   a.fail_fast_exit_.store(false);
+  a.writer_started_.store(false);
   a.in_signal_.store(false);
   ::close(a.wake_fd_[0]);
   ::close(a.wake_fd_[1]);

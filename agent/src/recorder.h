@@ -144,6 +144,7 @@ class Agent {
   ThreadState* threads_ = nullptr;
   ThreadState* abandoned_ = nullptr;  // a forked child's copies of the parent's other threads
   class Writer* writer_ = nullptr;    // owned by the writer thread; kept reachable
+  class Writer* abandoned_writer_ = nullptr;  // a forked child's copy of the parent's writer
   std::atomic<uint64_t> dropped_retired_{0};
 
   std::atomic<uint64_t> launches_{0};
@@ -154,7 +155,10 @@ class Agent {
   std::mutex facts_mu_;
   std::string gpu_, driver_, cuda_;
 
-  // Writer thread.
+  // Writer thread. cycle_mu_ is held while it works (allocating, writing), and across fork(), so a
+  // forked child never inherits an allocator lock the writer held (sanitizer or custom allocators
+  // without fork handlers).
+  std::mutex cycle_mu_;
   std::mutex writer_mu_;
   enum WriterState : int { kNotStarted = 0, kRunning = 1, kStopped = 2, kFailed = 3 };
   std::atomic<int> writer_state_{kNotStarted};
@@ -165,6 +169,7 @@ class Agent {
   std::atomic<uint32_t> flush_done_{0};
   std::atomic<int> trace_fd_{-1};
   std::atomic<bool> fail_fast_exit_{false};
+  std::atomic<bool> writer_started_{false};  // the writer thread is past its start-up
 
   struct sigaction previous_[65] = {};
   bool handled_[65] = {};

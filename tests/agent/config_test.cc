@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "agent/src/kernel_probe.h"
+
 namespace fp8audit::agent {
 namespace {
 
@@ -100,6 +102,18 @@ TEST(AgentConfig, ControlCharactersInValuesAreNeutralised) {
   Read({{"FP8AUDIT_EXPECT_FORWARD", "1\n2"}}, &w);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].find('\n'), std::string::npos);
+}
+
+TEST(AgentConfig, ReadsTheDriverReleaseOfEitherKernelModule) {
+  EXPECT_EQ(ParseNvidiaDriverRelease("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+                                     "580.159.04  Release Build  (dvs-builder@U22)  Thu Jul\n"
+                                     "GCC version:  gcc version 12.3.0\n"),
+            "580.159.04");
+  EXPECT_EQ(ParseNvidiaDriverRelease("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  "
+                                     "Sat Aug 19 01:15:15 UTC 2023\n"),
+            "535.104.05");
+  EXPECT_EQ(ParseNvidiaDriverRelease("garbage"), "");
+  EXPECT_EQ(ParseNvidiaDriverRelease("Kernel Module for x86_64\n580.1"), "");
 }
 
 }  // namespace

@@ -47,6 +47,12 @@ TEST(AgentPatterns, ParsesRulesCommentsAndBlankLines) {
   EXPECT_TRUE(rules[1].Matches("void my bwd kernel(int)"));
   EXPECT_TRUE(rules[2].Matches("abcbd(float)"));
   EXPECT_FALSE(rules[2].Matches("ad(float)"));
+  EXPECT_FALSE(rules[2].Matches("xabcd(float)"));  // ^ still anchors
+  std::vector<PatternRule> more;
+  ASSERT_TRUE(Parse("update regex kern|bulk$\n", &more, &error)) << error;
+  EXPECT_TRUE(more[0].Matches("x kern y"));  // found anywhere
+  EXPECT_TRUE(more[0].Matches("the bulk"));
+  EXPECT_FALSE(more[0].Matches("the bulk()"));  // $ still anchors
 }
 
 TEST(AgentPatterns, ErrorsNameFileAndLine) {
@@ -60,6 +66,9 @@ TEST(AgentPatterns, ErrorsNameFileAndLine) {
       {"update regex (a)\\1\n", "p.txt:1: back-references"},
       {"update regex ((((((((((a))))))))))\n", "p.txt:1: groups nested deeper than 8"},
       {"update regex a)\n", "p.txt:1: unbalanced ')'"},
+      {"update regex (a*)*b\n", "p.txt:1: nested repetition"},
+      {"update regex (\\w+::)+x\n", "p.txt:1: nested repetition"},
+      {"update regex ((a+)b)*\n", "p.txt:1: nested repetition"},
       {"update regex " + std::string(300, 'a') + "\n", "p.txt:1: regex longer than 256"},
       {"update contains " + std::string(2000, 'a') + "\n", "p.txt:1: line longer than 1024"},
       {std::string("update contains a\0b\n", 20), "p.txt:1: contains a NUL byte"},
@@ -146,9 +155,15 @@ TEST(AgentPatterns, UserRulesComeFirstAndNoneExcludes) {
 TEST(AgentPatterns, RegexMatchingStaysPolynomialOnLongNames) {
   std::vector<PatternRule> rules;
   std::string error;
-  ASSERT_TRUE(Parse("update regex (a*)*b\n", &rules, &error)) << error;
-  const std::string name(5000, 'a');
-  EXPECT_FALSE(rules[0].Matches(name));  // returns (catastrophic backtracking would not)
+  ASSERT_TRUE(Parse("update regex (a|aa)+b\nupdate regex .*.*.*.*x\nupdate regex (.*::)?y\\(\n",
+                    &rules, &error))
+      << error;
+  const std::string name(kMaxMatchedName, 'a');
+  for (const PatternRule& r : rules) EXPECT_FALSE(r.Matches(name));  // returns, and quickly
+  EXPECT_TRUE(rules[0].Matches(std::string(1000, 'a') + "b"));
+  EXPECT_TRUE(rules[1].Matches("x"));
+  EXPECT_TRUE(rules[2].Matches("a::b::y(int)"));
+  EXPECT_FALSE(rules[2].Matches("a::b::z(int)"));
 }
 
 TEST(AgentPatterns, ScaledMaxNamesTheFormat) {

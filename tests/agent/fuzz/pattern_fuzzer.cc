@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const Classifier classifier(std::move(rules));
-  static const std::string_view kNames[] = {
+  const std::string_view names[] = {
       "transformer_engine::delayed_scaling_recipe::(anonymous namespace)::"
       "amax_and_scale_update_impl::kernel_bulk(float*, transformer_engine::"
       "delayed_scaling_recipe::(anonymous namespace)::AmaxParams, unsigned long, "
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
       "std::array<char*, 1ul> >(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)",
       "", "_Z6kernelv", text.substr(0, 256)};
-  for (std::string_view name : kNames) classifier.Match(name);
+  for (std::string_view name : names) classifier.Match(name);
   classifier.Match(LongName());
   return 0;
 }
