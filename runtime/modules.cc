@@ -57,6 +57,18 @@ void CheckInput(const char* module, const at::Tensor& input, int64_t in_features
                                 input.device().str() + " but the weight is on " +
                                 weight.device().str());
   }
+  // cuBLASLt's FP8 GEMMs need every dimension to be a multiple of 16: refuse before any state
+  // changes rather than fail inside the GEMM.
+  if (input.device().is_cuda() && StateManager::Get().fp8_enabled()) {
+    const int64_t rows = input.numel() / input.size(-1);
+    if (rows % 16 != 0 || input.size(-1) % 16 != 0 || weight.size(0) % 16 != 0) {
+      throw std::invalid_argument(
+          std::string(module) + ": argument 'input' of shape " + c10::str(input.sizes()) +
+          " with " + std::to_string(weight.size(0)) +
+          " output features: FP8 on CUDA needs rows, input and output features to be multiples "
+          "of 16");
+    }
+  }
 }
 
 at::Tensor Uniform(int64_t rows, int64_t cols, int64_t fan_in, const ModuleOptions& o) {

@@ -5,10 +5,10 @@
 //   --mode bookkeeping: the decoder-like stack (--layers x 7 modules, reentrant checkpoint per
 //                       layer, fixed ownership): step time and the share spent in the state
 //                       manager (ownership decisions, stash, updates, NVTX), on cpu or cuda.
-#include <CLI/CLI.hpp>
 #include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -101,14 +101,16 @@ int Bookkeeping(bool cuda, uint32_t layers, int64_t hidden, int64_t tokens, uint
     return 1;
   }
   const double share = static_cast<double>(r.bookkeeping_ns) * 1e-9 / r.seconds;
-  std::printf("decoder-like stack %ux7 modules, H=%lld, tokens=%lld, reentrant per layer, fixed, %s\n",
-              layers, static_cast<long long>(hidden), static_cast<long long>(tokens),
-              cuda ? "cuda" : "cpu");
-  std::printf("  step time per microbatch %.3f ms, bookkeeping %.3f ms = %.3f%% (target <= 1%%); "
-              "updates/microbatch %llu/%llu\n",
-              r.seconds * 1e3 / microbatches, r.bookkeeping_ns * 1e-6 / microbatches,
-              share * 100.0, static_cast<unsigned long long>(r.forward_updates.back()),
-              static_cast<unsigned long long>(r.backward_updates.back()));
+  std::printf(
+      "decoder-like stack %ux7 modules, H=%lld, tokens=%lld, reentrant per layer, fixed, %s\n",
+      layers, static_cast<long long>(hidden), static_cast<long long>(tokens),
+      cuda ? "cuda" : "cpu");
+  std::printf(
+      "  step time per microbatch %.3f ms, bookkeeping %.3f ms = %.3f%% (target <= 1%%); "
+      "updates/microbatch %llu/%llu\n",
+      r.seconds * 1e3 / microbatches, r.bookkeeping_ns * 1e-6 / microbatches, share * 100.0,
+      static_cast<unsigned long long>(r.forward_updates.back()),
+      static_cast<unsigned long long>(r.backward_updates.back()));
   return 0;
 }
 

@@ -19,7 +19,14 @@ if [[ ${#flags[@]} -eq 0 ]]; then
   flags=(--layout all --seeds 3 --microbatches 4 --accumulation 2)
 fi
 jobs=${FP8AUDIT_JOBS:-$(nproc)}
-cmake --build "$build" -j"$jobs" --target fp8audit fp8-repro fp8audit_agent >/dev/null
+targets=(fp8audit fp8-repro)
+if grep -q '^fp8audit_agent:' <<<"$(cmake --build "$build" --target help 2>/dev/null)"; then
+  targets+=(fp8audit_agent)
+else
+  echo "demo: this build has no agent (NVTX3 headers or a shared libprotobuf missing)" >&2
+  exit 2
+fi
+cmake --build "$build" -j"$jobs" --target "${targets[@]}" >/dev/null
 fp8audit="$build/bin/fp8audit"
 repro="$build/bin/fp8-repro"
 out=$(mktemp -d "${TMPDIR:-/tmp}/fp8audit-runtime-demo.XXXXXX")
@@ -47,11 +54,24 @@ for ownership in te-legacy fixed; do
   grep -v '^fp8audit run' "$out/$ownership.repro.txt" || true
 done
 echo
-echo "== What the agent counted on the real runs: te-legacy (left) vs fixed (right)"
-echo "   microbatches run seed by seed; within a seed layout by layout (none, reentrant-single,"
-echo "   reentrant-per-layer, non-reentrant-single, non-reentrant-per-layer, nested)"
-pr -m -t -w "$width" "$out/te-legacy.column.txt" "$out/fixed.column.txt"
+echo "== What the agent counted on the real runs (fp8audit report), side by side"
+# One label per microbatch, in run order, from fp8-repro's own lines ("LAYOUT seed=S ...: F/B ...").
+awk '/ seed=[0-9]+ updates\/microbatch/ {
+       split($0, a, "\\): "); split(a[2], b, " [|]"); n = split(b[1], c, " ");
+       for (i = 1; i <= n; ++i) print $1 " " $2 " mb" (i - 1) }' \
+  "$out/te-legacy.repro.txt" >"$out/labels.txt"
+for ownership in te-legacy fixed; do
+  awk '$1 ~ /^[0-9]+$/ && $5 ~ /^[0-9]+\/[0-9]+$/ && ($6 == "ok" || $6 == "FAIL") {
+         print $3 "/" $4 " " $6 }' "$out/$ownership.report.txt" >"$out/$ownership.rows.txt"
+done
+printf '%-40s  %-16s  %-16s\n' "microbatch (layout, seed)" "te-legacy f/b" "fixed f/b"
+paste -d' ' "$out/labels.txt" "$out/te-legacy.rows.txt" "$out/fixed.rows.txt" |
+  awk '{ printf "%-40s  %-16s  %-16s\n", $1 " " $2 " " $3, $4 " " $5, $6 " " $7 }'
 echo
+pr -m -t -w "$width" <(grep -E '^(job )?total' "$out/te-legacy.report.txt") \
+  <(grep -E '^(job )?total' "$out/fixed.report.txt")
+echo
+echo "full reports side by side: pr -m -t -w $width $out/te-legacy.column.txt $out/fixed.column.txt"
 echo "traces and reports: $out"
 if grep -qs "File already exists in database: fp8audit/" "$out"/*.run.txt "$out"/*.repro.txt; then
   echo "demo: the audited process aborted at start-up: the agent and the runtime both register"

@@ -66,7 +66,10 @@ AgentRun RunUnderAgent(const std::vector<std::string>& args) {
     return run;
   }
   const std::string agent = FP8AUDIT_RUNTIME_AGENT_LIB;
-  std::string cmd = "env LD_PRELOAD=" + Quote(agent) + " NVTX_INJECTION64_PATH=" + Quote(agent) +
+  // FP8AUDIT_RUNTIME_TEST_PRELOAD: extra libraries preloaded before the agent (diagnosis only).
+  const char* extra = std::getenv("FP8AUDIT_RUNTIME_TEST_PRELOAD");
+  const std::string preload = (extra && *extra ? std::string(extra) + ":" : std::string()) + agent;
+  std::string cmd = "env LD_PRELOAD=" + Quote(preload) + " NVTX_INJECTION64_PATH=" + Quote(agent) +
                     " FP8AUDIT_OUT=" + Quote(dir) + " " + Quote(FP8AUDIT_REPRO);
   for (const auto& a : args) cmd += " " + Quote(a);
   cmd += " > " + Quote(std::string(dir) + "/stdout.txt") + " 2>&1";
@@ -88,8 +91,8 @@ AgentRun RunUnderAgent(const std::vector<std::string>& args) {
     return run;
   }
   if (traces.size() != 1) {
-    run.problem = "expected one trace in " + std::string(dir) + ", found " +
-                  std::to_string(traces.size());
+    run.problem =
+        "expected one trace in " + std::string(dir) + ", found " + std::to_string(traces.size());
     return run;
   }
   std::string error;
@@ -139,11 +142,11 @@ Counts Predicted(repro::Layout layout, uint32_t decoder_layers, uint32_t microba
   spec.linears_per_layer = decoder_layers ? 7 : 1;
   spec.microbatches = microbatches;
   using repro::Layout;
-  spec.checkpoint = layout == Layout::kNone ? state::CheckpointMode::kNone
-                    : (layout == Layout::kNonReentrantSingle ||
-                       layout == Layout::kNonReentrantPerLayer)
-                        ? state::CheckpointMode::kNonReentrant
-                        : state::CheckpointMode::kReentrant;
+  spec.checkpoint =
+      layout == Layout::kNone ? state::CheckpointMode::kNone
+      : (layout == Layout::kNonReentrantSingle || layout == Layout::kNonReentrantPerLayer)
+          ? state::CheckpointMode::kNonReentrant
+          : state::CheckpointMode::kReentrant;
   spec.segments = layout == Layout::kNested ? state::Segments::kNested
                   : (layout == Layout::kReentrantSingle || layout == Layout::kNonReentrantSingle)
                       ? state::Segments::kSingle
@@ -195,10 +198,10 @@ TEST_P(AgentCounts, FixedOwnershipShowsOneForwardAndOneBackwardUpdateInEveryMicr
 TEST_P(AgentCounts, TeLegacyCountsEqualTheOwnershipModelsPredictions) {
   const uint32_t layers = GetParam();
   const uint32_t microbatches = 2;
-  const AgentRun run = RunUnderAgent(
-      {"--layout", "all", "--ownership", "te-legacy", "--seeds", "1", "--microbatches",
-       std::to_string(microbatches), "--decoder-layers", std::to_string(layers), "--hidden", "16",
-       "--tokens", "8", "--no-compare"});
+  const AgentRun run =
+      RunUnderAgent({"--layout", "all", "--ownership", "te-legacy", "--seeds", "1",
+                     "--microbatches", std::to_string(microbatches), "--decoder-layers",
+                     std::to_string(layers), "--hidden", "16", "--tokens", "8", "--no-compare"});
   if (run.blocked) GTEST_SKIP() << kBlocked;
   ASSERT_TRUE(run.problem.empty()) << run.problem << "\n" << run.output;
   EXPECT_EQ(run.exit_code, 0) << run.output;

@@ -18,13 +18,20 @@
 namespace fp8audit::runtime {
 namespace {
 
-void RequireGpu() {
-  if (!backend::cuda_built()) GTEST_SKIP() << "CUDA backend not built";
-  if (!at::hasCUDA()) GTEST_SKIP() << "libtorch has no CUDA or no CUDA device is present";
+std::string SkipReason() {
+  if (!backend::cuda_built()) return "CUDA backend not built";
+  if (!at::hasCUDA()) return "libtorch has no CUDA or no CUDA device is present";
+  return "";
 }
 
+#define FP8AUDIT_REQUIRE_GPU()             \
+  do {                                     \
+    const std::string why = SkipReason();  \
+    if (!why.empty()) GTEST_SKIP() << why; \
+  } while (0)
+
 TEST(RuntimeGpu, FixedOwnershipEveryLayoutOneOneAndIdenticalToNoCheckpoint) {
-  RequireGpu();
+  FP8AUDIT_REQUIRE_GPU();
   for (repro::Layout layout : repro::AllLayouts()) {
     repro::ReproOptions o;
     o.layout = layout;
@@ -57,14 +64,15 @@ double GradNorm(bool fp8, int steps) {
   Linear proj(h, h, opts);
   LayerNormMLP mlp(h, 4 * h, opts);
   std::vector<at::Tensor> params;
-  for (torch::nn::Module* m : {static_cast<torch::nn::Module*>(qkv.get()),
-                               static_cast<torch::nn::Module*>(proj.get()),
-                               static_cast<torch::nn::Module*>(mlp.get())}) {
+  for (torch::nn::Module* m :
+       {static_cast<torch::nn::Module*>(qkv.get()), static_cast<torch::nn::Module*>(proj.get()),
+        static_cast<torch::nn::Module*>(mlp.get())}) {
     for (const auto& p : m->parameters()) params.push_back(p);
   }
   double norm = 0;
   for (int step = 0; step < steps; ++step) {
-    const at::Tensor x = at::randn({512, h}, at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16));
+    const at::Tensor x =
+        at::randn({512, h}, at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16));
     MicrobatchScope mb;
     at::Tensor y;
     {
@@ -86,7 +94,7 @@ double GradNorm(bool fp8, int steps) {
 }
 
 TEST(RuntimeGpu, Fp8GradientNormWithinTwoPercentOfBf16After20Steps) {
-  RequireGpu();
+  FP8AUDIT_REQUIRE_GPU();
   const double fp8 = GradNorm(true, 20);
   const double bf16 = GradNorm(false, 20);
   EXPECT_NEAR(fp8 / bf16, 1.0, 0.02) << "fp8 " << fp8 << " bf16 " << bf16;

@@ -140,7 +140,8 @@ TEST_P(EveryLayout, TeLegacyCountsEqualTheOwnershipModelsPrediction) {
   const state::RunOutcome predicted = state::RunScenario(*compiled, ro);
   ASSERT_EQ(predicted.microbatches.size(), r.forward_updates.size());
   for (size_t i = 0; i < r.forward_updates.size(); ++i) {
-    EXPECT_EQ(r.forward_updates[i], predicted.microbatches[i].forward_updates) << "microbatch " << i;
+    EXPECT_EQ(r.forward_updates[i], predicted.microbatches[i].forward_updates)
+        << "microbatch " << i;
     EXPECT_EQ(r.backward_updates[i], predicted.microbatches[i].backward_updates)
         << "microbatch " << i;
   }
@@ -246,9 +247,7 @@ TEST(FixedOwnership, NoGradCheckpointOfEitherKindLeavesNoStashAndNoOpenFrame) {
 
 struct ThreeLinear {
   Linear fc1{16, 16}, fc2{16, 16}, fc3{16, 16};
-  at::Tensor operator()(const at::Tensor& x) {
-    return fc3->forward(fc2->forward(fc1->forward(x)));
-  }
+  at::Tensor operator()(const at::Tensor& x) { return fc3->forward(fc2->forward(fc1->forward(x))); }
 };
 
 // One microbatch: forward under autocast (through `forward`), backward; returns (fwd, bwd).
@@ -342,14 +341,11 @@ TEST_P(BothKinds, ExceptionInTheRecomputeRollsBackAndARetryMatchesACleanRun) {
   EXPECT_TRUE(at::equal(std::get<2>(clean), std::get<2>(retried)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Runtime, BothKinds,
-                         ::testing::Values(CheckpointImpl::reentrant,
-                                           CheckpointImpl::non_reentrant),
-                         [](const ::testing::TestParamInfo<CheckpointImpl>& info) {
-                           return std::string(info.param == CheckpointImpl::reentrant
-                                                  ? "reentrant"
-                                                  : "non_reentrant");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Runtime, BothKinds, ::testing::Values(CheckpointImpl::reentrant, CheckpointImpl::non_reentrant),
+    [](const ::testing::TestParamInfo<CheckpointImpl>& info) {
+      return std::string(info.param == CheckpointImpl::reentrant ? "reentrant" : "non_reentrant");
+    });
 
 // ---- numerics of the CPU backend -------------------------------------------------------------
 
@@ -433,10 +429,11 @@ void ExpectStateStillWorks() {
   torch::manual_seed(0);
   ThreeLinear net;
   const at::Tensor x = at::randn({4, 16}).requires_grad_();
-  EXPECT_EQ(Microbatch([&](const at::Tensor& t) {
-              return checkpoint(std::ref(net), t, CheckpointImpl::reentrant);
-            },
-                       x),
+  EXPECT_EQ(Microbatch(
+                [&](const at::Tensor& t) {
+                  return checkpoint(std::ref(net), t, CheckpointImpl::reentrant);
+                },
+                x),
             std::make_pair(uint64_t{1}, uint64_t{1}));
   EXPECT_TRUE(Mgr().TakeViolations().empty());
 }
@@ -448,8 +445,7 @@ TEST(BadInput, RecipeValuesOutOfRangeNameTheArgumentAndOpenNothing) {
   EXPECT_NE(ErrorOf([&] { Fp8Autocast a(true, r); }).find("'margin'"), std::string::npos);
   r = DelayedScaling();
   r.amax_history_len = 0;
-  EXPECT_NE(ErrorOf([&] { Fp8Autocast a(true, r); }).find("'amax_history_len'"),
-            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Fp8Autocast a(true, r); }).find("'amax_history_len'"), std::string::npos);
   r = DelayedScaling();
   r.format = static_cast<Format>(7);
   EXPECT_NE(ErrorOf([&] { Fp8Autocast a(true, r); }).find("'format'"), std::string::npos);
@@ -467,13 +463,18 @@ TEST(BadInput, MismatchedShapesAndUnsupportedDtypesNameTheArgument) {
   {
     MicrobatchScope mb;
     Fp8Autocast autocast;
-    EXPECT_NE(ErrorOf([&] { fc->forward(at::randn({4, 15})); }).find("'input'"),
+    EXPECT_NE(ErrorOf([&] { fc->forward(at::randn({4, 15})); }).find("'input'"), std::string::npos);
+    EXPECT_NE(ErrorOf([&] {
+                mlp->forward(at::randn({4, 17}));
+              }).find("'input'"),
               std::string::npos);
-    EXPECT_NE(ErrorOf([&] { mlp->forward(at::randn({4, 17})); }).find("'input'"),
+    EXPECT_NE(ErrorOf([&] {
+                fc->forward(at::ones({4, 16}, at::kInt));
+              }).find("unsupported dtype"),
               std::string::npos);
-    EXPECT_NE(ErrorOf([&] { fc->forward(at::ones({4, 16}, at::kInt)); }).find("unsupported dtype"),
-              std::string::npos);
-    EXPECT_NE(ErrorOf([&] { fc->forward(at::randn({4, 16}, at::kDouble)); }).find("'input'"),
+    EXPECT_NE(ErrorOf([&] {
+                fc->forward(at::randn({4, 16}, at::kDouble));
+              }).find("'input'"),
               std::string::npos);
     EXPECT_NE(ErrorOf([&] { fc->forward(at::Tensor()); }).find("'input'"), std::string::npos);
   }
@@ -491,8 +492,9 @@ TEST(BadInput, CheckpointOfANonCallableOrOfInputsThatNeedNoGradNamesTheArgument)
   {
     MicrobatchScope mb;
     Fp8Autocast autocast;
-    EXPECT_NE(ErrorOf([&] { checkpoint(CheckpointFunction1(), x, CheckpointImpl::reentrant); })
-                  .find("'fn'"),
+    EXPECT_NE(ErrorOf([&] {
+                checkpoint(CheckpointFunction1(), x, CheckpointImpl::reentrant);
+              }).find("'fn'"),
               std::string::npos);
     EXPECT_NE(ErrorOf([&] {
                 checkpoint(CheckpointFunction(), std::vector<at::Tensor>{x},
@@ -500,8 +502,7 @@ TEST(BadInput, CheckpointOfANonCallableOrOfInputsThatNeedNoGradNamesTheArgument)
               }).find("'fn'"),
               std::string::npos);
     EXPECT_NE(ErrorOf([&] {
-                checkpoint([](const at::Tensor& t) { return t * 2; }, x,
-                           CheckpointImpl::reentrant);
+                checkpoint([](const at::Tensor& t) { return t * 2; }, x, CheckpointImpl::reentrant);
               }).find("'inputs'"),
               std::string::npos);
     EXPECT_NE(ErrorOf([&] {
