@@ -136,6 +136,17 @@ TEST(AgentRoutes, AllThreeRoutesAtOnceInitialiseOnce) {
   EXPECT_LE(run.stderr_lines().size(), 1u) << run.stderr_text;
 }
 
+TEST(AgentRoutes, CoexistsWithAProcessUsingTheSameProtos) {
+  RunOptions o;
+  o.argv = {FP8AUDIT_PROTO_USER};
+  o.env = {{"NVTX_INJECTION64_PATH", AgentPath()}};
+  const RunResult run = RunProgram(o);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  EXPECT_NE(run.stdout_text.find("descriptor fp8audit.v1.TraceRecord"), std::string::npos);
+  ASSERT_EQ(run.traces.size(), 1u);
+  EXPECT_EQ(Kinds(run.traces[0]), (K{v1::UPDATE_FORWARD}));
+}
+
 TEST(AgentRoutes, WithoutTheAgentNothingIsWritten) {
   const RunResult run = Emit("basic", {});
   EXPECT_EQ(run.exit_code(), 0);
