@@ -11,7 +11,7 @@ namespace fp8audit::agent {
 namespace {
 
 Config Read(const std::map<std::string, std::string>& env, std::vector<std::string>* warnings,
-            const std::string& cwd = "/work") {
+            const std::string& cwd = "/home/job") {
   return ReadConfig(
       [&](const char* name) -> const char* {
         auto it = env.find(name);
@@ -25,7 +25,7 @@ TEST(AgentConfig, DefaultsWithEmptyEnvironment) {
   const Config c = Read({}, &w);
   EXPECT_TRUE(w.empty());
   EXPECT_FALSE(c.disabled);
-  EXPECT_EQ(c.out_dir, "/work/fp8audit-traces");
+  EXPECT_EQ(c.out_dir, "/home/job/fp8audit-traces");
   EXPECT_EQ(c.expect_forward, 1u);
   EXPECT_EQ(c.expect_backward, 1u);
   EXPECT_FALSE(c.fail_fast);
@@ -54,7 +54,7 @@ TEST(AgentConfig, ReadsEveryVariable) {
   EXPECT_EQ(c.expect_forward, 2u);
   EXPECT_EQ(c.expect_backward, 0u);
   EXPECT_TRUE(c.fail_fast);
-  EXPECT_EQ(c.patterns_path, "/work/p.txt");
+  EXPECT_EQ(c.patterns_path, "/home/job/p.txt");
   EXPECT_EQ(c.microbatch_range, "mb");
   EXPECT_TRUE(c.markers_configured);
   EXPECT_EQ(c.step_mark, "st");
@@ -82,7 +82,7 @@ TEST(AgentConfig, BadValuesWarnOnceEachAndFallBack) {
   EXPECT_EQ(c.expect_forward, 1u);
   EXPECT_EQ(c.expect_backward, 1u);
   EXPECT_FALSE(c.fail_fast);
-  EXPECT_EQ(c.out_dir, "/work/fp8audit-traces");
+  EXPECT_EQ(c.out_dir, "/home/job/fp8audit-traces");
   EXPECT_EQ(c.microbatch_range, "fp8audit.microbatch");
   EXPECT_FALSE(c.markers_configured);
   EXPECT_EQ(c.format, FormatHint::kAuto);
