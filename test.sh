@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds fp8audit and runs every test that needs no GPU (GPU tests build and skip), then the same
 # suite under AddressSanitizer + UndefinedBehaviorSanitizer. Exit status: 0 when all pass.
-# Set FP8AUDIT_SKIP_ASAN=1 to skip the sanitizer build.
+# Then fuzzes the trace reader and the pattern parser for a bounded time (clang, libFuzzer).
+# FP8AUDIT_SKIP_ASAN=1 / FP8AUDIT_SKIP_FUZZ=1 skip those stages.
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh
@@ -20,5 +21,15 @@ if [[ "${FP8AUDIT_SKIP_ASAN:-0}" != 1 ]]; then
   cmake --build build-asan -j"$jobs"
   echo "== tests (ASan+UBSan)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --test-dir build-asan -LE 'benchmark|gpu' --output-on-failure -j"$jobs"
+    ctest --test-dir build-asan -LE 'benchmark|gpu|fuzz' --output-on-failure -j"$jobs"
+fi
+
+if [[ "${FP8AUDIT_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "== fuzz (libFuzzer, 30 s per target: trace reader + auditor, pattern-file parser)"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP8AUDIT_FUZZ=ON -DFP8AUDIT_SANITIZE=ON \
+    -DFP8AUDIT_CUDA=OFF -DFP8AUDIT_TORCH=OFF >/dev/null
+  cmake --build build-fuzz -j"$jobs" --target fp8audit_trace_fuzzer fp8audit_write_fuzz_seeds \
+    agent_pattern_fuzzer
+  ctest --test-dir build-fuzz -L fuzz --output-on-failure
 fi

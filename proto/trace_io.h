@@ -9,8 +9,6 @@
 
 namespace fp8audit {
 
-namespace v1 = ::fp8audit::v1;
-
 // Largest record a reader accepts; a size prefix above it marks the trace as damaged.
 inline constexpr uint32_t kMaxTraceRecordBytes = 16u << 20;
 

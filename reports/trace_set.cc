@@ -23,12 +23,8 @@ bool HasTraceExtension(const fs::path& p) { return p.extension() == kTraceExtens
 
 Expectation Resolve(const TraceSetOptions& options, const v1::TraceHeader* header) {
   Expectation e;
-  const bool carried =
-      header != nullptr && (header->expect_forward() != 0 || header->expect_backward() != 0);
-  if (carried) {
-    e.forward = header->expect_forward();
-    e.backward = header->expect_backward();
-  }
+  if (header != nullptr && header->has_expect_forward()) e.forward = header->expect_forward();
+  if (header != nullptr && header->has_expect_backward()) e.backward = header->expect_backward();
   if (options.expect_forward) e.forward = *options.expect_forward;
   if (options.expect_backward) e.backward = *options.expect_backward;
   return e;

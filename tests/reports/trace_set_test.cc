@@ -211,6 +211,18 @@ TEST_F(TraceSetTest, HeaderExpectationIsUsedUnlessOverridden) {
   EXPECT_EQ(AuditTraceFiles({path}, strict).outcome, Outcome::kViolations);
 }
 
+TEST_F(TraceSetTest, ZeroExpectationInTheHeaderIsKeptForCurrentScaling) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.header()->set_expect_forward(0);
+  t.header()->set_expect_backward(0);
+  t.MarkedMicrobatch(0, 0).Footer();
+  EXPECT_EQ(AuditTraceFiles({Write("z.fp8trace", t)}, TraceSetOptions{}).outcome, Outcome::kPass);
+  TraceBuilder u(0, 2, "nvtx");
+  u.MarkedMicrobatch(0, 0).Footer();  // no expectation recorded: 1/1
+  EXPECT_EQ(AuditTraceFiles({Write("u.fp8trace", u)}, TraceSetOptions{}).outcome,
+            Outcome::kViolations);
+}
+
 TEST_F(TraceSetTest, RanksThatDisagreeOnTheirMicrobatchesFailTheJob) {
   TraceBuilder r0(0, 1, "nvtx");
   r0.MarkedMicrobatch().MarkedMicrobatch().Footer();
