@@ -241,6 +241,8 @@ ReproResult Run(const ReproOptions& o) {
       }
     }
     for (const at::Tensor& p : params) r.final_params.push_back(Snapshot(p));
+  } catch (const c10::Error& e) {
+    r.error = e.what_without_backtrace();
   } catch (const std::exception& e) {
     r.error = e.what();
   }

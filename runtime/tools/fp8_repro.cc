@@ -8,6 +8,8 @@
 // Exit codes: 0 the runs completed (with --ownership fixed: and every microbatch had 1 forward and
 // 1 backward update, finite nonzero gradients and numerics bitwise identical to the run without
 // checkpointing); 1 a run failed or a fixed-ownership expectation did not hold; 2 bad flags.
+#include <torch/cuda.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -83,6 +85,10 @@ int main(int argc, char** argv) {
   }
   if (device == "cuda" && !fp8audit::runtime::backend::cuda_built()) {
     std::cerr << "fp8-repro: --device cuda: CUDA backend not built\n";
+    return 1;
+  }
+  if (device == "cuda" && !torch::cuda::is_available()) {
+    std::cerr << "fp8-repro: --device cuda: no CUDA device, or libtorch without CUDA\n";
     return 1;
   }
 
