@@ -2,23 +2,26 @@
 # The bundled demo audit. Installs what is missing, builds fp8audit, and shows, for every
 # checkpointing configuration in the seeds, how many global FP8 DelayedScaling state updates
 # Transformer Engine performs per microbatch today (te-legacy) against the corrected ownership
-# (fixed): duplicates found vs 1/1 everywhere. Runs on a machine with or without a GPU.
+# (fixed), then runs the seeds' reproduction on the linked runtime under `fp8audit run` both ways
+# and prints the agent's reports side by side: duplicates found vs 1/1 everywhere. Runs on a
+# machine with or without a GPU. Extra arguments go to fp8-repro (e.g. --device cuda).
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh
 jobs=${FP8AUDIT_JOBS:-$(nproc)}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$jobs" --target fp8audit >/dev/null
+cmake --build build -j"$jobs" --target fp8audit fp8-repro fp8audit_agent >/dev/null
 fp8audit=build/bin/fp8audit
 
 echo
-echo "== FP8 state updates per microbatch (forward/backward), expected 1/1"
+echo "== 1. Prediction (state/ ownership model): updates per microbatch (forward/backward), expected 1/1"
 "$fp8audit" model --compare state/scenarios/*.textproto
 echo
-echo "== Why: the 28-layer x 7-Linear decoder with reentrant checkpoint per layer, under TE today"
+echo "== 2. Why: the 28-layer x 7-Linear decoder with reentrant checkpoint per layer, under TE today"
 "$fp8audit" model state/scenarios/decoder_28x7_reentrant_per_layer.textproto \
   --semantics te-legacy --microbatches 1 --max-explanations 4
 echo
-echo "== The same model under the corrected ownership"
-"$fp8audit" model state/scenarios/decoder_28x7_reentrant_per_layer.textproto --semantics fixed \
-  --microbatches 2 --check
+echo "== 3. Real runs: fp8-repro on the linked runtime (three Linear, DelayedScaling HYBRID, every"
+echo "      checkpoint layout of the seeds, three seeds, gradient accumulation), audited by the agent"
+echo "      under 'fp8audit run' with TE's ownership (te-legacy) and with the fixed one"
+runtime/demo/run_demo.sh build "$@"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the offline GPU machine, in the repository root: joins the core wheel parts carried under
+# .te/parts, installs Transformer Engine's wheels into .te/site (kept between calls, git-ignored)
+# and builds the PyTorch extension from its source package against the local PyTorch.
+# Afterwards: export PYTHONPATH=$PWD/.te/site
+set -euo pipefail
+te=${1:-.te}
+site="$te/site"
+name=$(cat "$te/parts/core.name")
+cat "$te"/parts/core.part* >"$te/$name"
+echo "$(cat "$te/parts/core.sha256")  $te/$name" | sha256sum -c --quiet
+mkdir -p "$site"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target "$site" "$te/$name" "$te"/transformer_engine-*.whl "$te"/pydantic*.whl \
+  "$te"/annotated_types-*.whl "$te"/typing_inspection-*.whl
+export PYTHONPATH="$PWD/$site${PYTHONPATH:+:$PYTHONPATH}"
+src=$(mktemp -d)
+tar -C "$src" -xzf "$te"/transformer_engine_torch-*-src.tar.gz
+(cd "$src" && NVTE_FRAMEWORK=pytorch NVTE_CUDA_ARCHS=90 MAX_JOBS=$(nproc) \
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
+  --target "$OLDPWD/$site" .)
+python3 -c "import transformer_engine.pytorch as te, transformer_engine; print('transformer_engine', transformer_engine.__version__)"
