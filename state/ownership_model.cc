@@ -108,31 +108,10 @@ void OwnershipModel::PopGrad() {
 // Autocast
 
 void OwnershipModel::AutocastEnter(bool enabled, bool delayed_scaling) {
-  if (semantics_ == Semantics::kTeLegacy) {
-    LegacyAutocastEnter(enabled, delayed_scaling);
-  } else {
-    FixedAutocastEnter(enabled, delayed_scaling);
-  }
-  Emit(v1::AUTOCAST_ENTER, kNone, RecomputingFrame());
-}
-
-void OwnershipModel::AutocastExit(bool failed) {
-  if (autocasts_.empty()) {
-    Violate(v1::Violation::UNBALANCED, "autocast exit without an open autocast");
-    return;
-  }
-  if (semantics_ == Semantics::kTeLegacy) {
-    LegacyAutocastExit(failed);
-  } else {
-    FixedAutocastExit(failed);
-  }
-  Emit(v1::AUTOCAST_EXIT, kNone, RecomputingFrame(), 0, failed);
-}
-
-void OwnershipModel::LegacyAutocastEnter(bool enabled, bool delayed) {
   AutocastScope scope;
   scope.enabled = enabled;
-  scope.delayed = delayed;
+  scope.delayed = delayed_scaling;
+  scope.recompute = semantics_ == Semantics::kFixed && RecomputingFrame() != 0;
   // quantization.py:1046 — the autocast snapshots the global state before autocast_enter.
   scope.saved_enabled = enabled_;
   scope.saved_delayed = delayed_;
@@ -140,86 +119,73 @@ void OwnershipModel::LegacyAutocastEnter(bool enabled, bool delayed) {
   scope.saved_origin = origin_;
   // quantization.py:748-752 — fp8_enabled and the recipe are overwritten unconditionally.
   enabled_ = enabled;
-  delayed_ = delayed;
-  // quantization.py:754-756 — the first-module flag is re-armed only at depth 0.
+  delayed_ = delayed_scaling;
   if (depth_ == 0) {
-    first_ = true;
-    const uint32_t frame = RecomputingFrame();
-    origin_ = {frame ? OwnerSource::kRecomputeBoundary : OwnerSource::kAutocastBoundary, frame};
+    if (semantics_ == Semantics::kTeLegacy) {
+      // quantization.py:754-756 — the first-module flag is re-armed at depth 0, recompute or not.
+      first_ = true;
+      const uint32_t frame = RecomputingFrame();
+      origin_ = {frame ? OwnerSource::kRecomputeBoundary : OwnerSource::kAutocastBoundary, frame};
+    } else if (!scope.recompute) {
+      OpenFixedBoundary();
+    }
   }
   ++depth_;
   autocasts_.push_back(scope);
+  Emit(v1::AUTOCAST_ENTER, kNone, RecomputingFrame());
 }
 
-void OwnershipModel::LegacyAutocastExit(bool /*failed*/) {
+void OwnershipModel::OpenFixedBoundary() {
+  // Only an outermost autocast outside any recompute opens a forward-update boundary. Inside the
+  // original no-grad forward of a reentrant checkpoint (an autocast opened by the checkpointed
+  // callable), the new ownership is reserved by that frame for its recompute.
+  Frame* holder = nullptr;
+  if (!active_.empty()) {
+    Frame* f = FindFrame(active_.back());
+    if (f && f->phase == 1 && !f->direct && kIsReentrant(f->kind)) holder = f;
+  }
+  if (holder) {
+    holder->reserved = true;
+    holder->reserved_origin = {OwnerSource::kAutocastBoundary, 0};
+    first_ = false;
+  } else {
+    first_ = true;
+    origin_ = {OwnerSource::kAutocastBoundary, 0};
+  }
+}
+
+void OwnershipModel::AutocastExit(bool failed) {
+  if (autocasts_.empty()) {
+    Violate(v1::Violation::UNBALANCED, "autocast exit without an open autocast");
+    return;
+  }
   const AutocastScope scope = autocasts_.back();
   autocasts_.pop_back();
-  // quantization.py:1058 — set_autocast_state(snapshot) first: fp8_enabled, recipe and the
-  // first-module flag return to their values at entry ...
+  const bool legacy = semantics_ == Semantics::kTeLegacy;
+  // quantization.py:1058 — set_autocast_state(snapshot) first: fp8_enabled, the recipe and the
+  // first-module flag return to their values at entry. Fixed: the flag merges monotonically, so
+  // ownership consumed inside is never revived by the older snapshot.
   enabled_ = scope.saved_enabled;
   delayed_ = scope.saved_delayed;
-  first_ = scope.saved_first;
-  origin_ = scope.saved_origin;
-  // ... then autocast_exit (quantization.py:775-782): depth decrements and the forward update
-  // runs when this context was enabled, depth reached 0 and grad is enabled. __exit__ also runs
-  // when the body raised, so a failed forward still updates.
+  if (legacy) {
+    first_ = scope.saved_first;
+    origin_ = scope.saved_origin;
+  } else {
+    first_ = scope.saved_first && first_;
+  }
+  // quantization.py:775-782 — then depth decrements and the forward update runs when this context
+  // was enabled, depth reached 0 and grad is enabled; __exit__ also runs when the body raised.
+  // Fixed: a recompute scope never updates, and the grad test looks through the checkpoint's own
+  // no_grad (the original forward of a reentrant checkpoint is still the logical forward).
   --depth_;
-  if (scope.enabled && depth_ == 0 && grad_enabled() && scope.delayed) {
+  const bool grad = legacy ? grad_enabled() : LogicalGradEnabled();
+  if (!scope.recompute && scope.enabled && depth_ == 0 && grad && scope.delayed) {
     UpdateCause cause;
     cause.kind = UpdateCause::Kind::kAutocastExit;
     cause.frame = RecomputingFrame();
     EmitUpdate(v1::UPDATE_FORWARD, cause);
   }
-}
-
-void OwnershipModel::FixedAutocastEnter(bool enabled, bool delayed) {
-  AutocastScope scope;
-  scope.enabled = enabled;
-  scope.delayed = delayed;
-  scope.recompute = RecomputingFrame() != 0;
-  scope.saved_enabled = enabled_;
-  scope.saved_delayed = delayed_;
-  scope.saved_first = first_;
-  scope.saved_origin = origin_;
-  enabled_ = enabled;
-  delayed_ = delayed;
-  // Only an outermost autocast outside any recompute opens a forward-update boundary.
-  if (depth_ == 0 && !scope.recompute) {
-    // Inside the original no-grad forward of a reentrant checkpoint, the new ownership is reserved
-    // by that frame for its recompute (the autocast was opened inside the checkpointed callable).
-    Frame* holder = nullptr;
-    if (!active_.empty()) {
-      Frame* f = FindFrame(active_.back());
-      if (f && f->phase == 1 && !f->direct && kIsReentrant(f->kind)) holder = f;
-    }
-    if (holder) {
-      holder->reserved = true;
-      holder->reserved_origin = {OwnerSource::kAutocastBoundary, 0};
-      first_ = false;
-    } else {
-      first_ = true;
-      origin_ = {OwnerSource::kAutocastBoundary, 0};
-    }
-  }
-  ++depth_;
-  autocasts_.push_back(scope);
-}
-
-void OwnershipModel::FixedAutocastExit(bool /*failed*/) {
-  const AutocastScope scope = autocasts_.back();
-  autocasts_.pop_back();
-  enabled_ = scope.saved_enabled;
-  delayed_ = scope.saved_delayed;
-  // Monotonic merge: ownership consumed inside is never revived by the older snapshot.
-  first_ = scope.saved_first && first_;
-  --depth_;
-  // A recompute scope never advances forward state. The grad test looks through the checkpoint's
-  // own no_grad: the original forward of a reentrant checkpoint is still the logical forward.
-  if (!scope.recompute && scope.enabled && depth_ == 0 && LogicalGradEnabled() && scope.delayed) {
-    UpdateCause cause;
-    cause.kind = UpdateCause::Kind::kAutocastExit;
-    EmitUpdate(v1::UPDATE_FORWARD, cause);
-  }
+  Emit(v1::AUTOCAST_EXIT, kNone, RecomputingFrame(), 0, failed);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -206,10 +206,7 @@ class OwnershipModel {
   bool LogicalGradEnabled() const;
   void PushGradEntry(bool enabled, bool logical) { grad_.push_back({enabled, logical}); }
 
-  void FixedAutocastEnter(bool enabled, bool delayed);
-  void FixedAutocastExit(bool failed);
-  void LegacyAutocastEnter(bool enabled, bool delayed);
-  void LegacyAutocastExit(bool failed);
+  void OpenFixedBoundary();
   void FixedStash(const ModuleInfo& module);
   void LegacyStash(const ModuleInfo& module);
 
