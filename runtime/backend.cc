@@ -10,6 +10,17 @@
 namespace fp8audit::runtime::backend {
 namespace {
 
+// decode(op.data) * scale_inv as float32.
+at::Tensor DequantizeCpu(const Fp8Operand& op) {
+  at::Tensor out = at::empty(op.data.sizes(), op.data.options().dtype(at::kFloat));
+  const float scale_inv = op.scale_inv.data_ptr<float>()[op.index];
+  kernels::ref::dequantize(op.data.data_ptr<uint8_t>(), static_cast<size_t>(op.data.numel()),
+                           scale_inv, op.format, kernels::DType::kFloat32, out.data_ptr<float>());
+  return out;
+}
+
+}  // namespace
+
 kernels::DType ToDType(at::ScalarType t) {
   switch (t) {
     case at::kBFloat16:
@@ -23,17 +34,6 @@ kernels::DType ToDType(at::ScalarType t) {
                                   c10::toString(t) + " (float32, bfloat16 or float16)");
   }
 }
-
-// decode(op.data) * scale_inv as float32.
-at::Tensor DequantizeCpu(const Fp8Operand& op) {
-  at::Tensor out = at::empty(op.data.sizes(), op.data.options().dtype(at::kFloat));
-  const float scale_inv = op.scale_inv.data_ptr<float>()[op.index];
-  kernels::ref::dequantize(op.data.data_ptr<uint8_t>(), static_cast<size_t>(op.data.numel()),
-                           scale_inv, op.format, kernels::DType::kFloat32, out.data_ptr<float>());
-  return out;
-}
-
-}  // namespace
 
 void CastTranspose(const at::Tensor& x2d, const float* scale, kernels::Fp8Format format,
                    float* amax, float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise) {

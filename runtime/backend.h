@@ -19,6 +19,10 @@ namespace fp8audit::runtime::backend {
 // True when this build has the CUDA backend.
 bool cuda_built();
 
+// The kernels' dtype for a high-precision tensor dtype (float32, bfloat16, float16); throws
+// std::invalid_argument naming any other.
+kernels::DType ToDType(at::ScalarType t);
+
 // An FP8 operand of a GEMM: codes [rows, cols] row-major, decoded value = code * (*scale_inv).
 struct Fp8Operand {
   at::Tensor data;       // uint8, 2-D, contiguous

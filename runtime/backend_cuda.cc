@@ -50,20 +50,6 @@ void Check(cublasStatus_t status, const char* what) {
   }
 }
 
-kernels::DType ToDType(at::ScalarType t) {
-  switch (t) {
-    case at::kBFloat16:
-      return kernels::DType::kBFloat16;
-    case at::kHalf:
-      return kernels::DType::kFloat16;
-    case at::kFloat:
-      return kernels::DType::kFloat32;
-    default:
-      throw std::invalid_argument(std::string("fp8audit runtime: unsupported dtype ") +
-                                  c10::toString(t) + " (float32, bfloat16 or float16)");
-  }
-}
-
 cudaDataType_t Fp8Type(kernels::Fp8Format f) {
   return f == kernels::Fp8Format::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }
