@@ -573,9 +573,8 @@ void Agent::ForkPrepare() {
   for (int i = 0; i < n; ++i) g_fork_mutexes[i]->lock();
 }
 
-void Agent::ForkParent() {
-  Agent& a = Get();
-  if (!a.enabled()) return;
+// Releases, in reverse order, what ForkPrepare took.
+void Agent::ForkRelease(Agent& a) {
   const int n = std::min(g_fork_mutex_count.load(), 8);
   for (int i = n; i-- > 0;) g_fork_mutexes[i]->unlock();
   a.facts_mu_.unlock();
@@ -584,15 +583,16 @@ void Agent::ForkParent() {
   a.cycle_mu_.unlock();
 }
 
+void Agent::ForkParent() {
+  Agent& a = Get();
+  if (!a.enabled()) return;
+  ForkRelease(a);
+}
+
 void Agent::ForkChild() {
   Agent& a = Get();
   if (!a.enabled()) return;
-  const int n = std::min(g_fork_mutex_count.load(), 8);
-  for (int i = n; i-- > 0;) g_fork_mutexes[i]->unlock();
-  a.facts_mu_.unlock();
-  a.registry_mu_.unlock();
-  a.writer_mu_.unlock();
-  a.cycle_mu_.unlock();
+  ForkRelease(a);
 
   a.parent_pid_ = a.pid_;
   a.pid_ = static_cast<uint32_t>(::getpid());

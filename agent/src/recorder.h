@@ -129,6 +129,7 @@ class Agent {
   static void ForkPrepare();
   static void ForkParent();
   static void ForkChild();
+  static void ForkRelease(Agent& a);
 
   std::once_flag init_once_;
   std::atomic<bool> enabled_{false};
