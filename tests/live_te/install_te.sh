@@ -2,9 +2,9 @@
 # On the offline GPU machine, in the repository root: joins the core wheel parts carried under
 # .te/parts, installs Transformer Engine's wheels into .te/site (kept between calls, git-ignored)
 # and builds the PyTorch extension from its source package against the local PyTorch.
-# Afterwards: export PYTHONPATH=$PWD/.te/site
+# Afterwards: export PYTHONPATH=<TE dir>/site (default .te/site)
 set -euo pipefail
-te=${1:-.te}
+te=$(realpath "${1:-.te}")
 site="$te/site"
 name=$(cat "$te/parts/core.name")
 cat "$te"/parts/core.part* >"$te/$name"
@@ -13,10 +13,22 @@ mkdir -p "$site"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target "$site" "$te/$name" "$te"/transformer_engine-*.whl "$te"/pydantic*.whl \
   "$te"/annotated_types-*.whl "$te"/typing_inspection-*.whl
-export PYTHONPATH="$PWD/$site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+# The extension includes cudnn.h and nccl.h, which PyTorch's own CUDA wheels (nvidia-cudnn-cu13,
+# nvidia-nccl-cu13) carry; the CUDA toolkit does not.
+wheel_includes=$(python3 -c '
+import importlib.util, pathlib
+dirs = []
+for name in ("nvidia.cudnn", "nvidia.nccl"):
+    spec = importlib.util.find_spec(name)
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if (pathlib.Path(loc) / "include").is_dir():
+            dirs.append(str(pathlib.Path(loc) / "include"))
+print(":".join(dirs))')
+export CPATH="$wheel_includes${CPATH:+:$CPATH}"
 src=$(mktemp -d)
 tar -C "$src" -xzf "$te"/transformer_engine_torch-*-src.tar.gz
-(cd "$src" && NVTE_FRAMEWORK=pytorch NVTE_CUDA_ARCHS=90 MAX_JOBS=$(nproc) \
+(cd "$src" && NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_FRAMEWORK=pytorch NVTE_CUDA_ARCHS=90 MAX_JOBS=$(nproc) \
   python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
-  --target "$OLDPWD/$site" .)
+  --target "$site" .)
 python3 -c "import transformer_engine.pytorch as te, transformer_engine; print('transformer_engine', transformer_engine.__version__)"

@@ -11,7 +11,9 @@ loop); without, the agent segments microbatches by the autograd thread.
 """
 import argparse
 import json
+import statistics
 import sys
+import time
 
 import torch
 import transformer_engine.pytorch as te
@@ -103,13 +105,18 @@ def main():
     p.add_argument("--markers", action="store_true", help="NVTX range per microbatch")
     p.add_argument("--backward", choices=["after", "inside"], default="after")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timing", action="store_true",
+                   help="synchronize after each microbatch and print the median step time and "
+                        "tokens/s of the microbatches after the first three")
     args = p.parse_args()
     layouts = LAYOUTS if args.layout == "all" else [args.layout]
     recipe = DelayedScaling(fp8_format=Format.HYBRID)
     torch.manual_seed(args.seed)
     for layout in layouts:
         layers = build(layout, args.hidden)
+        steps = []
         for mb in range(args.microbatches):
+            start = time.perf_counter()
             COUNTS["forward"] = COUNTS["backward"] = 0
             x = torch.randn(args.tokens, args.hidden, device="cuda", requires_grad=True)
             if args.markers:
@@ -122,9 +129,17 @@ def main():
                 loss.backward()
             if args.markers:
                 torch.cuda.nvtx.range_pop()
+            if args.timing:
+                torch.cuda.synchronize()
+                steps.append(time.perf_counter() - start)
             finite = bool(torch.isfinite(loss).item()) and bool(torch.isfinite(x.grad).all().item())
             print(json.dumps({"layout": layout, "microbatch": mb, "forward": COUNTS["forward"],
                               "backward": COUNTS["backward"], "finite": finite}), flush=True)
+        if args.timing and len(steps) > 3:
+            median = statistics.median(steps[3:])
+            print(json.dumps({"layout": layout, "timed_microbatches": len(steps) - 3,
+                              "median_step_ms": median * 1e3,
+                              "tokens_per_s": args.tokens / median}), flush=True)
         del layers
     torch.cuda.synchronize()
     return 0
