@@ -95,7 +95,7 @@ class CliTest : public ::testing::Test {
       ::dup2(out, 1);
       ::dup2(err, 2);
       ::dup2(null, 0);
-      ::chdir(dir_.c_str());
+      if (::chdir(dir_.c_str()) != 0) ::_exit(98);
       ::execve(argp[0], argp.data(), envp.data());
       ::_exit(99);
     }
