@@ -28,7 +28,11 @@ print(":".join(dirs))')
 export CPATH="$wheel_includes${CPATH:+:$CPATH}"
 src=$(mktemp -d)
 tar -C "$src" -xzf "$te"/transformer_engine_torch-*-src.tar.gz
+# The extension's wheel puts its library under transformer_engine/, which pip --target will not
+# merge into an existing package directory: stage it, then copy it over.
+stage=$(mktemp -d)
 (cd "$src" && NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_FRAMEWORK=pytorch NVTE_CUDA_ARCHS=90 MAX_JOBS=$(nproc) \
   python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
-  --target "$site" .)
+  --target "$stage" .)
+cp -a "$stage"/. "$site"/
 python3 -c "import transformer_engine.pytorch as te, transformer_engine; print('transformer_engine', transformer_engine.__version__)"
