@@ -44,7 +44,7 @@ struct SavedActivations {
   bool filled = false;
   at::Tensor x_col;      // FP8: input, columnwise [K, M]
   at::Tensor w_col;      // FP8: weight, columnwise [K, N]
-  at::Tensor scale_inv;  // FP8: [2] (input, weight)
+  at::Tensor scale_inv;  // FP8: input at [0], weight at [4] (16-byte aligned for cuBLASLt)
   at::Tensor x2d;        // high precision: input [M, K]
   at::Tensor w;          // high precision: weight [N, K]
 };

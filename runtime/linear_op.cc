@@ -13,6 +13,9 @@
 
 namespace fp8audit::runtime {
 namespace {
+// The weight's scale_inv lives 16 bytes after the input's: cuBLASLt (CUDA 12.9.1 and later)
+// rejects FP8 per-tensor scale pointers that are not 16-byte aligned, with NOT_SUPPORTED.
+constexpr int64_t kScaleSlot = 4;
 
 using torch::autograd::variable_list;
 
@@ -57,8 +60,9 @@ variable_list LinearBackward::apply(variable_list&& grads) {
                              sinv.data_ptr<float>(), &g_row, &g_col);
       const auto e4m3 = kernels::Fp8Format::kE4M3;
       if (need_dx) {
-        at::Tensor dx = backend::GemmTN(
-            {g_row, sinv, 0, fmt}, {saved.w_col, saved.scale_inv, 1, e4m3}, dtype, at::Tensor());
+        at::Tensor dx =
+            backend::GemmTN({g_row, sinv, 0, fmt}, {saved.w_col, saved.scale_inv, kScaleSlot, e4m3},
+                            dtype, at::Tensor());
         out[0] = at::_unsafe_view(dx, input_sizes);
       }
       if (need_dw) {
@@ -97,15 +101,15 @@ at::Tensor LinearOp(ModuleCall& call, const GemmSlots& slots, const at::Tensor& 
     const at::Tensor w = weight.contiguous();
     if (call.fp8) {
       const auto e4m3 = kernels::Fp8Format::kE4M3;
-      at::Tensor sinv = at::empty({2}, x2d.options().dtype(at::kFloat));
+      at::Tensor sinv = at::empty({2 * kScaleSlot}, x2d.options().dtype(at::kFloat));
       at::Tensor x_row, x_col, w_row, w_col;
       backend::CastTranspose(x2d, call.forward_scale(slots.input), e4m3,
                              call.forward_amax(slots.input), sinv.data_ptr<float>(), &x_row,
                              &x_col);
       backend::CastTranspose(w, call.forward_scale(slots.weight), e4m3,
-                             call.forward_amax(slots.weight), sinv.data_ptr<float>() + 1, &w_row,
-                             &w_col);
-      at::Tensor y2d = backend::GemmTN({x_row, sinv, 0, e4m3}, {w_row, sinv, 1, e4m3},
+                             call.forward_amax(slots.weight), sinv.data_ptr<float>() + kScaleSlot,
+                             &w_row, &w_col);
+      at::Tensor y2d = backend::GemmTN({x_row, sinv, 0, e4m3}, {w_row, sinv, kScaleSlot, e4m3},
                                        input.scalar_type(), bias, /*fast_accum=*/true);
       y = at::_unsafe_view(y2d, out_sizes);
       saved.x_col = x_col;
