@@ -36,7 +36,8 @@ int RunReport(const ReportArgs& args) {
   }
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
-  const bool complete = format == reports::Format::kJson || format == reports::Format::kJunit;
+  const bool complete = format == reports::Format::kJson || format == reports::Format::kJunit ||
+                        format == reports::Format::kHtml;
   // Text and markdown show at most max_rows rows and violations: keep no more than that.
   options.max_rows = complete ? 0 : args.max_rows;
   options.max_violations = complete ? 0 : args.max_rows;
@@ -74,9 +75,10 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
       ->type_name("");
   sub->add_option("--format", args->format,
                   "text (default), markdown, json (the proto3 JSON mapping of fp8audit.v1."
-                  "AuditReport: fields that are 0 or empty are left out) or junit")
+                  "AuditReport: fields that are 0 or empty are left out), junit or html (one "
+                  "self-contained page: per-rank timelines and charts, violations in detail)")
       ->type_name("FORMAT")
-      ->check(CLI::IsMember({"text", "markdown", "md", "json", "junit"}));
+      ->check(CLI::IsMember({"text", "markdown", "md", "json", "junit", "html"}));
   sub->add_option("-o,--output", args->output,
                   "write the report to FILE (atomically: a temporary file, then rename) instead "
                   "of standard output")

@@ -11,6 +11,8 @@ bool ParseFormat(std::string_view name, Format* format) {
     *format = Format::kJson;
   } else if (name == "junit") {
     *format = Format::kJunit;
+  } else if (name == "html") {
+    *format = Format::kHtml;
   } else {
     return false;
   }
@@ -30,6 +32,9 @@ bool Render(const v1::AuditReport& report, Format format, const RenderOptions& o
       return RenderJson(report, out, error);
     case Format::kJunit:
       *out = RenderJunit(report);
+      return true;
+    case Format::kHtml:
+      *out = RenderHtml(report, options);
       return true;
   }
   *error = "unknown format";

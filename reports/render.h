@@ -1,5 +1,5 @@
 // Renderers of an AuditReport: text (terminals), markdown, JSON (protobuf's printer), JUnit XML,
-// and the short summary `fp8audit check` prints.
+// one self-contained HTML page, and the short summary `fp8audit check` prints.
 #pragma once
 
 #include <cstdint>
@@ -12,9 +12,9 @@ namespace fp8audit::reports {
 
 namespace v1 = ::fp8audit::v1;
 
-enum class Format { kText, kMarkdown, kJson, kJunit };
+enum class Format { kText, kMarkdown, kJson, kJunit, kHtml };
 
-// "text", "markdown" (or "md"), "json", "junit".
+// "text", "markdown" (or "md"), "json", "junit", "html".
 bool ParseFormat(std::string_view name, Format* format);
 
 struct RenderOptions {
@@ -24,6 +24,10 @@ struct RenderOptions {
   uint32_t max_rows = 50;
   // Text and markdown: context lines shown per violation (0: all).
   uint32_t max_context_lines = 12;
+  // HTML: the most timeline columns per rank (microbatches are bucketed beyond this), and the
+  // most failing microbatches and violations drilled down per rank (0: all).
+  uint32_t html_max_columns = 1000;
+  uint32_t html_max_details = 500;
 };
 
 std::string RenderText(const v1::AuditReport& report, const RenderOptions& options);
@@ -32,6 +36,11 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
 // false) are omitted, as in the proto3 JSON mapping. False (and `error`) only when printing fails.
 bool RenderJson(const v1::AuditReport& report, std::string* out, std::string* error);
 std::string RenderJunit(const v1::AuditReport& report);
+// One HTML page without external resources: verdict and totals, each rank's recorder metadata, a
+// timeline and an updates chart per rank (bucketed to html_max_columns), the violations with
+// their context, and the failing microbatches (capped at html_max_details). Trace strings are
+// escaped. Meant for a report that keeps every row (TraceSetOptions::max_rows 0).
+std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& options);
 // A few lines: the verdict, failing ranks and their first violations.
 std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations);
 

@@ -1,0 +1,718 @@
+// HTML rendering: one self-contained page (inline CSS and SVG, no script, no external resources).
+// Long traces are aggregated first: a rank's microbatches are bucketed into at most
+// `html_max_columns` timeline and chart columns, each showing the largest counts in it and whether
+// any microbatch failed; failing microbatches and violations are then drilled down, capped.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "reports/event_text.h"
+#include "reports/render.h"
+#include "reports/render_util.h"
+
+namespace fp8audit::reports {
+namespace {
+
+// Text from a trace, safe as HTML text and inside quoted attribute values: control characters
+// neutralised, cut to `max_bytes`, markup characters escaped.
+std::string Esc(std::string_view s, size_t max_bytes = 4096) {
+  const std::string p = Printable(s, max_bytes);
+  std::string out;
+  out.reserve(p.size() + p.size() / 8);
+  for (char c : p) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string Num(uint64_t n) { return std::to_string(n); }
+
+// SVG coordinates with at most two decimals, trailing zeros dropped.
+std::string Coord(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  std::string s = buf;
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s == "-0" ? "0" : s;
+}
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return Num(n) + " " + (n == 1 ? one : many);
+}
+
+std::string UtcTime(uint64_t unix_ns) {
+  const auto secs = static_cast<time_t>(unix_ns / 1000000000);
+  struct tm tm {};
+  if (gmtime_r(&secs, &tm) == nullptr) return "-";
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+bool IsDamaged(const v1::RankReport& r) {
+  if (!r.damage().empty()) return true;
+  return std::any_of(r.violations().begin(), r.violations().end(), [](const v1::Violation& v) {
+    return v.kind() == v1::Violation::TRACE_DAMAGED;
+  });
+}
+
+constexpr const char* kStyle = R"css(
+:root{--ok:#a5d6a7;--okd:#2e7d32;--bad:#c62828;--dup:#e53935;--miss:#64b5f6;--none:#e0e0e0;
+--ink:#1f2328;--mute:#59636e;--line:#d0d7de}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--ink);margin:0;
+padding:0 24px 48px;max-width:1400px}
+h1{font-size:22px;margin:0}h2{font-size:18px;margin:28px 0 8px}h3{font-size:15px;margin:18px 0 6px}
+header.verdict{margin:0 -24px 16px;padding:16px 24px;color:#fff}
+.v-pass{background:var(--okd)}.v-fail{background:var(--bad)}.v-incomplete{background:#8d6e00}
+.v-nothing{background:#6e7781}
+table{border-collapse:collapse;margin:4px 0 8px}
+th,td{border:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f6f8fa;font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+table.meta th{width:170px}code,.mono{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace;
+word-break:break-all}
+.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;
+color:#fff;vertical-align:middle;margin-left:6px}
+.b-pass{background:var(--okd)}.b-fail{background:var(--bad)}.b-warn{background:#9a6700}
+.note{color:var(--mute);font-size:13px;margin:2px 0}
+section.rank{border-top:2px solid var(--line);margin-top:28px}
+svg{display:block;width:100%;height:auto;max-width:1200px}
+svg text{font:9px ui-monospace,monospace;fill:var(--ink)}
+.v.p{fill:var(--okd)}.v.x{fill:var(--bad)}.v.n,.h.no{fill:var(--none)}
+.h.ok{fill:var(--ok)}.h.dup{fill:var(--dup)}.h.miss{fill:var(--miss)}
+.c:hover rect{opacity:.7}.mk{fill:#000}
+.fb{fill:#1565c0}.bb{fill:#ef6c00}.ef{stroke:#0d47a1}.eb{stroke:#e65100}
+.ef,.eb{fill:none;stroke-width:1;stroke-dasharray:4 3}.ax{stroke:#8c959f;stroke-width:.6}
+.legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;
+vertical-align:-2px;border-radius:2px}
+td.dup{background:#ffebee;color:var(--bad);font-weight:700}td.miss{background:#e3f2fd}
+tr.fail td:first-child{border-left:3px solid var(--bad)}
+ul.ex{margin:2px 0;padding-left:18px}
+details{margin:4px 0}summary{cursor:pointer}
+table.ctx td{font:12px/1.35 ui-monospace,monospace;padding:1px 6px}
+)css";
+
+// The job's verdict as one word, with its CSS class.
+struct JobVerdict {
+  const char* word;
+  const char* css;
+};
+
+JobVerdict VerdictOf(const v1::AuditReport& report) {
+  if (std::any_of(report.ranks().begin(), report.ranks().end(), IsDamaged)) {
+    return {"INCOMPLETE", "v-incomplete"};
+  }
+  if (report.verdict() == v1::FAIL) return {"FAIL", "v-fail"};
+  if (report.ranks_size() > 0 && report.totals().microbatches() == 0) {
+    return {"NOTHING AUDITED", "v-nothing"};
+  }
+  return {"PASS", "v-pass"};
+}
+
+// Ranks (by position in the report) whose number of microbatches differs from the one most ranks
+// have, when the report holds a RANK_DISAGREEMENT violation; every rank when there is no majority.
+std::vector<bool> DisagreeingRanks(const v1::AuditReport& report) {
+  std::vector<bool> flagged(report.ranks_size(), false);
+  const bool disagreement = std::any_of(
+      report.violations().begin(), report.violations().end(),
+      [](const v1::Violation& v) { return v.kind() == v1::Violation::RANK_DISAGREEMENT; });
+  if (!disagreement) return flagged;
+  // As the job-level check counts: main processes (not forked children) with a rank.
+  auto counted = [](const v1::RankReport& r) {
+    return r.has_header() && r.rank() >= 0 && r.header().parent_pid() == 0;
+  };
+  std::map<int32_t, uint64_t> per_rank;
+  for (const v1::RankReport& r : report.ranks()) {
+    if (counted(r)) per_rank[r.rank()] += r.totals().microbatches();
+  }
+  std::map<uint64_t, int> how_many;
+  for (const auto& [rank, n] : per_rank) ++how_many[n];
+  uint64_t mode = 0;
+  int best = 0;
+  bool tie = false;
+  for (const auto& [n, k] : how_many) {
+    if (k > best) {
+      best = k;
+      mode = n;
+      tie = false;
+    } else if (k == best) {
+      tie = true;
+    }
+  }
+  for (int i = 0; i < report.ranks_size(); ++i) {
+    const v1::RankReport& r = report.ranks(i);
+    if (counted(r)) flagged[i] = tie || per_rank[r.rank()] != mode;
+  }
+  return flagged;
+}
+
+// One timeline and chart column: a run of consecutive microbatch indices.
+struct Bucket {
+  uint32_t first = 0;
+  uint32_t last = 0;
+  uint32_t rows = 0;  // microbatch rows the report kept in this range
+  uint32_t failing = 0;
+  uint32_t max_f = 0, max_b = 0;
+  uint32_t exp_f = 0, exp_b = 0;  // the largest expectations in the range
+  bool dup_f = false, dup_b = false, miss_f = false, miss_b = false;
+  const v1::MicrobatchResult* first_failing = nullptr;
+};
+
+std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t columns) {
+  std::vector<Bucket> buckets(columns);
+  for (uint32_t b = 0; b < columns; ++b) {
+    buckets[b].first = static_cast<uint32_t>((b * span + columns - 1) / columns);
+    buckets[b].last = static_cast<uint32_t>(((b + 1) * span + columns - 1) / columns - 1);
+  }
+  for (const v1::MicrobatchResult& row : r.microbatches()) {
+    if (row.index() >= span) continue;
+    Bucket& b = buckets[static_cast<uint64_t>(row.index()) * columns / span];
+    ++b.rows;
+    b.max_f = std::max(b.max_f, row.forward_updates());
+    b.max_b = std::max(b.max_b, row.backward_updates());
+    b.exp_f = std::max(b.exp_f, row.expected_forward());
+    b.exp_b = std::max(b.exp_b, row.expected_backward());
+    b.dup_f = b.dup_f || row.forward_updates() > row.expected_forward();
+    b.dup_b = b.dup_b || row.backward_updates() > row.expected_backward();
+    b.miss_f = b.miss_f || row.forward_updates() < row.expected_forward();
+    b.miss_b = b.miss_b || row.backward_updates() < row.expected_backward();
+    if (row.verdict() == v1::FAIL) {
+      if (b.first_failing == nullptr) b.first_failing = &row;
+      ++b.failing;
+    }
+  }
+  return buckets;
+}
+
+const char* HalfClass(const Bucket& b, bool dup, bool miss) {
+  if (b.rows == 0) return "no";
+  if (dup) return "dup";
+  if (miss) return "miss";
+  return "ok";
+}
+
+std::string RangeText(const Bucket& b) {
+  return b.first == b.last ? "microbatch " + Num(b.first)
+                           : "microbatches " + Num(b.first) + "\xe2\x80\x93" + Num(b.last);
+}
+
+// Layout shared by the timeline and the chart: a label margin, then the columns.
+constexpr double kLeft = 28;
+constexpr double kWidth = 1000;
+
+// Per-rank render context.
+struct RankView {
+  const v1::RankReport* rank;
+  std::string id;  // HTML id prefix, unique in the page
+  bool disagrees;
+  uint64_t span;  // the job's timeline length in microbatches (the longest rank)
+  uint32_t columns;
+  uint32_t max_details;
+  std::unordered_map<uint32_t, bool> drilled;  // failing rows listed in the microbatch table
+};
+
+void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::string* out) {
+  const double w = kWidth / static_cast<double>(buckets.size());
+  *out += "<svg class=\"timeline\" role=\"img\" viewBox=\"0 0 " + Coord(kLeft + kWidth) +
+          " 46\" aria-label=\"microbatch timeline\">";
+  *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"6\" text-anchor=\"end\">V</text>";
+  *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"20\" text-anchor=\"end\">F</text>";
+  *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"38\" text-anchor=\"end\">B</text>";
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const Bucket& b = buckets[i];
+    const std::string x = Coord(kLeft + static_cast<double>(i) * w);
+    // A hair narrower than the column so neighbouring cells stay apart where there is room.
+    const std::string cw = Coord(w >= 4 ? w - 1 : w);
+    std::string cls = "c";
+    if (b.failing > 0) cls += " fail";
+    if (b.dup_f || b.dup_b) cls += " dup";
+    std::string title = RangeText(b);
+    if (b.rows == 0) {
+      title += b.first < view.rank->totals().microbatches() ? ": not kept in this report"
+                                                            : ": none on this rank";
+    } else {
+      title += std::string(b.rows > 1 ? ": at most " : ": ") + Num(b.max_f) + " forward, " +
+               Num(b.max_b) + " backward update" + (b.max_b == 1 ? "" : "s") + " (expected " +
+               Num(b.exp_f) + "/" + Num(b.exp_b) + ")";
+      if (b.failing > 0) title += "; " + Num(b.failing) + " failing";
+    }
+    std::string cell = "<g class=\"" + cls + "\" data-first=\"" + Num(b.first) + "\" data-last=\"" +
+                       Num(b.last) + "\"";
+    if (b.first == b.last) cell += " data-mb=\"" + Num(b.first) + "\"";
+    cell += "><title>" + title + "</title>";
+    cell += "<rect class=\"v " +
+            std::string(b.rows == 0     ? "n"
+                        : b.failing > 0 ? "x"
+                                        : "p") +
+            "\" x=\"" + x + "\" y=\"0\" width=\"" + cw + "\" height=\"6\"/>";
+    cell += "<rect class=\"h f " + std::string(HalfClass(b, b.dup_f, b.miss_f)) + "\" x=\"" + x +
+            "\" y=\"9\" width=\"" + cw + "\" height=\"16\"/>";
+    cell += "<rect class=\"h b " + std::string(HalfClass(b, b.dup_b, b.miss_b)) + "\" x=\"" + x +
+            "\" y=\"27\" width=\"" + cw + "\" height=\"16\"/>";
+    if (w >= 18 && b.rows > 0) {
+      // Room for the counts themselves; a duplicate's count carries a marker.
+      const std::string tx = Coord(kLeft + (static_cast<double>(i) + 0.5) * w);
+      cell += "<text class=\"mk" + std::string(b.dup_f ? " dupmark" : "") + "\" x=\"" + tx +
+              "\" y=\"20.5\" text-anchor=\"middle\">" + Num(b.max_f) +
+              (b.dup_f ? "\xe2\x96\xb2" : "") + "</text>";
+      cell += "<text class=\"mk" + std::string(b.dup_b ? " dupmark" : "") + "\" x=\"" + tx +
+              "\" y=\"38.5\" text-anchor=\"middle\">" + Num(b.max_b) +
+              (b.dup_b ? "\xe2\x96\xb2" : "") + "</text>";
+    }
+    cell += "</g>";
+    // A failing column links to the first failing microbatch listed in the table below.
+    if (b.first_failing != nullptr && view.drilled.count(b.first_failing->index()) > 0) {
+      *out +=
+          "<a href=\"#" + view.id + "-mb" + Num(b.first_failing->index()) + "\">" + cell + "</a>";
+    } else {
+      *out += cell;
+    }
+  }
+  *out += "</svg>\n";
+}
+
+void Chart(const std::vector<Bucket>& buckets, uint32_t y_max, std::string* out) {
+  constexpr double kTop = 8, kBottom = 104, kHeight = 118;
+  const double w = kWidth / static_cast<double>(buckets.size());
+  const double scale = (kBottom - kTop) / std::max<uint32_t>(1, y_max);
+  auto y = [&](uint32_t v) { return kBottom - scale * v; };
+  *out += "<svg class=\"chart\" role=\"img\" viewBox=\"0 0 " + Coord(kLeft + kWidth) + " " +
+          Coord(kHeight) + "\" aria-label=\"updates per microbatch\">";
+  // Axis and y labels at 0, the expectations and the top.
+  *out += "<path class=\"ax\" d=\"M" + Coord(kLeft) + " " + Coord(kTop) + "V" + Coord(kBottom) +
+          "H" + Coord(kLeft + kWidth) + "\"/>";
+  std::vector<uint32_t> ticks = {0, y_max};
+  for (const Bucket& b : buckets) {
+    if (b.rows == 0) continue;
+    ticks.push_back(b.exp_f);
+    ticks.push_back(b.exp_b);
+  }
+  std::sort(ticks.begin(), ticks.end());
+  ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
+  double last_label = 1e9;
+  for (auto it = ticks.rbegin(); it != ticks.rend(); ++it) {
+    const double ty = y(*it);
+    if (last_label - ty < 9 && *it != 0) continue;  // too close to the label above
+    *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"" + Coord(ty + 3) +
+            "\" text-anchor=\"end\">" + Num(*it) + "</text>";
+    last_label = ty;
+  }
+  // Bars: forward in the left half of a column, backward in the right half.
+  std::string fwd, bwd, ef, eb;
+  const double bar = std::max(w * 0.42, 0.2);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const Bucket& b = buckets[i];
+    if (b.rows == 0) continue;
+    const double x = kLeft + static_cast<double>(i) * w;
+    if (b.max_f > 0) {
+      fwd += "M" + Coord(x + w * 0.06) + " " + Coord(kBottom) + "V" + Coord(y(b.max_f)) + "h" +
+             Coord(bar) + "V" + Coord(kBottom) + "Z";
+    }
+    if (b.max_b > 0) {
+      bwd += "M" + Coord(x + w * 0.52) + " " + Coord(kBottom) + "V" + Coord(y(b.max_b)) + "h" +
+             Coord(bar) + "V" + Coord(kBottom) + "Z";
+    }
+    // The expectations as steps across each column.
+    ef += "M" + Coord(x) + " " + Coord(y(b.exp_f)) + "h" + Coord(w);
+    eb += "M" + Coord(x) + " " + Coord(y(b.exp_b)) + "h" + Coord(w);
+  }
+  if (!fwd.empty())
+    *out += "<path class=\"fb\" d=\"" + fwd + "\"><title>forward updates</title></path>";
+  if (!bwd.empty())
+    *out += "<path class=\"bb\" d=\"" + bwd + "\"><title>backward updates</title></path>";
+  if (!ef.empty())
+    *out += "<path class=\"ef\" d=\"" + ef + "\"><title>expected forward</title></path>";
+  if (!eb.empty())
+    *out += "<path class=\"eb\" d=\"" + eb + "\"><title>expected backward</title></path>";
+  if (!buckets.empty()) {
+    *out += "<text x=\"" + Coord(kLeft) + "\" y=\"" + Coord(kHeight - 3) + "\">" +
+            Num(buckets.front().first) + "</text>";
+    *out += "<text x=\"" + Coord(kLeft + kWidth) + "\" y=\"" + Coord(kHeight - 3) +
+            "\" text-anchor=\"end\">" + Num(buckets.back().last) + "</text>";
+  }
+  *out += "</svg>\n";
+}
+
+// Context events as a table: time, thread, pass, what happened, checkpoint phase, source.
+void EventTable(const google::protobuf::RepeatedPtrField<v1::Event>& events, uint64_t base,
+                uint32_t max_lines, std::string* out) {
+  const int n =
+      max_lines == 0 ? events.size() : std::min<int>(events.size(), static_cast<int>(max_lines));
+  *out +=
+      "<table class=\"ctx\"><tr><th class=\"n\">t (ms)</th><th>thread</th><th>pass</th>"
+      "<th>event</th><th>checkpoint</th><th>source</th><th>detail</th></tr>";
+  for (int i = 0; i < n; ++i) {
+    const v1::Event& e = events.Get(i);
+    v1::Pass shown = e.pass();
+    if (e.kind() == v1::UPDATE_FORWARD) shown = v1::FORWARD;
+    if (e.kind() == v1::UPDATE_BACKWARD) shown = v1::BACKWARD;
+    std::string what = KindName(e.kind());
+    if (e.kind() == v1::AUTOCAST_ENTER || e.kind() == v1::AUTOCAST_EXIT) {
+      what += " (depth " + Num(e.autocast_depth()) + ")";
+    }
+    if (e.count() > 1) what += " \xc3\x97" + Num(e.count());
+    if (e.failed()) what += " (exception)";
+    std::string phase;
+    if (e.frame() != 0) {
+      phase = "frame " + Num(e.frame());
+      if (e.checkpoint_phase() != 0) phase += " " + PhaseName(e.checkpoint_phase());
+      if (e.kind() == v1::CHECKPOINT_ENTER || e.kind() == v1::CHECKPOINT_EXIT) {
+        phase += " " + CheckpointKindName(e.checkpoint_kind());
+      }
+    } else if (e.checkpoint_phase() != 0) {
+      phase = PhaseName(e.checkpoint_phase());
+    }
+    std::string detail = Esc(e.detail(), kMaxStoredString);
+    if (!e.module().empty()) {
+      detail += std::string(detail.empty() ? "" : " ") + "module " + Esc(e.module(), 256);
+    }
+    *out += "<tr class=\"ev\"><td class=\"n\">" + Millis(e.timestamp_ns(), base) + "</td><td>" +
+            Num(e.thread_id()) + "</td><td>" + PassName(shown) + "</td><td>" + what + "</td><td>" +
+            phase + "</td><td>" + SourceName(e.source()) + "</td><td>" + detail + "</td></tr>";
+  }
+  *out += "</table>";
+  if (n < events.size()) {
+    *out += "<p class=\"note\">" + Plural(events.size() - n, "more event", "more events") +
+            " (--format json has them all)</p>";
+  }
+}
+
+void Explanations(const v1::MicrobatchResult& row, std::string* out) {
+  if (row.explanations_size() == 0) return;
+  *out += "<ul class=\"ex\">";
+  for (const std::string& e : row.explanations()) *out += "<li>" + Esc(e) + "</li>";
+  *out += "</ul>";
+}
+
+void Metadata(const v1::RankReport& r, std::string* out) {
+  const v1::TraceHeader& h = r.header();
+  auto row = [&](const char* key, const std::string& value_html) {
+    *out += "<tr><th>" + std::string(key) + "</th><td>" + value_html + "</td></tr>";
+  };
+  auto text = [&](const char* key, const std::string& value, size_t max = 512) {
+    row(key, value.empty() ? "<span class=\"note\">not recorded</span>" : Esc(value, max));
+  };
+  *out += "<table class=\"meta\">";
+  row("trace", "<code>" + Esc(r.path()) + "</code>");
+  row("command", h.command_size() == 0 ? "<span class=\"note\">not recorded</span>"
+                                       : "<code>" + Esc(CommandLine(h, 4096)) + "</code>");
+  text("host", h.host(), 256);
+  row("pid", h.pid() == 0 ? "<span class=\"note\">not recorded</span>" : Num(h.pid()));
+  if (h.parent_pid() != 0) row("forked from pid", Num(h.parent_pid()));
+  row("rank", r.has_header() ? (h.rank() >= 0 ? Num(static_cast<uint32_t>(h.rank()))
+                                              : "none (not a distributed job)")
+                             : "<span class=\"note\">no header</span>");
+  text("GPU", h.gpu(), 256);
+  text("driver", h.driver(), 128);
+  text("CUDA", h.cuda(), 128);
+  text("agent version", h.agent_version(), 128);
+  text("markers", h.markers(), 64);
+  const std::string ef = h.has_expect_forward() ? Num(h.expect_forward()) : "1 (not recorded)";
+  const std::string eb = h.has_expect_backward() ? Num(h.expect_backward()) : "1 (not recorded)";
+  row("expectations", "forward " + ef + ", backward " + eb);
+  uint32_t judged_f = 0, judged_b = 0;
+  for (const v1::MicrobatchResult& m : r.microbatches()) {
+    judged_f = std::max(judged_f, m.expected_forward());
+    judged_b = std::max(judged_b, m.expected_backward());
+  }
+  if (r.microbatches_size() > 0) {
+    row("judged against", "forward " + Num(judged_f) + ", backward " + Num(judged_b) +
+                              " per microbatch (forward-only microbatches: backward 0)");
+  }
+  if (h.start_unix_ns() != 0) row("started", UtcTime(h.start_unix_ns()));
+  row("events",
+      Num(r.totals().events()) + " (" + Num(r.totals().kernel_launches()) + " kernel launches)");
+  if (!r.damage().empty()) row("damaged", "<strong>" + Esc(r.damage()) + "</strong>");
+  *out += "</table>\n";
+}
+
+void Violations(const RankView& view,
+                const std::unordered_map<uint32_t, const v1::MicrobatchResult*>& rows,
+                const RenderOptions& options, std::string* out) {
+  const v1::RankReport& r = *view.rank;
+  if (r.violations_size() == 0) return;
+  const int n = view.max_details == 0 ? r.violations_size()
+                                      : std::min<int>(r.violations_size(), view.max_details);
+  *out +=
+      "<h3>Violations</h3>\n<table class=\"violations\"><tr><th class=\"n\">microbatch</th>"
+      "<th>kind</th><th>violation</th><th>explanations and context</th></tr>\n";
+  int64_t explained = -1;  // a microbatch's explanations are shown with its first violation
+  for (int i = 0; i < n; ++i) {
+    const v1::Violation& v = r.violations(i);
+    const bool count = IsCountViolation(v);
+    *out += "<tr class=\"violation\" data-kind=\"" + ViolationKindName(v.kind()) + "\">";
+    std::string where = Num(v.microbatch());
+    if (count && view.drilled.count(v.microbatch()) > 0) {
+      where = "<a href=\"#" + view.id + "-mb" + where + "\">" + where + "</a>";
+    } else if (!count && v.kind() == v1::Violation::TRACE_DAMAGED) {
+      where = "-";
+    }
+    *out += "<td class=\"n\">" + where + "</td><td>" + ViolationKindName(v.kind()) + "</td><td>" +
+            Esc(v.message()) + "</td><td>";
+    if (count && static_cast<int64_t>(v.microbatch()) != explained) {
+      auto it = rows.find(v.microbatch());
+      if (it != rows.end()) Explanations(*it->second, out);
+      explained = v.microbatch();
+    }
+    if (v.context_size() > 0) {
+      *out += "<details><summary>" + ContextTitle(v) + ": " +
+              Plural(v.context_size(), "event", "events") +
+              " (t from the start of the microbatch)</summary>";
+      EventTable(v.context(), v.context(0).timestamp_ns(), options.max_context_lines, out);
+      *out += "</details>";
+    }
+    *out += "</td></tr>\n";
+  }
+  *out += "</table>\n";
+  if (n < r.violations_size()) {
+    *out += "<p class=\"note\">showing the first " + Num(n) + " of " +
+            Plural(r.violations_size(), "violation", "violations") + "; " +
+            Num(r.violations_size() - n) + " left out (--format json has them all)</p>\n";
+  }
+}
+
+void MicrobatchTable(const RankView& view, const std::vector<const v1::MicrobatchResult*>& shown,
+                     const std::string& note, const RenderOptions& options, std::string* out) {
+  *out += "<details class=\"microbatches\"" + std::string(shown.size() <= 50 ? " open" : "") +
+          "><summary>" + (note.empty() ? "Microbatches (" + Num(shown.size()) + ")" : note) +
+          "</summary>\n";
+  if (!shown.empty()) {
+    *out +=
+        "<table class=\"mbs\"><tr><th class=\"n\">microbatch</th><th class=\"n\">step</th>"
+        "<th class=\"n\">forward</th><th class=\"n\">backward</th><th class=\"n\">expected</th>"
+        "<th>verdict</th><th>explanations</th></tr>\n";
+    for (const v1::MicrobatchResult* m : shown) {
+      const bool fail = m->verdict() == v1::FAIL;
+      auto count = [](uint32_t got, uint32_t want) {
+        const char* cls = got > want ? " dup" : got < want ? " miss" : "";
+        return "<td class=\"n" + std::string(cls) + "\">" + Num(got) + "</td>";
+      };
+      *out += "<tr id=\"" + view.id + "-mb" + Num(m->index()) + "\" class=\"mb " +
+              (fail ? "fail" : "pass") + "\" data-mb=\"" + Num(m->index()) + "\"><td class=\"n\">" +
+              Num(m->index()) + "</td><td class=\"n\">" + Num(m->step()) + "</td>" +
+              count(m->forward_updates(), m->expected_forward()) +
+              count(m->backward_updates(), m->expected_backward()) + "<td class=\"n\">" +
+              ExpectedText(*m) + "</td><td>" + (fail ? "<strong>FAIL</strong>" : "ok") +
+              "</td><td>";
+      Explanations(*m, out);
+      if (m->updates_size() > 0) {
+        *out += "<details><summary>" + Plural(m->updates_size(), "update event", "update events") +
+                "</summary>";
+        EventTable(m->updates(), m->updates(0).timestamp_ns(), options.max_context_lines, out);
+        *out += "</details>";
+      }
+      *out += "</td></tr>\n";
+    }
+    *out += "</table>\n";
+  }
+  *out += "</details>\n";
+}
+
+void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::string* out) {
+  const v1::RankReport& r = *view.rank;
+  const v1::Totals& t = r.totals();
+
+  // The microbatch table: every row of a short trace, else its failing rows, capped.
+  std::vector<const v1::MicrobatchResult*> shown;
+  std::string note;
+  const bool all_kept = static_cast<uint64_t>(r.microbatches_size()) == t.microbatches();
+  const uint32_t cap = view.max_details;
+  if (all_kept && (cap == 0 || t.microbatches() <= cap)) {
+    for (const auto& m : r.microbatches()) shown.push_back(&m);
+  } else {
+    uint64_t failing_kept = 0;
+    for (const auto& m : r.microbatches()) {
+      if (m.verdict() != v1::FAIL) continue;
+      ++failing_kept;
+      if (cap == 0 || shown.size() < cap) shown.push_back(&m);
+    }
+    note = "Failing microbatches: " + Num(shown.size()) + " of " + Num(t.failing_microbatches()) +
+           " shown";
+    if (shown.size() < t.failing_microbatches()) {
+      note += ", " + Num(t.failing_microbatches() - shown.size()) +
+              " left out (--format json has them all)";
+    }
+    note += "; " + Num(t.microbatches() - t.failing_microbatches()) + " passing not listed";
+  }
+  for (const v1::MicrobatchResult* m : shown) {
+    if (m->verdict() == v1::FAIL) view.drilled[m->index()] = true;
+  }
+
+  const bool damaged = IsDamaged(r);
+  *out += "<section class=\"rank\" id=\"" + view.id + "\" data-rank=\"" + std::to_string(r.rank()) +
+          "\"><h2>" + Esc(RankTitle(r)) + "<span class=\"badge " +
+          (r.verdict() == v1::FAIL ? "b-fail\">FAIL" : "b-pass\">PASS") + "</span>";
+  if (damaged) *out += "<span class=\"badge b-warn\">incomplete: damaged trace</span>";
+  if (view.disagrees) {
+    *out += "<span class=\"badge b-warn disagree\">disagrees: " +
+            Plural(t.microbatches(), "microbatch", "microbatches") + "</span>";
+  }
+  *out += "</h2>\n<p>" + TotalsLine(t) + "</p>\n";
+  Metadata(r, out);
+
+  *out += "<h3>Timeline</h3>\n";
+  if (view.span == 0) {
+    *out +=
+        "<p class=\"note\">no microbatches: no FP8 state update and no pass boundary was "
+        "recorded</p>\n";
+  } else {
+    const std::vector<Bucket> buckets = MakeBuckets(r, view.span, view.columns);
+    const uint64_t per = (view.span + view.columns - 1) / view.columns;
+    *out += "<p class=\"note\">" +
+            (per <= 1 ? std::string("one column per microbatch")
+                      : "each column holds up to " + Num(per) +
+                            " microbatches and shows the most updates of any of them, red when "
+                            "any failed") +
+            "; V verdict, F forward, B backward updates.";
+    if (view.span > t.microbatches()) {
+      *out += " Columns past microbatch " + Num(t.microbatches() == 0 ? 0 : t.microbatches() - 1) +
+              " are empty: this rank has fewer microbatches than the longest one.";
+    }
+    *out += "</p>\n";
+    Timeline(view, buckets, out);
+    *out +=
+        "<h3>Updates per microbatch</h3>\n<p class=\"note legend\">"
+        "<span style=\"background:#1565c0\"></span>forward"
+        "<span style=\"background:#ef6c00\"></span>backward"
+        "<span style=\"border-top:2px dashed #0d47a1;height:0\"></span>expected forward"
+        "<span style=\"border-top:2px dashed #e65100;height:0\"></span>expected backward" +
+        std::string(per > 1 ? " (bars: the most in each column)" : "") + "</p>\n";
+    Chart(buckets, y_max, out);
+  }
+
+  std::unordered_map<uint32_t, const v1::MicrobatchResult*> rows;
+  for (const auto& m : r.microbatches()) rows.emplace(m.index(), &m);
+  Violations(view, rows, options, out);
+  if (t.microbatches() > 0) MicrobatchTable(view, shown, note, options, out);
+  *out += "</section>\n";
+}
+
+}  // namespace
+
+std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& options) {
+  const JobVerdict verdict = VerdictOf(report);
+  const std::vector<bool> disagrees = DisagreeingRanks(report);
+  const int nranks = report.ranks_size();
+
+  // Every rank shares one timeline length (the longest rank) so that columns line up. Many ranks
+  // share the budget: past 8 ranks, the per-rank caps shrink to keep the page bounded.
+  uint64_t span = 0;
+  uint32_t y_max = 1;
+  for (const v1::RankReport& r : report.ranks()) {
+    span = std::max<uint64_t>(span, r.totals().microbatches());
+    for (const auto& m : r.microbatches()) {
+      span = std::max<uint64_t>(span, static_cast<uint64_t>(m.index()) + 1);
+      y_max = std::max({y_max, m.forward_updates(), m.backward_updates(), m.expected_forward(),
+                        m.expected_backward()});
+    }
+  }
+  const uint32_t shrink = std::max(1, nranks / 8);
+  uint32_t columns = options.html_max_columns == 0
+                         ? static_cast<uint32_t>(std::min<uint64_t>(span, UINT32_MAX))
+                         : std::max<uint32_t>(50, options.html_max_columns / shrink);
+  columns = static_cast<uint32_t>(std::min<uint64_t>(columns, span));
+  const uint32_t max_details =
+      options.html_max_details == 0 ? 0 : std::max<uint32_t>(20, options.html_max_details / shrink);
+
+  std::string out;
+  out.reserve(64 * 1024);
+  out +=
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<title>fp8audit report: " +
+      std::string(verdict.word) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
+  out += "<header class=\"verdict " + std::string(verdict.css) +
+         "\"><h1>fp8audit report: <span id=\"verdict\">" + verdict.word + "</span></h1><div>" +
+         Plural(nranks, "trace", "traces") + "; " + TotalsLine(report.totals()) +
+         "</div></header>\n";
+
+  const v1::Totals& t = report.totals();
+  out += "<h2>Job totals</h2>\n<table class=\"totals\">";
+  auto total = [&](const char* key, uint64_t v) {
+    out += "<tr><th>" + std::string(key) + "</th><td class=\"n\">" + Num(v) + "</td></tr>";
+  };
+  total("traces", static_cast<uint64_t>(nranks));
+  total("microbatches", t.microbatches());
+  total("failing microbatches", t.failing_microbatches());
+  total("forward updates", t.forward_updates());
+  total("backward updates", t.backward_updates());
+  total("events", t.events());
+  total("kernel launches", t.kernel_launches());
+  out += "</table>\n";
+
+  if (report.violations_size() > 0) {
+    out += "<h2>Job violations</h2>\n<ul class=\"job-violations\">";
+    for (const v1::Violation& v : report.violations()) {
+      out += "<li data-kind=\"" + ViolationKindName(v.kind()) + "\"><strong>" +
+             ViolationKindName(v.kind()) + "</strong>: " + Esc(v.message()) + "</li>";
+    }
+    out += "</ul>\n";
+  }
+
+  std::vector<RankView> views(nranks);
+  for (int i = 0; i < nranks; ++i) {
+    views[i].rank = &report.ranks(i);
+    views[i].id = "r" + std::to_string(i);
+    views[i].disagrees = disagrees[i];
+    views[i].span = span;
+    views[i].columns = columns;
+    views[i].max_details = max_details;
+  }
+
+  if (nranks > 0) {
+    out +=
+        "<h2>Ranks</h2>\n<table class=\"ranks\"><tr><th>trace</th><th class=\"n\">"
+        "microbatches</th><th class=\"n\">failing</th><th class=\"n\">forward</th>"
+        "<th class=\"n\">backward</th><th>verdict</th><th>notes</th></tr>\n";
+    for (const RankView& v : views) {
+      const v1::RankReport& r = *v.rank;
+      std::string notes;
+      if (IsDamaged(r)) notes += "incomplete (damaged trace) ";
+      if (v.disagrees) notes += "disagrees on the number of microbatches ";
+      if (r.header().parent_pid() != 0) notes += "forked child ";
+      out += "<tr class=\"rank-row" + std::string(r.verdict() == v1::FAIL ? " fail" : "") +
+             "\"><td><a href=\"#" + v.id + "\">" + Esc(RankTitle(r)) + "</a></td><td class=\"n\">" +
+             Num(r.totals().microbatches()) + "</td><td class=\"n\">" +
+             Num(r.totals().failing_microbatches()) + "</td><td class=\"n\">" +
+             Num(r.totals().forward_updates()) + "</td><td class=\"n\">" +
+             Num(r.totals().backward_updates()) + "</td><td>" +
+             (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : "ok") + "</td><td>" + notes +
+             "</td></tr>\n";
+    }
+    out +=
+        "</table>\n<p class=\"note legend\">Timeline colours: <span style=\"background:"
+        "#a5d6a7\"></span>as expected<span style=\"background:#e53935\"></span>more updates "
+        "than expected (duplicates, \xe2\x96\xb2)<span style=\"background:#64b5f6\"></span>"
+        "fewer<span style=\"background:#e0e0e0\"></span>no microbatch</p>\n";
+  }
+  for (RankView& v : views) Rank(v, y_max, options, &out);
+  out += "</body></html>\n";
+  return out;
+}
+
+}  // namespace fp8audit::reports
