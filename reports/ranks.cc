@@ -1,0 +1,294 @@
+#include "reports/ranks.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <utility>
+
+namespace fp8audit::reports {
+namespace {
+
+constexpr const char* kIncompletePrefix = "incomplete:";  // Auditor's note on such a row
+
+bool IsDamaged(const v1::RankReport& r) {
+  if (!r.damage().empty()) return true;
+  return std::any_of(r.violations().begin(), r.violations().end(), [](const v1::Violation& v) {
+    return v.kind() == v1::Violation::TRACE_DAMAGED;
+  });
+}
+
+v1::Violation JobViolation(std::string message, uint32_t microbatch = 0) {
+  v1::Violation v;
+  v.set_kind(v1::Violation::RANK_DISAGREEMENT);
+  v.set_rank(-1);
+  v.set_microbatch(microbatch);
+  v.set_message(std::move(message));
+  return v;
+}
+
+// "rank 0: 1/1; ranks 1-3: 2/3": ranks grouped by their value, groups in order of their lowest
+// rank. `values` is sorted by rank.
+template <typename T, typename Text>
+std::string Grouped(const std::vector<std::pair<int32_t, T>>& values, Text text) {
+  std::vector<std::pair<T, std::vector<int32_t>>> groups;
+  for (const auto& [rank, value] : values) {
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == value; });
+    if (it == groups.end()) {
+      groups.push_back({value, {rank}});
+    } else {
+      it->second.push_back(rank);
+    }
+  }
+  std::string out;
+  for (const auto& [value, ranks] : groups) {
+    if (!out.empty()) out += "; ";
+    out += RankList(ranks) + ": " + text(value);
+  }
+  return out;
+}
+
+std::string MicrobatchRange(uint64_t first, uint64_t end) {
+  return end - first == 1 ? "microbatch " + std::to_string(first)
+                          : "microbatches " + std::to_string(first) + "-" + std::to_string(end - 1);
+}
+
+}  // namespace
+
+int32_t RankFromFileName(const std::string& path) {
+  const std::string suffix = ".fp8trace";
+  const size_t slash = path.find_last_of('/');
+  std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (name.size() < suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return -1;
+  }
+  name.resize(name.size() - suffix.size());
+  const size_t at = name.rfind(".rank");
+  if (at == std::string::npos) return -1;
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.size() > 10 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  const uint64_t n = std::stoull(digits);
+  return n > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) ? -1
+                                                                        : static_cast<int32_t>(n);
+}
+
+int32_t ClaimedRank(const v1::RankReport& r) {
+  if (r.has_header() && r.header().parent_pid() != 0) return -1;
+  return r.rank() >= 0 ? r.rank() : -1;
+}
+
+bool HoldsAnAudit(const v1::RankReport& r) {
+  return !r.has_header() || r.totals().microbatches() > 0 || IsDamaged(r);
+}
+
+std::set<int32_t> DuplicateRanks(const v1::AuditReport& report) {
+  std::map<int32_t, int> holders;
+  for (const v1::RankReport& r : report.ranks()) {
+    if (ClaimedRank(r) >= 0 && HoldsAnAudit(r)) ++holders[ClaimedRank(r)];
+  }
+  std::set<int32_t> out;
+  for (const auto& [rank, n] : holders) {
+    if (n > 1) out.insert(rank);
+  }
+  return out;
+}
+
+std::vector<int32_t> MissingRanks(const v1::AuditReport& report) {
+  std::set<int32_t> present;
+  for (const v1::RankReport& r : report.ranks()) {
+    if (ClaimedRank(r) >= 0) present.insert(ClaimedRank(r));
+  }
+  std::vector<int32_t> missing;
+  if (present.size() < 2) return missing;
+  for (int32_t rank = 0; rank < *present.rbegin(); ++rank) {
+    if (present.count(rank) == 0) missing.push_back(rank);
+  }
+  return missing;
+}
+
+std::string RankList(const std::vector<int32_t>& ranks) {
+  std::vector<int32_t> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::string out = sorted.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < sorted.size();) {
+    size_t j = i;
+    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
+    if (i > 0) out += ", ";
+    if (j - i >= 2) {
+      out += std::to_string(sorted[i]) + "-" + std::to_string(sorted[j]);
+      i = j + 1;
+    } else {
+      out += std::to_string(sorted[i]);
+      ++i;
+    }
+  }
+  return out;
+}
+
+void RankAgreement::OnMicrobatch(size_t trace, const v1::MicrobatchResult& row) {
+  for (const std::string& e : row.explanations()) {
+    if (e.rfind(kIncompletePrefix, 0) == 0) return;
+  }
+  if (counts_.size() <= trace) counts_.resize(trace + 1);
+  Counts& c = counts_[trace];
+  if (c.stopped) return;
+  if (!c.runs.empty()) {
+    Run& last = c.runs.back();
+    if (last.forward == row.forward_updates() && last.backward == row.backward_updates() &&
+        last.length < std::numeric_limits<uint32_t>::max()) {
+      ++last.length;
+      ++c.rows;
+      return;
+    }
+  }
+  if (runs_ >= kMaxRuns) {
+    c.stopped = true;
+    return;
+  }
+  c.runs.push_back(Run{1, row.forward_updates(), row.backward_updates()});
+  ++runs_;
+  ++c.rows;
+}
+
+RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces,
+                                             uint32_t max_violations) const {
+  Findings f;
+  for (v1::RankReport& r : *traces) {
+    if (!r.has_header() && r.rank() < 0) r.set_rank(RankFromFileName(r.path()));
+  }
+
+  // Which trace speaks for each rank.
+  std::map<int32_t, std::vector<size_t>> claims, holders;
+  for (size_t i = 0; i < traces->size(); ++i) {
+    const int32_t rank = ClaimedRank((*traces)[i]);
+    if (rank < 0) continue;
+    claims[rank].push_back(i);
+    if (HoldsAnAudit((*traces)[i])) holders[rank].push_back(i);
+  }
+  std::vector<std::pair<int32_t, size_t>> speakers;  // rank, trace; sorted by rank
+  for (const auto& [rank, all] : claims) {
+    const std::vector<size_t>& held = holders[rank];
+    if (held.size() > 1) {
+      std::string which;
+      for (size_t i : held) {
+        const v1::RankReport& r = (*traces)[i];
+        if (!which.empty()) which += ", ";
+        which += r.path() + " (pid " + std::to_string(r.header().pid()) + ", " +
+                 std::to_string(r.totals().microbatches()) + " microbatches)";
+      }
+      const std::string line =
+          "rank " + std::to_string(rank) + " is claimed by " + std::to_string(held.size()) +
+          " traces: " + which +
+          "; traces of more than one run or of a restarted worker, or processes that share one "
+          "RANK: the audit cannot tell which is the rank's (audit one run's traces)";
+      f.problems.push_back(line);
+      f.violations.push_back(JobViolation(line));
+      f.incomplete = true;
+      continue;
+    }
+    speakers.emplace_back(rank, held.empty() ? all.front() : held.front());
+  }
+
+  v1::AuditReport view;  // the claims, for MissingRanks
+  for (const v1::RankReport& r : *traces) {
+    v1::RankReport* c = view.add_ranks();
+    c->set_rank(r.rank());
+    if (r.has_header()) c->mutable_header()->set_parent_pid(r.header().parent_pid());
+  }
+  const std::vector<int32_t> missing = MissingRanks(view);
+  if (!missing.empty()) {
+    std::vector<int32_t> present;
+    for (const auto& [rank, all] : claims) present.push_back(rank);
+    const std::string line = "no trace of " + RankList(missing) + " (traces of " +
+                             RankList(present) +
+                             "): the audit is incomplete; did that rank write its trace elsewhere, "
+                             "or end before its first kernel launch?";
+    f.problems.push_back(line);
+    f.violations.push_back(JobViolation(line));
+    f.incomplete = true;
+  }
+
+  // The number of microbatches, over the ranks whose traces are whole.
+  std::vector<std::pair<int32_t, uint64_t>> totals;
+  for (const auto& [rank, i] : speakers) {
+    if (!IsDamaged((*traces)[i])) totals.emplace_back(rank, (*traces)[i].totals().microbatches());
+  }
+  if (std::any_of(totals.begin(), totals.end(),
+                  [&](const auto& t) { return t.second != totals.front().second; })) {
+    f.violations.push_back(
+        JobViolation("ranks disagree on the number of microbatches (" +
+                     Grouped(totals, [](uint64_t n) { return std::to_string(n); }) + ")"));
+    f.disagree = true;
+  }
+
+  // The updates in each microbatch, over the microbatches that ranks have in common: walks the
+  // runs of every rank together, one stretch of unchanged counts at a time.
+  struct Cursor {
+    int32_t rank;
+    const Counts* counts;
+    size_t run = 0;
+    uint64_t left = 0;  // microbatches left in the current run
+  };
+  static const Counts kNone;
+  std::vector<Cursor> cursors;
+  for (const auto& [rank, i] : speakers) {
+    const Counts* c = i < counts_.size() ? &counts_[i] : &kNone;
+    cursors.push_back(Cursor{rank, c, 0, c->runs.empty() ? 0 : c->runs[0].length});
+  }
+  uint64_t index = 0;
+  uint64_t ranges = 0, hidden_ranges = 0, hidden_microbatches = 0, last_hidden = 0;
+  using Pair = std::pair<uint32_t, uint32_t>;
+  while (cursors.size() >= 2) {
+    std::vector<Cursor*> active;
+    for (Cursor& c : cursors) {
+      if (c.run < c.counts->runs.size()) active.push_back(&c);
+    }
+    if (active.size() < 2) break;
+    uint64_t end = std::numeric_limits<uint64_t>::max();
+    std::vector<std::pair<int32_t, Pair>> values;
+    for (const Cursor* c : active) {
+      end = std::min(end, index + c->left);
+      const Run& run = c->counts->runs[c->run];
+      values.emplace_back(c->rank, Pair{run.forward, run.backward});
+    }
+    if (std::any_of(values.begin(), values.end(),
+                    [&](const auto& v) { return v.second != values.front().second; })) {
+      f.disagree = true;
+      ++ranges;
+      if (max_violations == 0 || ranges <= max_violations) {
+        f.violations.push_back(JobViolation(
+            "ranks disagree in " + MicrobatchRange(index, end) + " (forward/backward updates): " +
+                Grouped(values,
+                        [](const Pair& p) {
+                          return std::to_string(p.first) + "/" + std::to_string(p.second);
+                        }),
+            static_cast<uint32_t>(
+                std::min<uint64_t>(index, std::numeric_limits<uint32_t>::max()))));
+      } else {
+        ++hidden_ranges;
+        hidden_microbatches += end - index;
+        last_hidden = end - 1;
+      }
+    }
+    for (Cursor* c : active) {
+      c->left -= end - index;
+      if (c->left == 0 && ++c->run < c->counts->runs.size())
+        c->left = c->counts->runs[c->run].length;
+    }
+    index = end;
+  }
+  if (hidden_ranges > 0) {
+    f.violations.push_back(JobViolation(
+        "ranks also disagree in " + std::to_string(hidden_microbatches) + " more microbatches (" +
+        std::to_string(hidden_ranges) + " more stretches, the last ending at microbatch " +
+        std::to_string(last_hidden) + ")"));
+  }
+  return f;
+}
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,76 @@
+// The job-level view of a set of traces: which trace speaks for which rank, ranks that are missing
+// or claimed by several traces, and ranks that disagree (on their number of microbatches, or on
+// the updates within the same microbatch). Memory: a run-length encoding of each trace's
+// per-microbatch counts, so a job whose ranks agree costs a few bytes per trace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fp8audit/report.pb.h"
+
+namespace fp8audit::reports {
+
+namespace v1 = ::fp8audit::v1;
+
+// The rank a file name written by the agent carries (<host>.<pid>.rank<r>.fp8trace), else -1.
+int32_t RankFromFileName(const std::string& path);
+
+// The rank a trace speaks for, or -1: a trace with a header speaks for its rank unless it is a
+// forked child's; a trace without a readable header for the rank in its file name.
+int32_t ClaimedRank(const v1::RankReport& r);
+
+// Whether a trace holds anything to audit: microbatches, or damage. A trace that claims a rank but
+// holds neither (a helper process that inherited RANK and launched a kernel) does not compete with
+// the rank's real trace.
+bool HoldsAnAudit(const v1::RankReport& r);
+
+// Ranks claimed by more than one trace that holds an audit.
+std::set<int32_t> DuplicateRanks(const v1::AuditReport& report);
+
+// Ranks with no trace, when traces of more than one rank are present: the gaps in 0..the highest
+// rank. (Traces do not record the world size: a missing highest rank is not seen.)
+std::vector<int32_t> MissingRanks(const v1::AuditReport& report);
+
+// "rank 3", "ranks 0-4, 6, 7" (sorted, without duplicates).
+std::string RankList(const std::vector<int32_t>& ranks);
+
+class RankAgreement {
+ public:
+  // Per-microbatch counts kept in all (runs of equal counts); beyond, the comparison stops.
+  static constexpr size_t kMaxRuns = size_t{1} << 20;
+
+  // On the reading thread: trace `trace` (its index in AuditTraceFiles' files) closed `row`. Rows
+  // the audit judged incomplete (the trace ended inside them) are not compared.
+  void OnMicrobatch(size_t trace, const v1::MicrobatchResult& row);
+
+  struct Findings {
+    std::vector<v1::Violation> violations;  // job level, rank -1
+    std::vector<std::string> problems;      // one line each: what makes the audit incomplete
+    bool incomplete = false;                // a rank is missing or claimed twice
+    bool disagree = false;                  // ranks disagree
+  };
+  // `traces[i]` is the report of trace i. Gives traces without a readable header the rank of
+  // their file name. Reports at most `max_violations` (0: all) microbatch ranges where ranks
+  // disagree, then one line that counts the others.
+  Findings Judge(std::vector<v1::RankReport>* traces, uint32_t max_violations) const;
+
+ private:
+  struct Run {
+    uint32_t length;
+    uint32_t forward;
+    uint32_t backward;
+  };
+  struct Counts {
+    std::vector<Run> runs;
+    uint64_t rows = 0;  // microbatches in `runs`
+    bool stopped = false;
+  };
+  std::vector<Counts> counts_;
+  size_t runs_ = 0;
+};
+
+}  // namespace fp8audit::reports
