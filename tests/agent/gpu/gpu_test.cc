@@ -115,6 +115,28 @@ TEST(AgentGpu, HybridPatternsGiveExactCountsAndSplit) {
       << lines[0];
 }
 
+TEST(AgentGpu, ChunkedBulkUpdateCountsOnce) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  const RunResult run = RunPatterns("chunked", AgentEnv());
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  EXPECT_EQ(static_cast<long>(t.footer.kernel_launches()), PrintedLaunches(run));
+  const auto segments = Segments(t);
+  ASSERT_EQ(segments.size(), 4u);
+  const std::array<std::array<uint64_t, 3>, 3> want = {{
+      {1, 1, 0},  // 1364 + 36 forward, 1364 + 1364 + 272 backward: one update each
+      {2, 2, 0},  // another launch in between; launches that are not full chunks
+      {2, 1, 1},  // the 169-tensor chunk continues; a new scaled_max starts a new update
+  }};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(segments[i].forward, want[i][0]) << "segment " << i;
+    EXPECT_EQ(segments[i].backward, want[i][1]) << "segment " << i;
+    EXPECT_EQ(segments[i].forward_in_backward_pass, want[i][2]) << "segment " << i;
+  }
+}
+
 TEST(AgentGpu, E4M3OnlyRecipesSplitByPass) {
   if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
   const RunResult run = RunPatterns("e4m3", AgentEnv());

@@ -2,7 +2,7 @@
 // known patterns, on a training thread and on a thread named like PyTorch's autograd thread, so
 // that a test can compare the agent's trace with exact expected counts.
 //
-// usage: agent_launch_patterns hybrid|e4m3 [pause_ms]   (exit 77: no GPU)
+// usage: agent_launch_patterns hybrid|e4m3|chunked [pause_ms]   (exit 77: no GPU)
 // Prints "launches=N" (kernels launched, graph nodes included) and "done".
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -77,6 +77,14 @@ void Other(int n, cudaStream_t s = nullptr) {
 }
 void Bulk(float scaled_max, cudaStream_t s = nullptr) {
   te::amax_and_scale_update_impl::kernel_bulk<<<1, 32, 0, s>>>(
+      g_buf, te::AmaxParams{}, 16, te::AmaxComputeAlgo::MAX, scaled_max);
+  CHECK(cudaGetLastError());
+  ++g_launches;
+}
+// One kernel_bulk launch of `tensors` blocks: Transformer Engine launches one block per tensor and
+// splits an update of more than 1364 tensors into back-to-back launches of 1364 blocks.
+void BulkOf(unsigned tensors, float scaled_max) {
+  te::amax_and_scale_update_impl::kernel_bulk<<<tensors, 32>>>(
       g_buf, te::AmaxParams{}, 16, te::AmaxComputeAlgo::MAX, scaled_max);
   CHECK(cudaGetLastError());
   ++g_launches;
@@ -223,6 +231,43 @@ void Hybrid() {
   CHECK(cudaStreamDestroy(s));
 }
 
+void Chunked() {
+  // Microbatch 0: a 1,400-tensor forward update (1364 + 36 blocks) and a 3,000-tensor backward
+  // update (1364 + 1364 + 272), as Transformer Engine launches them.  1 / 1.
+  Other(2);
+  BulkOf(1364, 448.0f);
+  BulkOf(36, 448.0f);
+  OnAutogradThread([] {
+    Other(2);
+    BulkOf(1364, 57344.0f);
+    BulkOf(1364, 57344.0f);
+    BulkOf(272, 57344.0f);
+  });
+  EndMicrobatch();
+  // Microbatch 1: another kernel between a full chunk and the next launch, and two launches that
+  // are not full chunks: separate updates.  2 / 2.
+  Other(2);
+  BulkOf(1364, 448.0f);
+  Other(1);
+  BulkOf(36, 448.0f);
+  OnAutogradThread([] {
+    BulkOf(100, 57344.0f);
+    BulkOf(100, 57344.0f);
+  });
+  EndMicrobatch();
+  // Microbatch 2: the older 169-tensor chunk continues; a different scaled_max after a full chunk
+  // starts a new update (a backward then a forward one).  1 + 1 / 1.
+  Other(2);
+  BulkOf(169, 448.0f);
+  BulkOf(5, 448.0f);
+  OnAutogradThread([] {
+    BulkOf(1364, 57344.0f);
+    BulkOf(2, 448.0f);
+  });
+  EndMicrobatch();
+  Other(1);
+}
+
 void E4M3Only() {
   // Both directions use 448: the pass decides, once each backward pass ends.  1 / 1, twice.
   for (int mb = 0; mb < 2; ++mb) {
@@ -253,6 +298,8 @@ int main(int argc, char** argv) {
     Hybrid();
   } else if (mode == "e4m3") {
     E4M3Only();
+  } else if (mode == "chunked") {
+    Chunked();
   } else {
     return 2;
   }
