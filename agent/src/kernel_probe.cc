@@ -203,6 +203,7 @@ const FunctionInfo* Resolve(uintptr_t handle, const char* symbol, bool is_kernel
   fi->name = mangled != nullptr ? Demangle(mangled) : std::string("<unnamed kernel>");
   if (const PatternRule* rule = a.classifier().Match(fi->name); rule != nullptr) {
     fi->event = rule->event;
+    fi->chunked = rule->chunked;
     if (rule->scaled_max_param >= 0 && ParameterIsFloat(fi->name, rule->scaled_max_param)) {
       fi->scaled_max_param = rule->scaled_max_param;
     }
@@ -271,14 +272,21 @@ bool Capturing(CUstream stream) {
          status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+// Transformer Engine launches kernel_bulk with one block per tensor and at most AMAX_PARAMS_LIMIT
+// tensors (transformer_engine/common/recipe/delayed_scaling.cu: the AmaxParam array must fit the
+// kernel parameter space, (32768 - 24) / 24 = 1364 for CUDA >= 12.1 builds, (4096 - 24) / 24 = 169
+// before). A larger update is launched as back-to-back kernels of that many blocks, then the rest.
+bool IsFullUpdateChunk(unsigned grid_x) { return grid_x == 1364 || grid_x == 169; }
+
 // Hot path: one launch on this thread.
 void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** extra,
-              CUstream stream) {
+              CUstream stream, unsigned grid_x) {
   if (g_active_captures.load(std::memory_order_relaxed) > 0 && Capturing(stream)) return;
   Agent& a = Agent::Get();
   ThreadState* ts = a.Self();
   if (ts == nullptr) return;
   a.CountLaunches(1);
+  const uint64_t seq = ++ts->launch_seq;
   a.OnLaunchPhase(ts);
   const auto handle = reinterpret_cast<uintptr_t>(handle_ptr);
   const uint64_t epoch = a.function_epoch();
@@ -293,11 +301,25 @@ void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** 
     a.EnsureWriter();
   }
   if (fi->event == RuleEvent::kNone) return;
+  const ScaledMax scaled_max = ReadScaledMax(fi, handle, false, params, extra);
+  if (fi->chunked) {
+    // The rest of one update: this thread's very next launch after a full chunk, same kernel,
+    // same scaled_max, same stream (TE launches nothing else in between; a new update starts
+    // with other kernels, its amax reduction).
+    const bool continues = ts->full_chunk_seq != 0 && ts->full_chunk_seq + 1 == seq &&
+                           ts->full_chunk_fn == fi && ts->full_chunk_scaled_max == scaled_max &&
+                           ts->full_chunk_stream == stream;
+    ts->full_chunk_seq = IsFullUpdateChunk(grid_x) ? seq : 0;
+    ts->full_chunk_fn = fi;
+    ts->full_chunk_scaled_max = scaled_max;
+    ts->full_chunk_stream = stream;
+    if (continues) return;
+  }
   RawEvent e;
   e.kind = RawKind::kKernelUpdate;
   e.fn = fi;
   e.rule = fi->event;
-  e.scaled_max = ReadScaledMax(fi, handle, false, params, extra);
+  e.scaled_max = scaled_max;
   a.Record(ts, &e);
 }
 
@@ -414,35 +436,37 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
         break;
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
         const auto* p = static_cast<const cuLaunchKernel_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra, p->hStream);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra, p->hStream, p->gridDimX);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz: {
         const auto* p = static_cast<const cuLaunchKernel_ptsz_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra, p->hStream);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra, p->hStream, p->gridDimX);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
         const auto* p = static_cast<const cuLaunchKernelEx_params*>(cb->functionParams);
         OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra,
-                 p->config != nullptr ? p->config->hStream : nullptr);
+                 p->config != nullptr ? p->config->hStream : nullptr,
+                 p->config != nullptr ? p->config->gridDimX : 0);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
         const auto* p = static_cast<const cuLaunchKernelEx_ptsz_params*>(cb->functionParams);
         OnLaunch(p->f, cb->symbolName, p->kernelParams, p->extra,
-                 p->config != nullptr ? p->config->hStream : nullptr);
+                 p->config != nullptr ? p->config->hStream : nullptr,
+                 p->config != nullptr ? p->config->gridDimX : 0);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
         const auto* p = static_cast<const cuLaunchCooperativeKernel_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr, p->hStream);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr, p->hStream, p->gridDimX);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz: {
         const auto* p =
             static_cast<const cuLaunchCooperativeKernel_ptsz_params*>(cb->functionParams);
-        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr, p->hStream);
+        OnLaunch(p->f, cb->symbolName, p->kernelParams, nullptr, p->hStream, p->gridDimX);
         break;
       }
       case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch: {

@@ -67,8 +67,10 @@ bool ParseMatch(std::string_view s, MatchKind* out) {
   return true;
 }
 
-PatternRule Builtin(RuleEvent event, const char* regex, const char* what, int scaled_max_param) {
+PatternRule Builtin(RuleEvent event, const char* regex, const char* what, int scaled_max_param,
+                    bool chunked = false) {
   PatternRule r;
+  r.chunked = chunked;
   r.event = event;
   r.match = MatchKind::kRegex;
   r.pattern = regex;
@@ -303,7 +305,7 @@ const std::vector<PatternRule>& BuiltinRules() {
       //        float scaled_max).
       Builtin(RuleEvent::kUpdate,
               R"(^(void )?transformer_engine::delayed_scaling_recipe::(.*::)?kernel_bulk(<.*>)?\()",
-              "Transformer Engine DelayedScaling kernel_bulk", 4),
+              "Transformer Engine DelayedScaling kernel_bulk", 4, /*chunked=*/true),
       Builtin(RuleEvent::kUpdate,
               R"(^(void )?transformer_engine::delayed_scaling_recipe::(.*::)?kernel(<.*>)?\()",
               "Transformer Engine DelayedScaling kernel", 7),

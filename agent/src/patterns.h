@@ -41,6 +41,7 @@ struct PatternRule {
   std::string pattern;
   std::string origin;         // "FILE:LINE" or "built-in"
   int scaled_max_param = -1;  // index of a float `scaled_max` parameter (built-in TE rules)
+  bool chunked = false;       // built-in TE kernel_bulk: full-chunk launches continue one update
   std::shared_ptr<const std::regex> regex;
 
   bool Matches(std::string_view name) const;

@@ -50,6 +50,13 @@ struct alignas(64) ThreadState {
   };
   CacheEntry cache[kCacheSize];
   uint64_t cache_epoch = 0;
+  // Launches on this thread, and the last chunked update launch that filled a whole chunk (its
+  // launch number, function, scaled_max and stream): the next launch may continue that update.
+  uint64_t launch_seq = 0;
+  uint64_t full_chunk_seq = 0;
+  const FunctionInfo* full_chunk_fn = nullptr;
+  ScaledMax full_chunk_scaled_max = ScaledMax::kNotRead;
+  const void* full_chunk_stream = nullptr;
 
   // Single-producer single-consumer ring: the thread pushes, the writer drains.
   alignas(64) std::atomic<uint64_t> head{0};
