@@ -2,10 +2,10 @@
 
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -54,11 +54,86 @@ bool TraceFileWriter::WriteFramed(const std::string& bytes) {
   return true;
 }
 
+namespace {
+
+// A varint of at most `max_bytes` bytes from `p` (`n` available), its low 32 bits in `value`.
+// Returns the bytes it took, 0 when it does not end within them.
+size_t DecodeVarint32(const uint8_t* p, size_t n, size_t max_bytes, uint32_t* value) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n && i < max_bytes; ++i) {
+    v |= static_cast<uint64_t>(p[i] & 0x7F) << (7 * std::min<size_t>(i, 9));
+    if ((p[i] & 0x80) == 0) {
+      *value = static_cast<uint32_t>(v);
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+// Parses one record's bytes. An event record (the usual kind: field 2 alone, spanning the record)
+// is parsed into the event `record` already holds, so its strings keep their storage and reading
+// allocates nothing per record; anything else goes through the record's own parser.
+bool ParseRecord(const uint8_t* p, size_t size, v1::TraceRecord* record) {
+  constexpr uint8_t kEventTag = (2 << 3) | 2;  // field 2, length-delimited
+  if (size >= 2 && p[0] == kEventTag) {
+    uint32_t len = 0;
+    const size_t n = DecodeVarint32(p + 1, size - 1, 4, &len);
+    if (n > 0 && 1 + n + static_cast<size_t>(len) == size) {
+      // Whatever else the record held goes; its event (if any) is kept aside and parsed into.
+      std::unique_ptr<v1::Event> event(record->has_event() ? record->release_event() : nullptr);
+      record->Clear();
+      if (event != nullptr) record->set_allocated_event(event.release());
+      return record->mutable_event()->ParseFromArray(p + 1 + n, static_cast<int>(len));
+    }
+  }
+  return record->ParseFromArray(p, static_cast<int>(size));
+}
+
+}  // namespace
+
+// The file through one read buffer: records are parsed where they lie in it, never copied.
 struct TraceFileReader::Impl {
-  explicit Impl(int fd) : file(fd, kBlockBytes) { file.SetCloseOnDelete(true); }
-  static constexpr int kBlockBytes = 1 << 20;
-  pbio::FileInputStream file;
-  std::string buffer;  // one record's bytes, reused
+  explicit Impl(int fd) : fd(fd) {}
+  ~Impl() { ::close(fd); }
+
+  static constexpr size_t kBlockBytes = 1 << 20;
+
+  // Makes `want` bytes from `pos` on available unless the file ends first; returns how many are.
+  // The buffer grows past kBlockBytes only for a record that is larger (kMaxTraceRecordBytes).
+  size_t Fill(size_t want) {
+    if (end - pos >= want || eof) return end - pos;
+    if (capacity - pos < want) {
+      const size_t live = end - pos;
+      if (capacity < want) {
+        const size_t grown = std::max(want, kBlockBytes);
+        auto bigger = std::make_unique<uint8_t[]>(grown);
+        if (live > 0) std::memcpy(bigger.get(), data.get() + pos, live);
+        data = std::move(bigger);
+        capacity = grown;
+      } else if (live > 0) {
+        std::memmove(data.get(), data.get() + pos, live);
+      }
+      pos = 0;
+      end = live;
+    }
+    while (end - pos < want) {
+      const ssize_t n = ::read(fd, data.get() + end, capacity - end);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        eof = true;  // a read error ends the file where it happened, as a short file would
+        break;
+      }
+      end += static_cast<size_t>(n);
+    }
+    return end - pos;
+  }
+
+  int fd;
+  std::unique_ptr<uint8_t[]> data;
+  size_t capacity = 0;
+  size_t pos = 0;  // next unread byte
+  size_t end = 0;  // end of the bytes read
+  bool eof = false;
 };
 
 TraceFileReader::TraceFileReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -84,9 +159,7 @@ std::unique_ptr<TraceFileReader> TraceFileReader::Open(const std::string& path,
 
 TraceFileReader::Status TraceFileReader::Next(v1::TraceRecord* record) {
   if (final_ != Status::kRecord) return final_;
-  // One CodedInputStream per record keeps its internal byte limits per record, not per file.
-  pbio::CodedInputStream in(&impl_->file);
-  uint32_t size = 0;
+  Impl& in = *impl_;
   const uint64_t start = offset_;
   auto damaged = [&](const std::string& why) {
     damage_ =
@@ -94,29 +167,30 @@ TraceFileReader::Status TraceFileReader::Next(v1::TraceRecord* record) {
     final_ = Status::kDamaged;
     return final_;
   };
-  if (!in.ReadVarint32(&size)) {
-    if (in.CurrentPosition() == 0 && offset_ == file_size_) {
-      final_ = Status::kEnd;
-      return final_;
-    }
-    return damaged("truncated size prefix");
+  // The size prefix: a varint of at most 10 bytes, its low 32 bits (as protobuf reads a varint32).
+  const size_t avail = in.Fill(10);
+  if (avail == 0 && offset_ == file_size_) {
+    final_ = Status::kEnd;
+    return final_;
   }
+  uint32_t size = 0;
+  const size_t prefix = DecodeVarint32(in.data.get() + in.pos, avail, 10, &size);
+  if (prefix == 0) return damaged("truncated size prefix");
   if (size > kMaxTraceRecordBytes) {
     return damaged("size " + std::to_string(size) + " exceeds the record limit");
   }
-  if (start + static_cast<uint64_t>(in.CurrentPosition()) + size > file_size_) {
+  if (start + prefix + size > file_size_) {
     return damaged("truncated (" + std::to_string(size) + "-byte record, " +
-                   std::to_string(file_size_ - start - in.CurrentPosition()) + " bytes left)");
+                   std::to_string(file_size_ - start - prefix) + " bytes left)");
   }
   // The size was checked against the bytes left, so the buffer never outgrows the file; parsing
-  // from the flat copy bounds every length inside the record by the record itself.
-  if (!in.ReadString(&impl_->buffer, static_cast<int>(size))) {
-    return damaged("truncated record");
-  }
-  if (!record->ParseFromString(impl_->buffer)) {
+  // the record's bytes alone bounds every length inside the record by the record itself.
+  if (in.Fill(prefix + size) < prefix + size) return damaged("truncated record");
+  if (!ParseRecord(in.data.get() + in.pos + prefix, size, record)) {
     return damaged("not a valid record");
   }
-  offset_ = start + static_cast<uint64_t>(in.CurrentPosition());
+  in.pos += prefix + size;
+  offset_ = start + prefix + size;
   ++records_;
   return Status::kRecord;
 }

@@ -46,7 +46,9 @@ class TraceFileReader {
   TraceFileReader(const TraceFileReader&) = delete;
   TraceFileReader& operator=(const TraceFileReader&) = delete;
 
-  // Next record. After kDamaged or kEnd every further call returns the same status.
+  // Next record. After kDamaged or kEnd every further call returns the same status. Records are
+  // parsed in place from a 1 MiB read buffer; an event record reuses the event `record` already
+  // holds, so a loop over one record allocates nothing per event.
   Status Next(v1::TraceRecord* record);
   // For kDamaged: what is wrong and at which byte offset the damaged record starts.
   const std::string& damage() const { return damage_; }
