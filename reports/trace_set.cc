@@ -9,6 +9,7 @@
 
 #include "proto/trace_io.h"
 #include "reports/event_text.h"
+#include "reports/ranks.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -16,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kTraceExtension = ".fp8trace";
+constexpr uint64_t kProgressStepBytes = 256 << 10;  // TraceSetOptions::on_read
 
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a + b < a ? ~uint64_t{0} : a + b; }
 
@@ -121,11 +123,17 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
   }
 
   Auditor auditor(MakeAuditorOptions(options, Resolve(options, &record.header())));
+  auditor.on_microbatch = options.on_microbatch;
   auditor.OnHeader(record.header());
   std::string damage;
   bool second_header = false;
+  uint64_t next_progress = 0;
   while (true) {
     const uint64_t offset = reader->bytes_consumed();
+    if (options.on_read && offset >= next_progress) {
+      options.on_read(offset);
+      next_progress = offset + kProgressStepBytes;
+    }
     status = reader->Next(&record);
     if (status == TraceFileReader::Status::kEnd) break;
     if (status == TraceFileReader::Status::kDamaged) {
@@ -141,6 +149,7 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
     }
     auditor.OnRecord(record);
   }
+  if (options.on_read) options.on_read(reader->bytes_consumed());
   if (!damage.empty()) auditor.OnDamage(damage);
   auditor.Finish();
   v1::RankReport r = auditor.report();
@@ -167,14 +176,28 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
   std::vector<v1::RankReport> ranks;
   ranks.reserve(files.size());
   bool expects_updates = false;
-  for (const std::string& path : files) {
+  RankAgreement agreement;
+  for (size_t i = 0; i < files.size(); ++i) {
+    TraceSetOptions one = options;
+    uint64_t read = 0;
+    if (options.on_progress) {
+      options.on_progress(i, 0, false);
+      one.on_read = [&](uint64_t bytes) {
+        read = bytes;
+        options.on_progress(i, bytes, false);
+      };
+    }
+    one.on_microbatch = [&](const v1::MicrobatchResult& row) { agreement.OnMicrobatch(i, row); };
     std::string problem;
-    ranks.push_back(AuditTraceFile(path, options, &problem));
+    ranks.push_back(AuditTraceFile(files[i], one, &problem));
+    if (options.on_progress) options.on_progress(i, read, true);
     if (!problem.empty()) result.problems.push_back(std::move(problem));
     const v1::RankReport& r = ranks.back();
     const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
     if (e.forward > 0 || e.backward > 0) expects_updates = true;
   }
+  RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
+  for (std::string& p : job.problems) result.problems.push_back(std::move(p));
   std::stable_sort(ranks.begin(), ranks.end(),
                    [](const v1::RankReport& a, const v1::RankReport& b) {
                      if (a.rank() != b.rank()) return a.rank() < b.rank();
@@ -184,10 +207,8 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
                    });
 
   v1::Totals* totals = report.mutable_totals();
-  bool damaged = false;
-  bool violations = false;
-  // Microbatches per rank, over the traces of main processes (not forked children).
-  std::map<int32_t, uint64_t> per_rank;
+  bool damaged = job.incomplete;
+  bool violations = job.disagree;
   for (v1::RankReport& r : ranks) {
     const v1::Totals& t = r.totals();
     totals->set_microbatches(totals->microbatches() + t.microbatches());
@@ -198,32 +219,9 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
     totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
     if (IsDamaged(r)) damaged = true;
     if (r.verdict() == v1::FAIL) violations = true;
-    if (r.has_header() && r.rank() >= 0 && r.header().parent_pid() == 0) {
-      per_rank[r.rank()] += t.microbatches();
-    }
     *report.add_ranks() = std::move(r);
   }
-
-  if (per_rank.size() > 1) {
-    uint64_t lo = ~uint64_t{0};
-    uint64_t hi = 0;
-    for (const auto& [rank, n] : per_rank) {
-      lo = std::min(lo, n);
-      hi = std::max(hi, n);
-    }
-    if (lo != hi) {
-      v1::Violation* v = report.add_violations();
-      v->set_kind(v1::Violation::RANK_DISAGREEMENT);
-      v->set_rank(-1);
-      std::string counts;
-      for (const auto& [rank, n] : per_rank) {
-        if (!counts.empty()) counts += ", ";
-        counts += RankName(rank) + ": " + std::to_string(n);
-      }
-      v->set_message("ranks disagree on the number of microbatches (" + counts + ")");
-      violations = true;
-    }
-  }
+  for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
 
   report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
   if (damaged) {

@@ -2,7 +2,9 @@
 // with the rows and violations kept (see AuditorOptions), never with the size of a trace.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,7 +22,18 @@ struct TraceSetOptions {
   std::optional<uint32_t> expect_backward;
   uint32_t max_rows = 0;        // per trace, see AuditorOptions::max_rows
   uint32_t max_detailed = 100;  // per trace, see AuditorOptions::max_detailed
-  uint32_t max_violations = 0;  // per trace, see AuditorOptions::max_violations
+  uint32_t max_violations = 0;  // per trace, see AuditorOptions::max_violations; also the job's
+                                // ranges of microbatches where ranks disagree
+
+  // Hooks, called on the reading thread (unset: none).
+  // AuditTraceFiles: file `index` of `files` starts (0 bytes), has `bytes` of it read, and is done
+  // (`done`, with the bytes read). Reading reports about every 256 KiB.
+  std::function<void(size_t index, uint64_t bytes, bool done)> on_progress;
+  // AuditTraceFile: the bytes of the trace read so far, after its header, about every 256 KiB,
+  // and at its end.
+  std::function<void(uint64_t bytes)> on_read;
+  // AuditTraceFile: each microbatch as the audit closes it (also those max_rows does not keep).
+  std::function<void(const v1::MicrobatchResult&)> on_microbatch;
 };
 
 // What a set of traces amounts to, in order of precedence.
@@ -51,8 +64,10 @@ bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::st
 v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& options,
                               std::string* problem);
 
-// Audits every file and adds the job-level view: ranks sorted by rank, pid and path, totals,
-// ranks that disagree on their number of microbatches (RANK_DISAGREEMENT), the verdict.
+// Audits every file and adds the job-level view (reports/ranks.h): ranks sorted by rank, pid and
+// path; totals; RANK_DISAGREEMENT for ranks that disagree on their number of microbatches or on
+// the updates of a microbatch (a violation), and for a rank that is missing or claimed by two
+// traces (the audit is incomplete; also a line in `problems`); the verdict.
 TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
                                const TraceSetOptions& options);
 

@@ -224,7 +224,7 @@ TEST_F(ReportCli, DirectoryGivesOneSectionPerRankAndAJobTotal) {
   EXPECT_LT(rank0, rank1);
   EXPECT_TRUE(Contains(r.out,
                        "job violations:\n  ranks disagree on the number of microbatches "
-                       "(rank 0: 3, rank 1: 2)"))
+                       "(rank 0: 3; rank 1: 2)"))
       << Describe(r);
   EXPECT_TRUE(Contains(r.out, "job total: 5 microbatches, 1 failing")) << Describe(r);
 }

@@ -237,7 +237,7 @@ TEST_F(TraceSetTest, RanksThatDisagreeOnTheirMicrobatchesFailTheJob) {
   ASSERT_EQ(set.report.violations_size(), 1);
   EXPECT_EQ(set.report.violations(0).kind(), v1::Violation::RANK_DISAGREEMENT);
   EXPECT_EQ(set.report.violations(0).message(),
-            "ranks disagree on the number of microbatches (rank 0: 2, rank 1: 1)");
+            "ranks disagree on the number of microbatches (rank 0: 2; rank 1: 1)");
   EXPECT_EQ(set.report.verdict(), v1::FAIL);
   EXPECT_EQ(set.outcome, Outcome::kViolations);
 }
