@@ -22,10 +22,11 @@ struct RenderOptions {
   // more microbatches than this shows its failing ones only, then a summary line. JSON and JUnit
   // always render everything the report holds.
   uint32_t max_rows = 50;
-  // Text and markdown: context lines shown per violation (0: all).
+  // Text, markdown and HTML: context lines shown per violation (0: all).
   uint32_t max_context_lines = 12;
   // HTML: the most timeline columns per rank (microbatches are bucketed beyond this), and the
-  // most failing microbatches and violations drilled down per rank (0: all).
+  // most failing microbatches and violations drilled down per rank (0: all). Past 4 ranks both
+  // shrink in proportion, so that the page stays bounded.
   uint32_t html_max_columns = 1000;
   uint32_t html_max_details = 500;
 };

@@ -106,8 +106,9 @@ svg text{font:9px ui-monospace,monospace;fill:var(--ink)}
 .v.p{fill:var(--okd)}.v.x{fill:var(--bad)}.v.n,.h.no{fill:var(--none)}
 .h.ok{fill:var(--ok)}.h.dup{fill:var(--dup)}.h.miss{fill:var(--miss)}
 .c:hover rect{opacity:.7}.mk{fill:#000}
-.fb{fill:#1565c0}.bb{fill:#ef6c00}.ef{stroke:#0d47a1}.eb{stroke:#e65100}
-.ef,.eb{fill:none;stroke-width:1;stroke-dasharray:4 3}.ax{stroke:#8c959f;stroke-width:.6}
+.fb{fill:#1565c0}.bb{fill:#ef6c00}.fl,.bl{fill:none;stroke-width:1.5}.fr{fill:#1565c0;opacity:.25}.br{fill:#ef6c00;opacity:.25}.fl{stroke:#1565c0}
+.bl{stroke:#ef6c00}.ef{stroke:#0d47a1}.eb{stroke:#e65100}
+.ef,.eb{fill:none;stroke-width:1;stroke-dasharray:4 3}.ax{fill:none;stroke:#8c959f;stroke-width:.6}
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;
 vertical-align:-2px;border-radius:2px}
 td.dup{background:#ffebee;color:var(--bad);font-weight:700}td.miss{background:#e3f2fd}
@@ -178,6 +179,7 @@ struct Bucket {
   uint32_t rows = 0;  // microbatch rows the report kept in this range
   uint32_t failing = 0;
   uint32_t max_f = 0, max_b = 0;
+  uint32_t min_f = UINT32_MAX, min_b = UINT32_MAX;
   uint32_t exp_f = 0, exp_b = 0;  // the largest expectations in the range
   bool dup_f = false, dup_b = false, miss_f = false, miss_b = false;
   const v1::MicrobatchResult* first_failing = nullptr;
@@ -195,6 +197,8 @@ std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t
     ++b.rows;
     b.max_f = std::max(b.max_f, row.forward_updates());
     b.max_b = std::max(b.max_b, row.backward_updates());
+    b.min_f = std::min(b.min_f, row.forward_updates());
+    b.min_b = std::min(b.min_b, row.backward_updates());
     b.exp_f = std::max(b.exp_f, row.expected_forward());
     b.exp_b = std::max(b.exp_b, row.expected_backward());
     b.dup_f = b.dup_f || row.forward_updates() > row.expected_forward();
@@ -221,9 +225,16 @@ std::string RangeText(const Bucket& b) {
                            : "microbatches " + Num(b.first) + "\xe2\x80\x93" + Num(b.last);
 }
 
+// Violations given a context table, and failing rows given an update-event table, per rank: as
+// many as the auditor details by default (AuditorOptions::max_detailed).
+constexpr uint32_t kEventTables = 100;
+
 // Layout shared by the timeline and the chart: a label margin, then the columns.
 constexpr double kLeft = 28;
 constexpr double kWidth = 1000;
+
+// The chart draws bars while a column is at least 4 units wide, else lines and bands.
+bool ChartBars(size_t columns) { return kWidth / static_cast<double>(columns) >= 4; }
 
 // Per-rank render context.
 struct RankView {
@@ -233,13 +244,16 @@ struct RankView {
   uint64_t span;  // the job's timeline length in microbatches (the longest rank)
   uint32_t columns;
   uint32_t max_details;
+  // Violations given a context table, failing rows given an update-event table (0: all).
+  uint32_t max_event_tables;
+  bool open_metadata;                          // few ranks: each rank's metadata shown unfolded
   std::unordered_map<uint32_t, bool> drilled;  // failing rows listed in the microbatch table
 };
 
 void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::string* out) {
   const double w = kWidth / static_cast<double>(buckets.size());
-  *out += "<svg class=\"timeline\" role=\"img\" viewBox=\"0 0 " + Coord(kLeft + kWidth) +
-          " 46\" aria-label=\"microbatch timeline\">";
+  *out += "<svg class=\"timeline\" role=\"img\" shape-rendering=\"crispEdges\" viewBox=\"0 0 " +
+          Coord(kLeft + kWidth) + " 46\" aria-label=\"microbatch timeline\">";
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"6\" text-anchor=\"end\">V</text>";
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"20\" text-anchor=\"end\">F</text>";
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"38\" text-anchor=\"end\">B</text>";
@@ -322,10 +336,13 @@ void Chart(const std::vector<Bucket>& buckets, uint32_t y_max, std::string* out)
             "\" text-anchor=\"end\">" + Num(*it) + "</text>";
     last_label = ty;
   }
-  // Bars: forward in the left half of a column, backward in the right half.
-  std::string fwd, bwd, ef, eb;
-  const double bar = std::max(w * 0.42, 0.2);
-  for (size_t i = 0; i < buckets.size(); ++i) {
+  // Few columns: bars, forward in the left half of a column and backward in the right half.
+  // Many (narrower than 4 units): steps through each column's largest count, which stay legible
+  // where bars would be thinner than a pixel.
+  const bool bars = ChartBars(buckets.size());
+  std::string fwd, bwd;
+  const double bar = w * 0.42;
+  for (size_t i = 0; bars && i < buckets.size(); ++i) {
     const Bucket& b = buckets[i];
     if (b.rows == 0) continue;
     const double x = kLeft + static_cast<double>(i) * w;
@@ -337,18 +354,72 @@ void Chart(const std::vector<Bucket>& buckets, uint32_t y_max, std::string* out)
       bwd += "M" + Coord(x + w * 0.52) + " " + Coord(kBottom) + "V" + Coord(y(b.max_b)) + "h" +
              Coord(bar) + "V" + Coord(kBottom) + "Z";
     }
-    // The expectations as steps across each column.
-    ef += "M" + Coord(x) + " " + Coord(y(b.exp_f)) + "h" + Coord(w);
-    eb += "M" + Coord(x) + " " + Coord(y(b.exp_b)) + "h" + Coord(w);
   }
-  if (!fwd.empty())
-    *out += "<path class=\"fb\" d=\"" + fwd + "\"><title>forward updates</title></path>";
-  if (!bwd.empty())
-    *out += "<path class=\"bb\" d=\"" + bwd + "\"><title>backward updates</title></path>";
-  if (!ef.empty())
-    *out += "<path class=\"ef\" d=\"" + ef + "\"><title>expected forward</title></path>";
-  if (!eb.empty())
-    *out += "<path class=\"eb\" d=\"" + eb + "\"><title>expected backward</title></path>";
+  // A step line through one value per column; columns without rows break it.
+  auto steps = [&](uint32_t Bucket::*field) {
+    std::string d;
+    bool open = false;
+    uint32_t at = 0;
+    for (size_t i = 0; i <= buckets.size(); ++i) {
+      const double x = kLeft + static_cast<double>(i) * w;
+      const bool has = i < buckets.size() && buckets[i].rows > 0;
+      if (open && (!has || buckets[i].*field != at)) d += "H" + Coord(x);
+      if (!has) {
+        open = false;
+        continue;
+      }
+      const uint32_t v = buckets[i].*field;
+      if (!open) {
+        d += "M" + Coord(x) + " " + Coord(y(v));
+      } else if (v != at) {
+        d += "V" + Coord(y(v));
+      }
+      open = true;
+      at = v;
+    }
+    return d;
+  };
+  // The range from the fewest to the most updates in each column, one rectangle per run of
+  // columns with the same range.
+  auto band = [&](uint32_t Bucket::*lo, uint32_t Bucket::*hi) {
+    std::string d;
+    size_t i = 0;
+    while (i < buckets.size()) {
+      if (buckets[i].rows == 0) {
+        ++i;
+        continue;
+      }
+      size_t j = i + 1;
+      while (j < buckets.size() && buckets[j].rows > 0 && buckets[j].*lo == buckets[i].*lo &&
+             buckets[j].*hi == buckets[i].*hi) {
+        ++j;
+      }
+      // A column whose microbatches all agree still gets a visible band.
+      const double top = y(buckets[i].*hi) - 1;
+      const double bottom = y(buckets[i].*lo) + 1;
+      d += "M" + Coord(kLeft + static_cast<double>(i) * w) + " " + Coord(top) + "H" +
+           Coord(kLeft + static_cast<double>(j) * w) + "V" + Coord(bottom) + "H" +
+           Coord(kLeft + static_cast<double>(i) * w) + "Z";
+      i = j;
+    }
+    return d;
+  };
+  auto path = [&](const char* cls, const std::string& d, const char* title) {
+    if (d.empty()) return;
+    *out += "<path class=\"" + std::string(cls) + "\" d=\"" + d + "\"><title>" + title +
+            "</title></path>";
+  };
+  if (bars) {
+    path("fb", fwd, "forward updates");
+    path("bb", bwd, "backward updates");
+  } else {
+    path("fr", band(&Bucket::min_f, &Bucket::max_f), "forward updates (range in each column)");
+    path("br", band(&Bucket::min_b, &Bucket::max_b), "backward updates (range in each column)");
+    path("fl", steps(&Bucket::max_f), "forward updates (the most in each column)");
+    path("bl", steps(&Bucket::max_b), "backward updates (the most in each column)");
+  }
+  path("ef", steps(&Bucket::exp_f), "expected forward");
+  path("eb", steps(&Bucket::exp_b), "expected backward");
   if (!buckets.empty()) {
     *out += "<text x=\"" + Coord(kLeft) + "\" y=\"" + Coord(kHeight - 3) + "\">" +
             Num(buckets.front().first) + "</text>";
@@ -409,7 +480,7 @@ void Explanations(const v1::MicrobatchResult& row, std::string* out) {
   *out += "</ul>";
 }
 
-void Metadata(const v1::RankReport& r, std::string* out) {
+void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   const v1::TraceHeader& h = r.header();
   auto row = [&](const char* key, const std::string& value_html) {
     *out += "<tr><th>" + std::string(key) + "</th><td>" + value_html + "</td></tr>";
@@ -417,7 +488,8 @@ void Metadata(const v1::RankReport& r, std::string* out) {
   auto text = [&](const char* key, const std::string& value, size_t max = 512) {
     row(key, value.empty() ? "<span class=\"note\">not recorded</span>" : Esc(value, max));
   };
-  *out += "<table class=\"meta\">";
+  *out += "<details class=\"meta\"" + std::string(open ? " open" : "") +
+          "><summary>Run metadata</summary><table class=\"meta\">";
   row("trace", "<code>" + Esc(r.path()) + "</code>");
   row("command", h.command_size() == 0 ? "<span class=\"note\">not recorded</span>"
                                        : "<code>" + Esc(CommandLine(h, 4096)) + "</code>");
@@ -448,7 +520,7 @@ void Metadata(const v1::RankReport& r, std::string* out) {
   row("events",
       Num(r.totals().events()) + " (" + Num(r.totals().kernel_launches()) + " kernel launches)");
   if (!r.damage().empty()) row("damaged", "<strong>" + Esc(r.damage()) + "</strong>");
-  *out += "</table>\n";
+  *out += "</table></details>\n";
 }
 
 void Violations(const RankView& view,
@@ -462,6 +534,8 @@ void Violations(const RankView& view,
       "<h3>Violations</h3>\n<table class=\"violations\"><tr><th class=\"n\">microbatch</th>"
       "<th>kind</th><th>violation</th><th>explanations and context</th></tr>\n";
   int64_t explained = -1;  // a microbatch's explanations are shown with its first violation
+  uint32_t tables = 0;
+  bool tables_left_out = false;
   for (int i = 0; i < n; ++i) {
     const v1::Violation& v = r.violations(i);
     const bool count = IsCountViolation(v);
@@ -479,7 +553,10 @@ void Violations(const RankView& view,
       if (it != rows.end()) Explanations(*it->second, out);
       explained = v.microbatch();
     }
-    if (v.context_size() > 0) {
+    if (v.context_size() > 0 && view.max_event_tables != 0 && tables >= view.max_event_tables) {
+      tables_left_out = true;
+    } else if (v.context_size() > 0) {
+      ++tables;
       *out += "<details><summary>" + ContextTitle(v) + ": " +
               Plural(v.context_size(), "event", "events") +
               " (t from the start of the microbatch)</summary>";
@@ -494,6 +571,10 @@ void Violations(const RankView& view,
             Plural(r.violations_size(), "violation", "violations") + "; " +
             Num(r.violations_size() - n) + " left out (--format json has them all)</p>\n";
   }
+  if (tables_left_out) {
+    *out += "<p class=\"note\">context is shown for the first " + Num(tables) +
+            " violations with context on this rank (--format json has it all)</p>\n";
+  }
 }
 
 void MicrobatchTable(const RankView& view, const std::vector<const v1::MicrobatchResult*>& shown,
@@ -506,6 +587,7 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
         "<table class=\"mbs\"><tr><th class=\"n\">microbatch</th><th class=\"n\">step</th>"
         "<th class=\"n\">forward</th><th class=\"n\">backward</th><th class=\"n\">expected</th>"
         "<th>verdict</th><th>explanations</th></tr>\n";
+    uint32_t tables = 0;
     for (const v1::MicrobatchResult* m : shown) {
       const bool fail = m->verdict() == v1::FAIL;
       auto count = [](uint32_t got, uint32_t want) {
@@ -520,7 +602,8 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
               ExpectedText(*m) + "</td><td>" + (fail ? "<strong>FAIL</strong>" : "ok") +
               "</td><td>";
       Explanations(*m, out);
-      if (m->updates_size() > 0) {
+      if (m->updates_size() > 0 && (view.max_event_tables == 0 || tables < view.max_event_tables)) {
+        ++tables;
         *out += "<details><summary>" + Plural(m->updates_size(), "update event", "update events") +
                 "</summary>";
         EventTable(m->updates(), m->updates(0).timestamp_ns(), options.max_context_lines, out);
@@ -573,7 +656,7 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
             Plural(t.microbatches(), "microbatch", "microbatches") + "</span>";
   }
   *out += "</h2>\n<p>" + TotalsLine(t) + "</p>\n";
-  Metadata(r, out);
+  Metadata(r, view.open_metadata, out);
 
   *out += "<h3>Timeline</h3>\n";
   if (view.span == 0) {
@@ -601,7 +684,11 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
         "<span style=\"background:#ef6c00\"></span>backward"
         "<span style=\"border-top:2px dashed #0d47a1;height:0\"></span>expected forward"
         "<span style=\"border-top:2px dashed #e65100;height:0\"></span>expected backward" +
-        std::string(per > 1 ? " (bars: the most in each column)" : "") + "</p>\n";
+        std::string(!ChartBars(buckets.size())
+                        ? " (lines: the most in each column; bands: from the fewest to the most)"
+                    : per > 1 ? " (bars: the most in each column)"
+                              : "") +
+        "</p>\n";
     Chart(buckets, y_max, out);
   }
 
@@ -619,8 +706,9 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
   const std::vector<bool> disagrees = DisagreeingRanks(report);
   const int nranks = report.ranks_size();
 
-  // Every rank shares one timeline length (the longest rank) so that columns line up. Many ranks
-  // share the budget: past 8 ranks, the per-rank caps shrink to keep the page bounded.
+  // Every rank shares one timeline length (the longest rank) so that columns line up. Ranks share
+  // the page's budget: past 4 ranks the per-rank caps shrink in proportion, down to a floor, so
+  // that the page stays within a few MB up to some hundred ranks.
   uint64_t span = 0;
   uint32_t y_max = 1;
   for (const v1::RankReport& r : report.ranks()) {
@@ -631,13 +719,15 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
                         m.expected_backward()});
     }
   }
-  const uint32_t shrink = std::max(1, nranks / 8);
+  const uint32_t shrink = std::max(1, (nranks + 3) / 4);
   uint32_t columns = options.html_max_columns == 0
                          ? static_cast<uint32_t>(std::min<uint64_t>(span, UINT32_MAX))
-                         : std::max<uint32_t>(50, options.html_max_columns / shrink);
+                         : std::max<uint32_t>(20, options.html_max_columns / shrink);
   columns = static_cast<uint32_t>(std::min<uint64_t>(columns, span));
   const uint32_t max_details =
-      options.html_max_details == 0 ? 0 : std::max<uint32_t>(20, options.html_max_details / shrink);
+      options.html_max_details == 0 ? 0 : std::max<uint32_t>(10, options.html_max_details / shrink);
+  const uint32_t max_event_tables =
+      options.html_max_details == 0 ? 0 : std::max<uint32_t>(2, kEventTables / shrink);
 
   std::string out;
   out.reserve(64 * 1024);
@@ -682,6 +772,8 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
     views[i].span = span;
     views[i].columns = columns;
     views[i].max_details = max_details;
+    views[i].max_event_tables = max_event_tables;
+    views[i].open_metadata = nranks <= 8;
   }
 
   if (nranks > 0) {

@@ -1,0 +1,324 @@
+// The HTML report: escaping of trace strings, the rows, cells and markers of a known report, the
+// job-level flags, and the bounds (columns, drill-down, size) for long traces.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "reports/render.h"
+#include "tests/reports/trace_builder.h"
+
+namespace fp8audit::reports {
+namespace {
+
+using testing::TraceBuilder;
+
+bool Contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+size_t Count(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos;
+       at = haystack.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+v1::AuditReport Job(const std::vector<v1::RankReport>& ranks) {
+  v1::AuditReport report;
+  report.set_schema_version(1);
+  bool fail = false;
+  for (const auto& r : ranks) {
+    *report.add_ranks() = r;
+    auto* t = report.mutable_totals();
+    t->set_microbatches(t->microbatches() + r.totals().microbatches());
+    t->set_failing_microbatches(t->failing_microbatches() + r.totals().failing_microbatches());
+    t->set_forward_updates(t->forward_updates() + r.totals().forward_updates());
+    t->set_backward_updates(t->backward_updates() + r.totals().backward_updates());
+    fail = fail || r.verdict() == v1::FAIL;
+  }
+  report.set_verdict(fail ? v1::FAIL : v1::PASS);
+  return report;
+}
+
+// Microbatch 0 passes; in microbatch 1 each recomputed module updates backward state again.
+v1::RankReport FailingRank(int rank = 0) {
+  TraceBuilder t(rank, 4242, "nvtx");
+  t.header()->set_gpu("NVIDIA H200");
+  t.header()->set_driver("560.35.03");
+  t.header()->set_cuda("12.6");
+  t.header()->set_agent_version("0.1.0");
+  t.header()->set_expect_forward(1);
+  t.MarkedMicrobatch();
+  t.Begin().Forward().BackwardBegin();
+  const uint64_t th = TraceBuilder::kAutogradThread;
+  for (uint64_t f = 2; f >= 1; --f) {
+    t.CheckpointEnter(f, 2, v1::REENTRANT, th).Module(true, "fc" + std::to_string(f), th);
+    t.Backward().CheckpointExit(f, th);
+  }
+  t.BackwardEnd().End().Footer();
+  v1::RankReport r = t.Audit();
+  r.set_path("traces/testhost.4242.rank" + std::to_string(rank) + ".fp8trace");
+  return r;
+}
+
+v1::RankReport PassingRank(int rank, int microbatches) {
+  TraceBuilder t(rank, 5000 + rank, "nvtx");
+  for (int i = 0; i < microbatches; ++i) t.MarkedMicrobatch();
+  t.Footer();
+  v1::RankReport r = t.Audit();
+  r.set_path("traces/testhost.rank" + std::to_string(rank) + ".fp8trace");
+  return r;
+}
+
+// The page as written, for a look in a browser: FP8AUDIT_HTML_TEST_OUT=DIR.
+void Keep(const std::string& name, const std::string& html) {
+  const char* dir = std::getenv("FP8AUDIT_HTML_TEST_OUT");
+  if (dir == nullptr || *dir == '\0') return;
+  std::ofstream(std::string(dir) + "/" + name + ".html") << html;
+}
+
+TEST(RenderHtml, IsChosenByName) {
+  Format format = Format::kText;
+  ASSERT_TRUE(ParseFormat("html", &format));
+  EXPECT_EQ(format, Format::kHtml);
+  std::string out, error;
+  ASSERT_TRUE(Render(Job({PassingRank(0, 2)}), Format::kHtml, RenderOptions{}, &out, &error));
+  EXPECT_EQ(out.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_TRUE(Contains(out, "</html>"));
+}
+
+TEST(RenderHtml, EscapesEveryStringFromTheTrace) {
+  TraceBuilder t(0, 7, "nvtx");
+  t.header()->clear_command();
+  t.header()->add_command("python");
+  t.header()->add_command("-c");
+  t.header()->add_command("<script>alert(\"pwned\")</script>&'x'");
+  t.header()->set_host("<b>host</b>");
+  t.header()->set_gpu("GPU \x1b[31mred\x1b[0m <img src=x onerror=alert(1)>");
+  t.MarkedMicrobatch();
+  t.Begin().Forward();
+  t.Add(v1::UPDATE_FORWARD)->set_detail("void kernel<float, \"q\">(int&)</td></tr>");
+  t.BackwardBegin().Backward().BackwardEnd().End().Footer();
+  v1::RankReport r = t.Audit();
+  r.set_path("traces/<evil>&\".fp8trace");
+  const std::string html = RenderHtml(Job({r}), RenderOptions{});
+  Keep("escaping", html);
+
+  // No markup and no script from the trace survive: only the page's own elements remain.
+  EXPECT_FALSE(Contains(html, "<script")) << html;
+  EXPECT_FALSE(Contains(html, "<img")) << html;
+  EXPECT_FALSE(Contains(html, "<b>host")) << html;
+  EXPECT_FALSE(Contains(html, "<evil>")) << html;
+  EXPECT_FALSE(Contains(html, "kernel<float")) << html;
+  EXPECT_FALSE(Contains(html, "\x1b")) << html;
+  EXPECT_TRUE(
+      Contains(html, "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&amp;&#39;x&#39;"))
+      << html;
+  EXPECT_TRUE(Contains(html, "&lt;b&gt;host&lt;/b&gt;")) << html;
+  EXPECT_TRUE(Contains(html, "?[31mred?[0m &lt;img src=x onerror=alert(1)&gt;")) << html;
+  EXPECT_TRUE(Contains(html, "traces/&lt;evil&gt;&amp;&quot;.fp8trace")) << html;
+  EXPECT_TRUE(
+      Contains(html, "void kernel&lt;float, &quot;q&quot;&gt;(int&amp;)&lt;/td&gt;&lt;/tr&gt;"))
+      << html;
+  // Self-contained: nothing is fetched.
+  EXPECT_FALSE(Contains(html, "http://")) << html;
+  EXPECT_FALSE(Contains(html, "https://")) << html;
+  EXPECT_FALSE(Contains(html, " src=\"")) << html;
+}
+
+TEST(RenderHtml, ShowsRowsCellsMarkersAndContextOfAKnownReport) {
+  const std::string html = RenderHtml(Job({FailingRank()}), RenderOptions{});
+  Keep("known", html);
+  EXPECT_TRUE(Contains(html, "<title>fp8audit report: FAIL</title>")) << html;
+  EXPECT_TRUE(Contains(html, "<span id=\"verdict\">FAIL</span>")) << html;
+  EXPECT_TRUE(Contains(html, "2 microbatches, 1 failing; 2 forward and 3 backward updates"));
+
+  // Metadata from the header.
+  EXPECT_TRUE(Contains(html, "<code>python train.py</code>")) << html;
+  EXPECT_TRUE(Contains(html, "<th>host</th><td>testhost</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<th>pid</th><td>4242</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<th>GPU</th><td>NVIDIA H200</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<th>driver</th><td>560.35.03</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<th>CUDA</th><td>12.6</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<th>agent version</th><td>0.1.0</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<th>markers</th><td>nvtx</td>")) << html;
+  EXPECT_TRUE(Contains(html, "forward 1, backward 1 (not recorded)")) << html;
+
+  // One timeline cell per microbatch; the failing one marks its duplicate backward update.
+  EXPECT_EQ(Count(html, "<g class=\"c"), 2u) << html;
+  EXPECT_TRUE(Contains(html, "<g class=\"c\" data-first=\"0\" data-last=\"0\" data-mb=\"0\">"));
+  EXPECT_TRUE(Contains(html,
+                       "<g class=\"c fail dup\" data-first=\"1\" data-last=\"1\" "
+                       "data-mb=\"1\">"))
+      << html;
+  EXPECT_TRUE(Contains(html, "<a href=\"#r0-mb1\"><g class=\"c fail dup\"")) << html;
+  EXPECT_TRUE(Contains(html, "class=\"h b dup\"")) << html;
+  EXPECT_TRUE(Contains(html, "class=\"mk dupmark\"")) << html;
+  EXPECT_EQ(Count(html, "dupmark"), 1u) << html;
+  // The chart: bars and the expectation.
+  EXPECT_TRUE(Contains(html, "<path class=\"fb\"")) << html;
+  EXPECT_TRUE(Contains(html, "<path class=\"bb\"")) << html;
+  EXPECT_TRUE(Contains(html, "<path class=\"ef\"")) << html;
+
+  // The microbatch table: both rows, the extra backward update highlighted.
+  EXPECT_TRUE(Contains(html, "<tr id=\"r0-mb0\" class=\"mb pass\" data-mb=\"0\">")) << html;
+  EXPECT_TRUE(Contains(html, "<tr id=\"r0-mb1\" class=\"mb fail\" data-mb=\"1\">")) << html;
+  EXPECT_EQ(Count(html, "<td class=\"n dup\">2</td>"), 1u) << html;
+
+  // The violation, its explanations and its context: thread, pass, phase, source and kernel.
+  EXPECT_TRUE(Contains(html, "microbatch 1 (step 0): 2 backward updates, expected 1")) << html;
+  EXPECT_TRUE(Contains(html, "during recompute of reentrant checkpoint frame 1")) << html;
+  EXPECT_TRUE(Contains(html, "<td>4343</td><td>backward</td><td>backward update</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<td>frame 2 recompute reentrant</td>")) << html;
+  EXPECT_TRUE(Contains(html, "<td>kernel</td><td>" + std::string(TraceBuilder::kUpdateKernel)))
+      << html;
+  EXPECT_TRUE(Contains(html, "<td>nvtx</td><td>fp8audit.microbatch</td>")) << html;
+}
+
+TEST(RenderHtml, PassingJobSaysPass) {
+  const std::string html = RenderHtml(Job({PassingRank(0, 3)}), RenderOptions{});
+  EXPECT_TRUE(Contains(html, "<span id=\"verdict\">PASS</span>")) << html;
+  EXPECT_FALSE(Contains(html, "dup\"")) << html;
+  EXPECT_FALSE(Contains(html, "<h3>Violations</h3>")) << html;
+  EXPECT_EQ(Count(html, "class=\"mb pass\""), 3u) << html;
+}
+
+TEST(RenderHtml, FlagsRanksThatDisagreeAndDamagedTraces) {
+  v1::AuditReport report = Job({PassingRank(0, 3), PassingRank(1, 3), PassingRank(2, 2)});
+  v1::Violation* v = report.add_violations();
+  v->set_kind(v1::Violation::RANK_DISAGREEMENT);
+  v->set_rank(-1);
+  v->set_message("ranks disagree on the number of microbatches (rank 0: 3, rank 1: 3, rank 2: 2)");
+  report.set_verdict(v1::FAIL);
+  const std::string html = RenderHtml(report, RenderOptions{});
+  Keep("disagree", html);
+  EXPECT_TRUE(Contains(html, "<span id=\"verdict\">FAIL</span>")) << html;
+  EXPECT_TRUE(Contains(html, "<strong>rank disagreement</strong>: ranks disagree")) << html;
+  // Rank 2 alone is flagged, in its section and in the overview.
+  EXPECT_EQ(Count(html, "badge b-warn disagree"), 1u) << html;
+  EXPECT_TRUE(Contains(html, "<section class=\"rank\" id=\"r2\" data-rank=\"2\"><h2>rank 2"))
+      << html;
+  EXPECT_TRUE(Contains(html, "disagrees: 2 microbatches")) << html;
+  EXPECT_EQ(Count(html, "disagrees on the number of microbatches"), 1u) << html;
+  // Timelines share one length: rank 2's third column is empty.
+  EXPECT_EQ(Count(html, "<g class=\"c"), 9u) << html;
+  EXPECT_TRUE(Contains(html, "microbatch 2: none on this rank")) << html;
+
+  TraceBuilder t(0, 1, "nvtx");
+  t.MarkedMicrobatch();
+  reports::Auditor auditor(reports::Expectation{});
+  for (const auto& rec : t.records()) auditor.OnRecord(rec);
+  auditor.OnDamage("record 9 at byte 300: truncated <record>");
+  auditor.Finish();
+  const std::string damaged = RenderHtml(Job({auditor.report()}), RenderOptions{});
+  EXPECT_TRUE(Contains(damaged, "<span id=\"verdict\">INCOMPLETE</span>")) << damaged;
+  EXPECT_TRUE(Contains(damaged, "truncated &lt;record&gt;")) << damaged;
+  EXPECT_TRUE(Contains(damaged, "incomplete: damaged trace")) << damaged;
+}
+
+// A rank of `n` microbatches in which every `every`-th fails with an extra backward update, built
+// directly (as the auditor would keep it with max_rows 0) to keep the test fast.
+v1::RankReport LongRank(int rank, uint32_t n, uint32_t every) {
+  v1::RankReport r;
+  r.set_rank(rank);
+  r.set_path("traces/long.rank" + std::to_string(rank) + ".fp8trace");
+  r.mutable_header()->set_rank(rank);
+  r.mutable_header()->set_host("node" + std::to_string(rank));
+  r.mutable_header()->set_pid(100 + rank);
+  r.mutable_header()->add_command("train.py");
+  uint32_t failing = 0;
+  uint32_t detailed = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    v1::MicrobatchResult* m = r.add_microbatches();
+    m->set_index(i);
+    m->set_step(i / 8);
+    m->set_expected_forward(1);
+    m->set_expected_backward(1);
+    m->set_forward_updates(1);
+    const bool fail = i % every == every - 1;
+    m->set_backward_updates(fail ? 3 : 1);
+    m->set_verdict(fail ? v1::FAIL : v1::PASS);
+    if (!fail) continue;
+    ++failing;
+    v1::Violation* v = r.add_violations();
+    v->set_kind(v1::Violation::BACKWARD_COUNT);
+    v->set_microbatch(i);
+    v->set_message("microbatch " + std::to_string(i) + ": 3 backward updates, expected 1");
+    if (detailed++ < 100) {
+      m->add_explanations("extra backward update 2/3: recompute of checkpoint frame 1");
+      m->add_explanations("extra backward update 3/3: recompute of checkpoint frame 2");
+      for (int e = 0; e < 48; ++e) {
+        v1::Event* ev = v->add_context();
+        ev->set_kind(v1::UPDATE_BACKWARD);
+        ev->set_timestamp_ns(1000000ull * i + 1000ull * e);
+        ev->set_thread_id(4343);
+        ev->set_source(v1::KERNEL);
+        ev->set_detail(TraceBuilder::kUpdateKernel);
+      }
+    }
+  }
+  r.mutable_totals()->set_microbatches(n);
+  r.mutable_totals()->set_failing_microbatches(failing);
+  r.mutable_totals()->set_forward_updates(n);
+  r.mutable_totals()->set_backward_updates(n + 2ull * failing);
+  r.set_verdict(failing > 0 ? v1::FAIL : v1::PASS);
+  return r;
+}
+
+TEST(RenderHtml, BucketsAHundredThousandMicrobatchesIntoABoundedPage) {
+  const std::string html = RenderHtml(Job({LongRank(0, 100000, 7)}), RenderOptions{});
+  Keep("long", html);
+  EXPECT_LT(html.size(), 5u << 20);
+  // At most 1000 timeline columns, each of 100 microbatches, every one holding a failure.
+  EXPECT_EQ(Count(html, "<g class=\"c"), 1000u);
+  EXPECT_EQ(Count(html, "<g class=\"c fail dup\""), 1000u);
+  EXPECT_TRUE(Contains(html, "each column holds up to 100 microbatches")) << html.substr(0, 4000);
+  EXPECT_TRUE(Contains(html, "data-first=\"99900\" data-last=\"99999\">")) << html.substr(0, 4000);
+  EXPECT_TRUE(Contains(html,
+                       "microbatches 0\xe2\x80\x93"
+                       "99: at most 1 forward, 3 backward updates (expected 1/1); 14 failing"));
+  // Many columns: the chart draws steps, not bars.
+  EXPECT_TRUE(Contains(html, "<path class=\"bl\""));
+  EXPECT_FALSE(Contains(html, "<path class=\"bb\""));
+  // Drill-down: the first 500 failing microbatches and violations, and how many were left out.
+  EXPECT_EQ(Count(html, "<tr id=\"r0-mb"), 500u);
+  EXPECT_EQ(Count(html, "<tr class=\"violation\""), 500u);
+  EXPECT_TRUE(Contains(html, "Failing microbatches: 500 of 14285 shown, 13785 left out")) << html;
+  EXPECT_TRUE(Contains(html, "showing the first 500 of 14285 violations; 13785 left out"));
+  // Context is capped at max_context_lines per violation.
+  EXPECT_TRUE(Contains(html, "36 more events (--format json has them all)"));
+}
+
+TEST(RenderHtml, ManyRanksShareTheBudget) {
+  std::vector<v1::RankReport> ranks;
+  for (int i = 0; i < 32; ++i) ranks.push_back(LongRank(i, 20000, 5));
+  const std::string html = RenderHtml(Job(ranks), RenderOptions{});
+  Keep("many", html);
+  EXPECT_LT(html.size(), 5u << 20);
+  // 32 ranks: an eighth of the columns and details each.
+  EXPECT_EQ(Count(html, "<g class=\"c"), 32u * 125);
+  EXPECT_EQ(Count(html, "<tr id=\"r31-mb"), 62u);
+  EXPECT_FALSE(Contains(html, "<details class=\"meta\" open>"));
+}
+
+TEST(RenderHtml, OptionsSetTheCaps) {
+  RenderOptions options;
+  options.html_max_columns = 64;
+  options.html_max_details = 0;
+  options.max_context_lines = 0;
+  const std::string html = RenderHtml(Job({LongRank(0, 1000, 10)}), options);
+  EXPECT_EQ(Count(html, "<g class=\"c"), 64u);
+  // No cap: every row, failing or not.
+  EXPECT_EQ(Count(html, "<tr id=\"r0-mb"), 1000u);
+  EXPECT_EQ(Count(html, "class=\"mb fail\""), 100u);
+  EXPECT_EQ(Count(html, "<tr class=\"violation\""), 100u);
+  EXPECT_FALSE(Contains(html, "more events"));
+}
+
+}  // namespace
+}  // namespace fp8audit::reports
