@@ -87,7 +87,10 @@ struct Segment {
 }  // namespace
 
 struct Auditor::State {
-  bool markers = false;      // a MICROBATCH_BEGIN was seen: markers segment from now on
+  bool markers = false;  // a MICROBATCH_BEGIN was seen: markers segment from now on
+  // The header said the recorder was told to expect markers ("nvtx"). The report's header says
+  // what segmented instead (see SayMarkers), so set-up skipping keeps its own copy.
+  bool markers_configured = false;
   bool in_backward = false;  // between BACKWARD_BEGIN and BACKWARD_END
   std::vector<Frame> frames;
   uint32_t autocast_depth = 0;
@@ -165,6 +168,18 @@ void Auditor::OnHeader(const v1::TraceHeader& header) {
     if (arg.size() > kMaxStoredString) arg = TruncateUtf8(arg, kMaxStoredString);
   }
   report_.set_rank(header.rank());
+  s.markers_configured = header.markers() == "nvtx";
+}
+
+void Auditor::SayMarkers() {
+  // The agent's words ("nvtx" when told to expect markers, else "threads"; an older writer none)
+  // are replaced by what segmented this trace; another writer's own word (e.g. "model") stays.
+  const State& s = *state_;
+  if (!s.header_seen) return;
+  const std::string& said = report_.header().markers();
+  if (said.empty() || said == "nvtx" || said == "threads") {
+    report_.mutable_header()->set_markers(s.markers ? "nvtx" : "threads");
+  }
 }
 
 void Auditor::OnFooter(const v1::TraceFooter& footer) {
@@ -247,8 +262,9 @@ void Auditor::OnEvent(const v1::Event& event) {
   // Microbatch markers and optimizer steps.
   if (kind == v1::MICROBATCH_BEGIN) {
     if (!s.markers) {
-      s.markers = true;
       Close(/*complete=*/true);  // what pass boundaries segmented before the first marker
+      s.markers = true;
+      SayMarkers();
     } else if (s.seg.open) {
       if (!s.seg.ended) {
         Unbalanced(event, "microbatch " + std::to_string(s.next_index + 1) +
@@ -455,9 +471,8 @@ void Auditor::Close(bool complete) {
   if (!seg.open) return;
   // Not a microbatch: nothing happened in it, or it precedes the markers the recorder was told to
   // expect and holds no update (warm-up, set-up).
-  const bool markers_configured = report_.header().markers() == "nvtx";
   if (!seg.marked && (!seg.HasActivity() ||
-                      (markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0))) {
+                      (s.markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0))) {
     seg = Segment();
     return;
   }
@@ -593,6 +608,7 @@ void Auditor::Finish() {
   const bool complete = s.markers ? s.seg.ended : (s.footer_seen && !s.damaged);
   Close(complete);
   s.finished = true;
+  SayMarkers();
   report_.mutable_totals()->set_kernel_launches(s.footer_launches > 0 ? s.footer_launches
                                                 : s.launches_seen > 0 ? s.launches_seen
                                                                       : s.kernel_events);

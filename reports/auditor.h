@@ -51,6 +51,9 @@ struct AuditorOptions {
 //     the expected forward updates, also starts the next (forward-only, e.g. evaluation) one.
 //     STEP closes the current microbatch. Segments with no activity at all are not microbatches,
 //     nor, when the header says markers were configured ("nvtx"), segments without any update.
+// The report's header.markers says which segmented the trace: "nvtx" from the first
+// MICROBATCH_BEGIN on (whatever the recorder was told), else "threads" (a writer's other word,
+// e.g. "model", is kept).
 // Counting: UPDATE_FORWARD and UPDATE_BACKWARD count in their direction; UPDATE (direction not
 // recorded) counts in its `pass` when set, else in the pass the boundaries say (backward between
 // BACKWARD_BEGIN and BACKWARD_END, forward elsewhere), noted in the row's explanations. Each
@@ -93,6 +96,7 @@ class Auditor {
   v1::RankReport* mutable_report() { return &report_; }
 
  private:
+  void SayMarkers();
   void Open(const v1::Event& event);
   void Close(bool complete);
   void Count(const v1::Event& event, int dir, bool inferred);

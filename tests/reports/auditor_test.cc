@@ -294,6 +294,49 @@ TEST(Auditor, ActivityWithoutUpdatesBeforeConfiguredMarkersIsNotAMicrobatch) {
   EXPECT_EQ(plain.Audit().microbatches_size(), 1);
 }
 
+TEST(Auditor, ReportedMarkersAreTheSegmentationTheAuditUsed) {
+  // The agent writes "threads" unless FP8AUDIT_MICROBATCH_RANGE was set, but the default range
+  // name still yields markers: the report says they segmented the trace.
+  TraceBuilder unconfigured(0, 1000, "threads");
+  unconfigured.MarkedMicrobatch().MarkedMicrobatch().Footer();
+  v1::RankReport r = unconfigured.Audit();
+  EXPECT_EQ(r.header().markers(), "nvtx");
+  EXPECT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.verdict(), v1::PASS);
+
+  // Configured, but no marker ever came: pass boundaries segmented it.
+  TraceBuilder unused(0, 1000, "nvtx");
+  unused.PlainMicrobatch().PlainMicrobatch().Footer();
+  r = unused.Audit();
+  EXPECT_EQ(r.header().markers(), "threads");
+  EXPECT_EQ(r.microbatches_size(), 2);
+
+  // A header that does not say (an older writer) gets the word too.
+  TraceBuilder silent(0, 1000, "");
+  silent.PlainMicrobatch().Footer();
+  EXPECT_EQ(silent.Audit().header().markers(), "threads");
+
+  // Set-up before the first marker is still judged by what the recorder was told: configured
+  // markers skip it, unconfigured ones make it a microbatch without updates.
+  TraceBuilder configured(0, 1000, "nvtx");
+  configured.Autocast(true, 1).Autocast(false, 0).BackwardBegin().BackwardEnd();
+  configured.MarkedMicrobatch().Footer();
+  r = configured.Audit();
+  EXPECT_EQ(r.header().markers(), "nvtx");
+  EXPECT_EQ(r.microbatches_size(), 1);
+  TraceBuilder late(0, 1000, "threads");
+  late.Autocast(true, 1).Autocast(false, 0).BackwardBegin().BackwardEnd();
+  late.MarkedMicrobatch().Footer();
+  r = late.Audit();
+  EXPECT_EQ(r.header().markers(), "nvtx");
+  EXPECT_EQ(r.microbatches_size(), 2);
+
+  // Another writer's own word (`fp8audit model` traces) is kept.
+  TraceBuilder model(-1, 1000, "model");
+  model.MarkedMicrobatch().Footer();
+  EXPECT_EQ(model.Audit().header().markers(), "model");
+}
+
 TEST(Auditor, TraceWithoutFooterJudgesTheLastMicrobatchOnlyForExcess) {
   TraceBuilder t;
   t.PlainMicrobatch().Autocast(true, 1).Forward();  // killed after the next forward update
