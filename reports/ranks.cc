@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <utility>
 
 namespace fp8audit::reports {
@@ -85,16 +86,13 @@ bool HoldsAnAudit(const v1::RankReport& r) {
   return !r.has_header() || r.totals().microbatches() > 0 || IsDamaged(r);
 }
 
-std::set<int32_t> DuplicateRanks(const v1::AuditReport& report) {
+std::map<int32_t, int> DuplicateRanks(const v1::AuditReport& report) {
   std::map<int32_t, int> holders;
   for (const v1::RankReport& r : report.ranks()) {
     if (ClaimedRank(r) >= 0 && HoldsAnAudit(r)) ++holders[ClaimedRank(r)];
   }
-  std::set<int32_t> out;
-  for (const auto& [rank, n] : holders) {
-    if (n > 1) out.insert(rank);
-  }
-  return out;
+  std::erase_if(holders, [](const auto& h) { return h.second < 2; });
+  return holders;
 }
 
 std::vector<int32_t> MissingRanks(const v1::AuditReport& report) {
@@ -128,6 +126,40 @@ std::string RankList(const std::vector<int32_t>& ranks) {
     }
   }
   return out;
+}
+
+std::vector<RankRow> RankRows(const v1::AuditReport& report) {
+  const std::map<int32_t, int> duplicates = DuplicateRanks(report);
+  const std::vector<int32_t> missing = MissingRanks(report);
+  std::vector<RankRow> rows;
+  size_t next_missing = 0;
+  auto missing_before = [&](int32_t rank) {
+    for (; next_missing < missing.size() && missing[next_missing] < rank; ++next_missing) {
+      rows.push_back(RankRow{missing[next_missing], -1, "no trace"});
+    }
+  };
+  for (int i = 0; i < report.ranks_size(); ++i) {
+    const v1::RankReport& r = report.ranks(i);
+    if (r.rank() >= 0) missing_before(r.rank());
+    std::vector<std::string> notes;
+    if (!r.has_header()) notes.push_back("no header");
+    if (r.header().parent_pid() != 0) {
+      notes.push_back("forked from pid " + std::to_string(r.header().parent_pid()));
+    }
+    if (r.has_header() && IsDamaged(r)) notes.push_back("damaged");
+    const int32_t claimed = ClaimedRank(r);
+    if (claimed >= 0 && HoldsAnAudit(r) && duplicates.count(claimed) > 0) {
+      notes.push_back("claimed by " + std::to_string(duplicates.at(claimed)) + " traces");
+    }
+    if (r.has_header() && !IsDamaged(r) && r.totals().microbatches() == 0) {
+      notes.push_back("no microbatches");
+    }
+    std::string note;
+    for (const std::string& n : notes) note += (note.empty() ? "" : ", ") + n;
+    rows.push_back(RankRow{r.rank(), i, std::move(note)});
+  }
+  missing_before(std::numeric_limits<int32_t>::max());
+  return rows;
 }
 
 void RankAgreement::OnMicrobatch(size_t trace, const v1::MicrobatchResult& row) {

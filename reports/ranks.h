@@ -6,7 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <set>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,8 +28,8 @@ int32_t ClaimedRank(const v1::RankReport& r);
 // the rank's real trace.
 bool HoldsAnAudit(const v1::RankReport& r);
 
-// Ranks claimed by more than one trace that holds an audit.
-std::set<int32_t> DuplicateRanks(const v1::AuditReport& report);
+// Ranks claimed by more than one trace that holds an audit, with the number of those traces.
+std::map<int32_t, int> DuplicateRanks(const v1::AuditReport& report);
 
 // Ranks with no trace, when traces of more than one rank are present: the gaps in 0..the highest
 // rank. (Traces do not record the world size: a missing highest rank is not seen.)
@@ -37,6 +37,16 @@ std::vector<int32_t> MissingRanks(const v1::AuditReport& report);
 
 // "rank 3", "ranks 0-4, 6, 7" (sorted, without duplicates).
 std::string RankList(const std::vector<int32_t>& ranks);
+
+// The rows of the per-rank summary that text and markdown show: each trace in report order, and
+// each missing rank (trace -1) where its number belongs. `note`: "forked from pid 12", "no
+// header", "damaged", "claimed by 2 traces", "no microbatches", "no trace", joined by ", ".
+struct RankRow {
+  int32_t rank = -1;
+  int trace = -1;  // index in report.ranks()
+  std::string note;
+};
+std::vector<RankRow> RankRows(const v1::AuditReport& report);
 
 class RankAgreement {
  public:

@@ -1,7 +1,9 @@
-// Markdown rendering: a per-rank summary table, then per rank a microbatch table and violations.
+// Markdown rendering: a per-rank summary table (missing ranks included) and the job's violations,
+// then per rank a microbatch table and violations.
 #include <string>
 
 #include "reports/event_text.h"
+#include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
 
@@ -89,16 +91,28 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& options) {
   std::string out =
       "# fp8audit report: " + std::string(report.verdict() == v1::FAIL ? "FAIL" : "PASS") + "\n\n";
-  out += "| trace | microbatches | failing | forward updates | backward updates | verdict |\n";
-  out += "|:---|---:|---:|---:|---:|:---|\n";
-  auto line = [&](const std::string& name, const v1::Totals& t, v1::Verdict verdict) {
+  out +=
+      "| trace | microbatches | failing | forward updates | backward updates | verdict | note |\n";
+  out += "|:---|---:|---:|---:|---:|:---|:---|\n";
+  auto line = [&](const std::string& name, const v1::Totals& t, v1::Verdict verdict,
+                  const std::string& note) {
     out += "| " + name + " | " + std::to_string(t.microbatches()) + " | " +
            std::to_string(t.failing_microbatches()) + " | " + std::to_string(t.forward_updates()) +
            " | " + std::to_string(t.backward_updates()) + " | " +
-           (verdict == v1::FAIL ? "**FAIL**" : "ok") + " |\n";
+           (verdict == v1::FAIL ? "**FAIL**" : "ok") + " |" + (note.empty() ? "" : " " + Md(note)) +
+           " |\n";
   };
-  for (const v1::RankReport& r : report.ranks()) line(Md(RankTitle(r)), r.totals(), r.verdict());
-  line("**job**", report.totals(), report.verdict());
+  // One row per trace, and per rank without one.
+  for (const RankRow& row : RankRows(report)) {
+    if (row.trace < 0) {
+      out +=
+          "| " + RankName(row.rank) + " | - | - | - | - | **missing** | " + Md(row.note) + " |\n";
+      continue;
+    }
+    const v1::RankReport& r = report.ranks(row.trace);
+    line(Md(RankTitle(r)), r.totals(), r.verdict(), row.note);
+  }
+  line("**job**", report.totals(), report.verdict(), "");
   if (report.violations_size() > 0) {
     out += "\n## Job violations\n\n";
     for (const v1::Violation& v : report.violations()) {

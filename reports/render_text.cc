@@ -1,8 +1,10 @@
-// Text rendering: aligned columns, a violations section with context, totals.
+// Text rendering: a per-rank summary and the job's violations (several traces), then per rank
+// aligned columns, a violations section with context, totals.
 #include <algorithm>
 #include <vector>
 
 #include "reports/event_text.h"
+#include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
 
@@ -15,16 +17,9 @@ std::string Pad(const std::string& s, size_t width, bool right) {
   return right ? fill + s : s + fill;
 }
 
-void Table(const std::vector<const v1::MicrobatchResult*>& rows, std::string* out) {
-  const std::vector<std::string> head = {"microbatch", "step",     "forward",
-                                         "backward",   "expected", "verdict"};
-  std::vector<std::vector<std::string>> cells;
-  cells.reserve(rows.size());
-  for (const v1::MicrobatchResult* r : rows) {
-    cells.push_back({std::to_string(r->index()), std::to_string(r->step()),
-                     std::to_string(r->forward_updates()), std::to_string(r->backward_updates()),
-                     ExpectedText(*r), VerdictWord(r->verdict())});
-  }
+// Columns two spaces apart, each as wide as its widest cell; `right[c]`: column c right-aligned.
+void Columns(const std::vector<std::string>& head, const std::vector<bool>& right,
+             const std::vector<std::vector<std::string>>& cells, std::string* out) {
   std::vector<size_t> width(head.size());
   for (size_t c = 0; c < head.size(); ++c) {
     width[c] = head[c].size();
@@ -32,15 +27,49 @@ void Table(const std::vector<const v1::MicrobatchResult*>& rows, std::string* ou
   }
   auto line = [&](const std::vector<std::string>& row) {
     std::string l;
-    for (size_t c = 0; c < row.size(); ++c) {
-      // Numbers right-aligned, the verdict left-aligned.
-      l += "  " + Pad(row[c], width[c], c + 1 < row.size());
-    }
+    for (size_t c = 0; c < row.size(); ++c) l += "  " + Pad(row[c], width[c], right[c]);
     while (!l.empty() && l.back() == ' ') l.pop_back();
     *out += l + "\n";
   };
   line(head);
   for (const auto& row : cells) line(row);
+}
+
+void Table(const std::vector<const v1::MicrobatchResult*>& rows, std::string* out) {
+  std::vector<std::vector<std::string>> cells;
+  cells.reserve(rows.size());
+  for (const v1::MicrobatchResult* r : rows) {
+    cells.push_back({std::to_string(r->index()), std::to_string(r->step()),
+                     std::to_string(r->forward_updates()), std::to_string(r->backward_updates()),
+                     ExpectedText(*r), VerdictWord(r->verdict())});
+  }
+  // Numbers right-aligned, the verdict left-aligned.
+  Columns({"microbatch", "step", "forward", "backward", "expected", "verdict"},
+          {true, true, true, true, true, false}, cells, out);
+}
+
+// One row per trace and per missing rank: what each rank amounts to, side by side.
+void RankSummary(const v1::AuditReport& report, std::string* out) {
+  std::vector<std::vector<std::string>> cells;
+  for (const RankRow& row : RankRows(report)) {
+    const std::string rank = row.rank >= 0 ? std::to_string(row.rank) : "-";
+    if (row.trace < 0) {
+      cells.push_back({rank, "-", "-", "-", "-", "-", "-", "missing", row.note});
+      continue;
+    }
+    const v1::RankReport& r = report.ranks(row.trace);
+    const v1::Totals& t = r.totals();
+    cells.push_back({rank, r.header().host().empty() ? "-" : Printable(r.header().host(), 64),
+                     r.header().pid() == 0 ? "-" : std::to_string(r.header().pid()),
+                     std::to_string(t.microbatches()), std::to_string(t.failing_microbatches()),
+                     std::to_string(t.forward_updates()), std::to_string(t.backward_updates()),
+                     VerdictWord(r.verdict()), row.note});
+  }
+  *out += "ranks:\n";
+  Columns(
+      {"rank", "host", "pid", "microbatches", "failing", "forward", "backward", "verdict", "note"},
+      {true, false, true, true, true, true, true, false, false}, cells, out);
+  *out += "\n";
 }
 
 void Context(const v1::Violation& v, const RenderOptions& options, std::string* out) {
@@ -112,7 +141,9 @@ std::string RenderText(const v1::AuditReport& report, const RenderOptions& optio
   std::string out = "fp8audit report: " + VerdictWord(report.verdict()) + ", " +
                     std::to_string(report.ranks_size()) +
                     (report.ranks_size() == 1 ? " trace" : " traces") + "\n\n";
-  for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
+  // Several traces: the ranks side by side, and what the job's ranks say together, before each
+  // rank's own section.
+  if (report.ranks_size() > 1 || !MissingRanks(report).empty()) RankSummary(report, &out);
   if (report.violations_size() > 0) {
     out += "job violations:\n";
     for (const v1::Violation& v : report.violations()) {
@@ -120,6 +151,7 @@ std::string RenderText(const v1::AuditReport& report, const RenderOptions& optio
     }
     out += "\n";
   }
+  for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
   out += "job total: " + TotalsLine(report.totals()) + ": " + VerdictWord(report.verdict()) + "\n";
   return out;
 }

@@ -267,7 +267,7 @@ TEST_F(ReportCli, OutputFileIsWrittenAndAnUnwritableOneExits2) {
 }
 
 TEST_F(ReportCli, UnknownFormatIsAUsageError) {
-  const Result r = Fp8audit({"report", "--format", "html", WriteTrace("a.fp8trace", Passing())});
+  const Result r = Fp8audit({"report", "--format", "yaml", WriteTrace("a.fp8trace", Passing())});
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "--format")) << Describe(r);
 }

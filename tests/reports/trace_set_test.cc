@@ -5,9 +5,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "reports/progress.h"
+#include "reports/ranks.h"
+#include "reports/render.h"
 #include "tests/reports/trace_builder.h"
 
 namespace fp8audit::reports {
@@ -294,6 +300,524 @@ TEST_F(TraceSetTest, LongTraceStreamsWithBoundedRows) {
   ASSERT_EQ(r.microbatches_size(), 1);
   EXPECT_EQ(r.microbatches(0).index(), 12345u);
   EXPECT_EQ(set.outcome, Outcome::kViolations);
+}
+
+// ---- Multi-rank jobs ---------------------------------------------------------------------------
+
+// Updates of one microbatch of one rank that differ from 1/1: {rank, microbatch} -> {F, B}.
+using Odd = std::map<std::pair<int, int>, std::pair<int, int>>;
+
+class MultiRankTest : public TraceSetTest {
+ protected:
+  // Writes rank r's trace as testhost.<100+r>.rank<r>.fp8trace: `microbatches` marked
+  // microbatches, 1/1 unless `odd` says otherwise.
+  std::string WriteRank(int rank, int microbatches, const Odd& odd = {}, int pid = 0) {
+    TraceBuilder t(rank, pid != 0 ? pid : 100 + rank, "nvtx");
+    for (int m = 0; m < microbatches; ++m) {
+      auto it = odd.find({rank, m});
+      if (it == odd.end()) {
+        t.MarkedMicrobatch();
+      } else {
+        t.MarkedMicrobatch(it->second.first, it->second.second);
+      }
+    }
+    t.Footer();
+    return Write("testhost." + std::to_string(t.header()->pid()) + ".rank" + std::to_string(rank) +
+                     ".fp8trace",
+                 t);
+  }
+  std::vector<std::string> WriteJob(int ranks, int microbatches, const Odd& odd = {}) {
+    std::vector<std::string> files;
+    for (int r = 0; r < ranks; ++r) files.push_back(WriteRank(r, microbatches, odd));
+    return files;
+  }
+  TraceSetResult AuditDir(const TraceSetOptions& options = {}) const {
+    std::vector<std::string> files;
+    std::string error;
+    EXPECT_TRUE(ExpandTracePaths({dir_.string()}, &files, &error)) << error;
+    return AuditTraceFiles(files, options);
+  }
+};
+
+std::vector<std::string> JobMessages(const TraceSetResult& set) {
+  std::vector<std::string> out;
+  for (const v1::Violation& v : set.report.violations()) {
+    EXPECT_EQ(v.kind(), v1::Violation::RANK_DISAGREEMENT) << v.message();
+    EXPECT_EQ(v.rank(), -1) << v.message();
+    out.push_back(v.message());
+  }
+  return out;
+}
+
+std::string Describe(const TraceSetResult& set) {
+  std::string out;
+  for (const std::string& p : set.problems) out += "problem: " + p + "\n";
+  return out + RenderText(set.report, RenderOptions{});
+}
+
+TEST_F(MultiRankTest, TwoRanksThatAgreePass) {
+  WriteJob(2, 3);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kPass) << Describe(set);
+  EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
+  EXPECT_TRUE(set.problems.empty());
+  ASSERT_EQ(set.report.ranks_size(), 2);
+  EXPECT_EQ(set.report.totals().microbatches(), 6u);
+}
+
+TEST_F(MultiRankTest, TwoRanksDisagreeingInOneMicrobatchIsAJobViolation) {
+  WriteJob(2, 3, {{{1, 1}, {2, 3}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kViolations) << Describe(set);
+  EXPECT_EQ(JobMessages(set),
+            std::vector<std::string>{"ranks disagree in microbatch 1 (forward/backward updates): "
+                                     "rank 0: 1/1; rank 1: 2/3"})
+      << Describe(set);
+  ASSERT_EQ(set.report.violations_size(), 1);
+  EXPECT_EQ(set.report.violations(0).microbatch(), 1u);
+  EXPECT_EQ(set.report.ranks(0).verdict(), v1::PASS);
+  EXPECT_EQ(set.report.ranks(1).verdict(), v1::FAIL);
+  EXPECT_EQ(set.report.verdict(), v1::FAIL);
+  EXPECT_TRUE(set.problems.empty());
+}
+
+TEST_F(MultiRankTest, EightRanksOneDisagreeingInOneMicrobatch) {
+  WriteJob(8, 4, {{{5, 2}, {1, 2}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kViolations) << Describe(set);
+  EXPECT_EQ(JobMessages(set),
+            std::vector<std::string>{"ranks disagree in microbatch 2 (forward/backward updates): "
+                                     "ranks 0-4, 6, 7: 1/1; rank 5: 1/2"})
+      << Describe(set);
+  ASSERT_EQ(set.report.ranks_size(), 8);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(set.report.ranks(r).rank(), r);
+}
+
+TEST_F(MultiRankTest, EightRanksThatAgreePass) {
+  WriteJob(8, 5);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kPass) << Describe(set);
+  EXPECT_TRUE(JobMessages(set).empty());
+}
+
+TEST_F(MultiRankTest, RanksThatFailAlikeDoNotDisagree) {
+  WriteJob(2, 3, {{{0, 1}, {29, 196}}, {{1, 1}, {29, 196}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kViolations) << Describe(set);
+  EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
+  EXPECT_EQ(set.report.totals().failing_microbatches(), 2u);
+}
+
+TEST_F(MultiRankTest, ConsecutiveDisagreementsAreOneStretch) {
+  WriteJob(2, 8, {{{1, 2}, {2, 1}}, {{1, 3}, {2, 1}}, {{1, 4}, {2, 1}}, {{1, 5}, {2, 1}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(
+      JobMessages(set),
+      std::vector<std::string>{"ranks disagree in microbatches 2-5 (forward/backward updates): "
+                               "rank 0: 1/1; rank 1: 2/1"})
+      << Describe(set);
+}
+
+TEST_F(MultiRankTest, DisagreementsBeyondTheLimitAreCounted) {
+  Odd odd;
+  for (int m = 1; m < 20; m += 2) odd[{1, m}] = {2, 1};
+  WriteJob(2, 20, odd);
+  TraceSetOptions options;
+  options.max_violations = 3;
+  const TraceSetResult set = AuditDir(options);
+  const std::vector<std::string> messages = JobMessages(set);
+  ASSERT_EQ(messages.size(), 4u) << Describe(set);
+  EXPECT_EQ(messages[2],
+            "ranks disagree in microbatch 5 (forward/backward updates): rank 0: 1/1; rank 1: 2/1");
+  EXPECT_EQ(messages[3],
+            "ranks also disagree in 7 more microbatches (7 more stretches, the last ending at "
+            "microbatch 19)");
+  options.max_violations = 0;
+  EXPECT_EQ(AuditDir(options).report.violations_size(), 10);
+}
+
+TEST_F(MultiRankTest, DifferentNumbersOfMicrobatchesAndTheCommonOnesCompared) {
+  WriteRank(0, 4);
+  WriteRank(1, 3, {{{1, 1}, {2, 1}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kViolations) << Describe(set);
+  EXPECT_EQ(JobMessages(set),
+            (std::vector<std::string>{
+                "ranks disagree on the number of microbatches (rank 0: 4; rank 1: 3)",
+                "ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; rank 1: "
+                "2/1"}))
+      << Describe(set);
+}
+
+TEST_F(MultiRankTest, EightRanksOneWithFewerMicrobatches) {
+  for (int r = 0; r < 8; ++r) WriteRank(r, r == 7 ? 3 : 4);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kViolations) << Describe(set);
+  EXPECT_EQ(JobMessages(set),
+            std::vector<std::string>{
+                "ranks disagree on the number of microbatches (ranks 0-6: 4; rank 7: 3)"})
+      << Describe(set);
+}
+
+TEST_F(MultiRankTest, TwoTracesClaimingOneRankMakeTheAuditIncomplete) {
+  const std::string a = WriteRank(0, 2, {}, 100);
+  const std::string b = WriteRank(0, 2, {}, 300);
+  WriteRank(1, 2);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
+  EXPECT_EQ(set.report.verdict(), v1::FAIL);
+  const std::string expected = "rank 0 is claimed by 2 traces: " + a +
+                               " (pid 100, 2 microbatches), " + b +
+                               " (pid 300, 2 microbatches); traces of more than one run or of a "
+                               "restarted worker, or processes that share one RANK: the audit "
+                               "cannot tell which is the rank's (audit one run's traces)";
+  EXPECT_EQ(set.problems, std::vector<std::string>{expected});
+  // Rank 0 is not compared: nothing says which of its traces is right.
+  EXPECT_EQ(JobMessages(set), std::vector<std::string>{expected});
+}
+
+TEST_F(MultiRankTest, AHelperProcessWithTheRanksNumberIsNotASecondClaim) {
+  WriteRank(0, 2);
+  WriteRank(1, 2);
+  TraceBuilder helper(1, 555, "nvtx");  // inherited RANK, launched a kernel, marked nothing
+  helper.Footer();
+  Write("testhost.555.rank1.fp8trace", helper);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kPass) << Describe(set);
+  EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
+  EXPECT_EQ(set.report.ranks_size(), 3);
+}
+
+TEST_F(MultiRankTest, MissingRankMakesTheAuditIncomplete) {
+  WriteRank(0, 2);
+  WriteRank(1, 2);
+  WriteRank(3, 2);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
+  const std::string expected =
+      "no trace of rank 2 (traces of ranks 0, 1, 3): the audit is incomplete; did that rank write "
+      "its trace elsewhere, or end before its first kernel launch?";
+  EXPECT_EQ(set.problems, std::vector<std::string>{expected});
+  EXPECT_EQ(JobMessages(set), std::vector<std::string>{expected});
+  EXPECT_EQ(MissingRanks(set.report), std::vector<int32_t>{2});
+}
+
+TEST_F(MultiRankTest, OneRanksTraceAloneIsNotMissingTheOthers) {
+  WriteRank(3, 2);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kPass) << Describe(set);
+  EXPECT_TRUE(set.problems.empty());
+}
+
+TEST_F(MultiRankTest, DamagedRankIsIncompleteWithoutABogusDisagreement) {
+  WriteRank(0, 3);
+  const std::string damaged = WriteRank(1, 3);
+  fs::resize_file(damaged, fs::file_size(damaged) - 3);  // cut inside the last END marker
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
+  ASSERT_EQ(set.problems.size(), 1u);
+  EXPECT_TRUE(Contains(set.problems[0], damaged + ": trace damaged at record")) << set.problems[0];
+  // Its last microbatch is incomplete and its count may be short: neither is a disagreement.
+  EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
+}
+
+TEST_F(MultiRankTest, DamagedRankStillComparedOnItsWholeMicrobatches) {
+  WriteRank(0, 3);
+  const std::string damaged = WriteRank(1, 3, {{{1, 0}, {3, 1}}});
+  fs::resize_file(damaged, fs::file_size(damaged) - 3);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
+  EXPECT_EQ(JobMessages(set),
+            std::vector<std::string>{"ranks disagree in microbatch 0 (forward/backward updates): "
+                                     "rank 0: 1/1; rank 1: 3/1"})
+      << Describe(set);
+}
+
+TEST_F(MultiRankTest, EmptyTraceOfARankKeepsTheRankOfItsFileName) {
+  WriteRank(0, 2);
+  WriteRank(2, 2);
+  const std::string empty = Path("testhost.101.rank1.fp8trace");
+  std::ofstream(empty, std::ios::binary);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
+  ASSERT_EQ(set.problems.size(), 1u) << Describe(set);  // not also "no trace of rank 1"
+  EXPECT_TRUE(Contains(set.problems[0], empty + ": empty trace (0 bytes)")) << set.problems[0];
+  ASSERT_EQ(set.report.ranks_size(), 3);
+  EXPECT_EQ(set.report.ranks(1).rank(), 1);
+  EXPECT_EQ(set.report.ranks(1).path(), empty);
+  EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
+}
+
+TEST_F(MultiRankTest, ForkedChildrenAndTracesWithoutARankAreNotRanks) {
+  WriteRank(0, 2);
+  WriteRank(1, 2);
+  TraceBuilder child(1, 700, "nvtx");
+  child.header()->set_parent_pid(101);
+  for (int i = 0; i < 5; ++i) child.MarkedMicrobatch(2, 1);
+  child.Footer();
+  Write("testhost.700.rank1.fp8trace", child);
+  TraceBuilder solo(-1, 800, "nvtx");
+  solo.MarkedMicrobatch().Footer();
+  Write("testhost.800.fp8trace", solo);
+  const TraceSetResult set = AuditDir();
+  EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
+  EXPECT_TRUE(set.problems.empty());
+  EXPECT_EQ(set.outcome, Outcome::kViolations);  // the child's own 2/1 microbatches
+}
+
+TEST(Ranks, RankFromFileNameAndRankList) {
+  EXPECT_EQ(RankFromFileName("out/h.12.rank3.fp8trace"), 3);
+  EXPECT_EQ(RankFromFileName("h.12.rank17.fp8trace"), 17);
+  EXPECT_EQ(RankFromFileName("h.12.fp8trace"), -1);
+  EXPECT_EQ(RankFromFileName("h.12.rankx.fp8trace"), -1);
+  EXPECT_EQ(RankFromFileName("h.12.rank3.txt"), -1);
+  EXPECT_EQ(RankFromFileName("h.12.rank99999999999.fp8trace"), -1);
+  EXPECT_EQ(RankList({5}), "rank 5");
+  EXPECT_EQ(RankList({7, 6, 0, 1, 2, 3, 4}), "ranks 0-4, 6, 7");
+  EXPECT_EQ(RankList({0, 1}), "ranks 0, 1");
+  EXPECT_EQ(RankList({0, 2, 4, 5, 6}), "ranks 0, 2, 4-6");
+}
+
+TEST_F(MultiRankTest, TextAndMarkdownShowAPerRankTableAndTheDisagreement) {
+  WriteRank(0, 3);
+  WriteRank(1, 3, {{{1, 1}, {2, 3}}});
+  WriteRank(3, 3);
+  const TraceSetResult set = AuditDir();
+  const std::string text = RenderText(set.report, RenderOptions{});
+  EXPECT_TRUE(Contains(text,
+                       "ranks:\n"
+                       "  rank  host      pid  microbatches  failing  forward  backward  verdict  "
+                       "note\n"
+                       "     0  testhost  100             3        0        3         3  ok\n"
+                       "     1  testhost  101             3        1        4         5  FAIL\n"
+                       "     2  -           -             -        -        -         -  missing  "
+                       "no trace\n"
+                       "     3  testhost  103             3        0        3         3  ok\n"))
+      << text;
+  // The job's violations come right after the table, before the ranks' own sections.
+  const size_t job = text.find("job violations:\n  no trace of rank 2 (traces of ranks 0, 1, 3)");
+  ASSERT_NE(job, std::string::npos) << text;
+  EXPECT_LT(job, text.find("== rank 0"));
+  EXPECT_TRUE(Contains(text,
+                       "  ranks disagree in microbatch 1 (forward/backward updates): ranks 0, 3: "
+                       "1/1; rank 1: 2/3 [rank disagreement]\n"))
+      << text;
+
+  const std::string md = RenderMarkdown(set.report, RenderOptions{});
+  EXPECT_TRUE(Contains(md, "| rank 1 (testhost, pid 101) | 3 | 1 | 4 | 5 | **FAIL** | |")) << md;
+  EXPECT_TRUE(Contains(md, "| rank 2 | - | - | - | - | **missing** | no trace |")) << md;
+  EXPECT_TRUE(Contains(md,
+                       "- **ranks disagree in microbatch 1 (forward/backward updates): ranks 0, "
+                       "3: 1/1; rank 1: 2/3** (rank disagreement)"))
+      << md;
+}
+
+TEST_F(MultiRankTest, TableNotesForkedDuplicateAndDamagedTraces) {
+  WriteRank(0, 2, {}, 100);
+  WriteRank(0, 2, {}, 300);
+  TraceBuilder child(0, 700, "nvtx");
+  child.header()->set_parent_pid(100);
+  child.Footer();
+  Write("testhost.700.rank0.fp8trace", child);
+  const std::string damaged = WriteRank(1, 2);
+  fs::resize_file(damaged, fs::file_size(damaged) - 3);
+  const TraceSetResult set = AuditDir();
+  const std::string text = RenderText(set.report, RenderOptions{});
+  EXPECT_TRUE(Contains(text,
+                       "  100             2        0        2         2  ok       "
+                       "claimed by 2 traces\n"))
+      << text;
+  EXPECT_TRUE(Contains(text,
+                       "  700             0        0        0         0  ok       "
+                       "forked from pid 100, no microbatches\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "  FAIL     damaged\n")) << text;
+}
+
+TEST_F(MultiRankTest, SingleTraceHasNoRankTable) {
+  WriteRank(0, 2);
+  const std::string text = RenderText(AuditDir().report, RenderOptions{});
+  EXPECT_FALSE(Contains(text, "ranks:")) << text;
+}
+
+// ---- Progress
+// ------------------------------------------------------------------------------------
+
+TEST_F(TraceSetTest, ProgressHookFollowsEveryFileRecordByRecord) {
+  const std::string big = Path("big.fp8trace");
+  {
+    std::string error;
+    auto writer = TraceFileWriter::Create(big, &error);
+    ASSERT_NE(writer, nullptr);
+    TraceBuilder head(0, 1, "nvtx");
+    writer->Write(head.records()[0]);
+    std::string chunk;
+    for (int i = 0; i < 20000; ++i) {
+      TraceBuilder mb(0, 1, "nvtx");
+      mb.MarkedMicrobatch();
+      for (size_t k = 1; k < mb.records().size(); ++k) AppendRecord(mb.records()[k], &chunk);
+    }
+    writer->WriteFramed(chunk);
+  }
+  TraceBuilder small(1, 2, "nvtx");
+  small.MarkedMicrobatch().Footer();
+  const std::string little = Write("small.fp8trace", small);
+  const std::string empty = Path("empty.fp8trace");
+  std::ofstream(empty, std::ios::binary);
+
+  struct Call {
+    size_t file;
+    uint64_t bytes;
+    bool done;
+  };
+  std::vector<Call> calls;
+  uint64_t microbatches_before_done = 0;
+  TraceSetOptions options;
+  options.on_progress = [&](size_t file, uint64_t bytes, bool done) {
+    calls.push_back({file, bytes, done});
+  };
+  const std::vector<std::string> files = {big, little, empty};
+  AuditTraceFiles(files, options);
+  ASSERT_GE(calls.size(), 6u);
+  // Each file: a start at 0 bytes, growing reads, then done with every byte read.
+  size_t at = 0;
+  for (size_t f = 0; f < files.size(); ++f) {
+    ASSERT_LT(at, calls.size());
+    EXPECT_EQ(calls[at].file, f);
+    EXPECT_EQ(calls[at].bytes, 0u);
+    EXPECT_FALSE(calls[at].done);
+    size_t reads = 0;
+    for (++at; at < calls.size() && !calls[at].done; ++at, ++reads) {
+      EXPECT_EQ(calls[at].file, f);
+      EXPECT_GE(calls[at].bytes, calls[at - 1].bytes);
+    }
+    ASSERT_LT(at, calls.size());
+    EXPECT_EQ(calls[at].file, f);
+    EXPECT_EQ(calls[at].bytes, fs::file_size(files[f])) << f;
+    if (f == 0) {
+      // The big trace (several MiB) is reported while it is being read, not only at its end.
+      EXPECT_GT(fs::file_size(big), 4u << 20);
+      EXPECT_GE(reads, fs::file_size(big) / (512 << 10)) << reads;
+    }
+    ++at;
+  }
+  EXPECT_EQ(at, calls.size());
+
+  // on_microbatch sees every microbatch, also those max_rows does not keep.
+  options.on_progress = nullptr;
+  options.max_rows = 5;
+  options.on_microbatch = [&](const v1::MicrobatchResult&) { ++microbatches_before_done; };
+  std::string problem;
+  const v1::RankReport r = AuditTraceFile(big, options, &problem);
+  EXPECT_EQ(microbatches_before_done, 20000u);
+  EXPECT_EQ(r.microbatches_size(), 0);  // all pass: rows were not kept past max_rows
+}
+
+class FakeTerminal {
+ public:
+  uint64_t now_ns = 0;
+  std::string written;
+  ReadProgress Make(std::vector<uint64_t> sizes, ProgressMode mode) {
+    return ReadProgress(
+        "fp8audit report", std::move(sizes), mode, [this](std::string_view s) { written += s; },
+        [this] { return now_ns; });
+  }
+};
+
+constexpr uint64_t kMs = 1000000;
+
+TEST(ReadProgress, QuietWhenOff) {
+  FakeTerminal term;
+  {
+    ReadProgress p = term.Make({100, 200}, ProgressMode::kOff);
+    for (int i = 0; i < 10; ++i) {
+      term.now_ns += 1000 * kMs;
+      p.Update(0, 10 * i, false);
+    }
+    p.Update(0, 100, true);
+    p.Finish();
+  }
+  EXPECT_EQ(term.written, "");
+}
+
+TEST(ReadProgress, TerminalLineIsRedrawnInPlaceAtMostTenTimesASecondAndErased) {
+  FakeTerminal term;
+  ReadProgress p = term.Make({3u << 20, 1u << 20}, ProgressMode::kTerminal);
+  p.Update(0, 0, false);
+  term.now_ns = 100 * kMs;
+  p.Update(0, 1u << 20, false);
+  EXPECT_EQ(term.written, "") << "nothing for a quick read";
+  term.now_ns = 500 * kMs;
+  p.Update(0, 2u << 20, false);
+  EXPECT_EQ(term.written,
+            "\rfp8audit report: 0/2 traces, 2.0 MiB of 4.0 MiB (50%), 4.0 MiB/s, "
+            "0.5 s left\x1b[K");
+  term.written.clear();
+  term.now_ns = 550 * kMs;
+  p.Update(0, 3u << 20, true);
+  EXPECT_EQ(term.written, "") << "within 100 ms of the last line";
+  term.now_ns = 1000 * kMs;
+  p.Update(1, 512u << 10, false);
+  EXPECT_EQ(term.written,
+            "\rfp8audit report: 1/2 traces, 3.5 MiB of 4.0 MiB (87%), 3.5 MiB/s, "
+            "0.1 s left\x1b[K");
+  term.written.clear();
+  p.Update(1, 1u << 20, true);
+  p.Finish();
+  EXPECT_EQ(term.written, "\r\x1b[K");
+  term.written.clear();
+  p.Finish();
+  EXPECT_EQ(term.written, "");
+}
+
+TEST(ReadProgress, NothingToEraseWhenNothingWasDrawn) {
+  FakeTerminal term;
+  ReadProgress p = term.Make({10}, ProgressMode::kTerminal);
+  p.Update(0, 10, true);
+  p.Finish();
+  EXPECT_EQ(term.written, "");
+}
+
+TEST(ReadProgress, LinesModeWritesWholeLinesAboutEachSecondAndASummary) {
+  FakeTerminal term;
+  ReadProgress p = term.Make({2u << 30, 2u << 30}, ProgressMode::kLines);
+  p.Update(0, 0, false);
+  term.now_ns = 600 * kMs;
+  p.Update(0, 1u << 30, false);
+  EXPECT_EQ(term.written, "");
+  term.now_ns = 2000 * kMs;
+  p.Update(0, 2u << 30, true);
+  EXPECT_EQ(term.written,
+            "fp8audit report: 1/2 traces, 2.0 GiB of 4.0 GiB (50%), 1.0 GiB/s, "
+            "2.0 s left\n");
+  term.written.clear();
+  term.now_ns = 2500 * kMs;
+  p.Update(1, 1u << 30, false);
+  EXPECT_EQ(term.written, "");
+  term.now_ns = 4000 * kMs;
+  p.Update(1, 2u << 30, true);
+  p.Finish();
+  EXPECT_EQ(term.written,
+            "fp8audit report: 2/2 traces, 4.0 GiB of 4.0 GiB (100%), 1.0 GiB/s\n"
+            "fp8audit report: read 2 traces, 4.0 GiB in 4.0 s (1.0 GiB/s)\n");
+}
+
+TEST(ReadProgress, AGrowingFileNeverShowsMoreThanAllOfIt) {
+  FakeTerminal term;
+  ReadProgress p = term.Make({1000}, ProgressMode::kLines);
+  term.now_ns = 2000 * kMs;
+  p.Update(0, 1500, false);  // the file grew since its size was taken
+  EXPECT_EQ(term.written, "fp8audit report: 0/1 traces, 1.5 KiB of 1.5 KiB (100%), 750 B/s\n");
+}
+
+TEST(ReadProgress, ModeFromFlagsAndTerminal) {
+  EXPECT_EQ(ChooseProgressMode(std::nullopt, /*tty=*/true, "xterm"), ProgressMode::kTerminal);
+  EXPECT_EQ(ChooseProgressMode(std::nullopt, true, "dumb"), ProgressMode::kOff);
+  EXPECT_EQ(ChooseProgressMode(std::nullopt, false, "xterm"), ProgressMode::kOff);
+  EXPECT_EQ(ChooseProgressMode(true, false, nullptr), ProgressMode::kLines);
+  EXPECT_EQ(ChooseProgressMode(true, true, "xterm"), ProgressMode::kTerminal);
+  EXPECT_EQ(ChooseProgressMode(true, true, "dumb"), ProgressMode::kLines);
+  EXPECT_EQ(ChooseProgressMode(false, true, "xterm"), ProgressMode::kOff);
 }
 
 }  // namespace
