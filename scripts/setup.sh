@@ -3,7 +3,7 @@
 # with sudo). CUDA, CUPTI and NVTX are used from /usr/local/cuda when present; nothing needs a GPU.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build libprotobuf-dev protobuf-compiler libcli11-dev
-      libgtest-dev libtorch-dev python3 python3-torch clang libclang-rt-14-dev)
+      libgtest-dev libtorch-dev python3 python3-torch clang libclang-rt-14-dev chromium)
 if [[ "${FP8AUDIT_SETUP_EXTRA:-}" != "" ]]; then read -r -a extra <<<"$FP8AUDIT_SETUP_EXTRA"; pkgs+=("${extra[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
