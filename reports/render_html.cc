@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "reports/event_text.h"
+#include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
 
@@ -98,14 +99,14 @@ table.meta th{width:170px}code,.mono{font:12px/1.4 ui-monospace,SFMono-Regular,M
 word-break:break-all}
 .badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;
 color:#fff;vertical-align:middle;margin-left:6px}
-.b-pass{background:var(--okd)}.b-fail{background:var(--bad)}.b-warn{background:#9a6700}
+.b-pass{background:var(--okd)}.b-fail{background:var(--bad)}.b-warn{background:#9a6700}.b-dis{background:#8250df}
 .note{color:var(--mute);font-size:13px;margin:2px 0}
 section.rank{border-top:2px solid var(--line);margin-top:28px}
 svg{display:block;width:100%;height:auto;max-width:1200px}
 svg text{font:9px ui-monospace,monospace;fill:var(--ink)}
 .v.p{fill:var(--okd)}.v.x{fill:var(--bad)}.v.n,.h.no{fill:var(--none)}
 .h.ok{fill:var(--ok)}.h.dup{fill:var(--dup)}.h.miss{fill:var(--miss)}
-.c:hover rect{opacity:.7}.mk{fill:#000}
+.c:hover rect{opacity:.7}.dm{fill:#8250df}.mk{fill:#000}
 .fb{fill:#1565c0}.bb{fill:#ef6c00}.fl,.bl{fill:none;stroke-width:1.5}.fr{fill:#1565c0;opacity:.25}.br{fill:#ef6c00;opacity:.25}.fl{stroke:#1565c0}
 .bl{stroke:#ef6c00}.ef{stroke:#0d47a1}.eb{stroke:#e65100}
 .ef,.eb{fill:none;stroke-width:1;stroke-dasharray:4 3}.ax{fill:none;stroke:#8c959f;stroke-width:.6}
@@ -125,7 +126,10 @@ struct JobVerdict {
 };
 
 JobVerdict VerdictOf(const v1::AuditReport& report) {
-  if (std::any_of(report.ranks().begin(), report.ranks().end(), IsDamaged)) {
+  // As `fp8audit report` decides: a damaged trace, a missing rank or a rank claimed by several
+  // traces leaves the audit incomplete.
+  if (std::any_of(report.ranks().begin(), report.ranks().end(), IsDamaged) ||
+      !MissingRanks(report).empty() || !DuplicateRanks(report).empty()) {
     return {"INCOMPLETE", "v-incomplete"};
   }
   if (report.verdict() == v1::FAIL) return {"FAIL", "v-fail"};
@@ -135,41 +139,122 @@ JobVerdict VerdictOf(const v1::AuditReport& report) {
   return {"PASS", "v-pass"};
 }
 
-// Ranks (by position in the report) whose number of microbatches differs from the one most ranks
-// have, when the report holds a RANK_DISAGREEMENT violation; every rank when there is no majority.
-std::vector<bool> DisagreeingRanks(const v1::AuditReport& report) {
-  std::vector<bool> flagged(report.ranks_size(), false);
-  const bool disagreement = std::any_of(
-      report.violations().begin(), report.violations().end(),
-      [](const v1::Violation& v) { return v.kind() == v1::Violation::RANK_DISAGREEMENT; });
-  if (!disagreement) return flagged;
-  // As the job-level check counts: main processes (not forked children) with a rank.
-  auto counted = [](const v1::RankReport& r) {
-    return r.has_header() && r.rank() >= 0 && r.header().parent_pid() == 0;
-  };
-  std::map<int32_t, uint64_t> per_rank;
-  for (const v1::RankReport& r : report.ranks()) {
-    if (counted(r)) per_rank[r.rank()] += r.totals().microbatches();
-  }
-  std::map<uint64_t, int> how_many;
-  for (const auto& [rank, n] : per_rank) ++how_many[n];
-  uint64_t mode = 0;
-  int best = 0;
-  bool tie = false;
-  for (const auto& [n, k] : how_many) {
-    if (k > best) {
-      best = k;
-      mode = n;
-      tie = false;
-    } else if (k == best) {
-      tie = true;
+// How a trace stands against the other ranks, where the report says that ranks disagree.
+struct Agreement {
+  bool count_differs = false;       // its number of microbatches is not the one most ranks have
+  std::vector<uint32_t> differing;  // microbatches whose counts differ from most ranks', sorted
+};
+
+bool Incomplete(const v1::MicrobatchResult& row) {
+  return std::any_of(row.explanations().begin(), row.explanations().end(),
+                     [](const std::string& e) { return e.rfind("incomplete:", 0) == 0; });
+}
+
+// The value most of `values` hold; `unique` false when several values tie for most.
+template <typename T>
+T Majority(const std::vector<T>& values, bool* unique) {
+  std::vector<std::pair<T, int>> seen;
+  for (const T& v : values) {
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == v; });
+    if (it == seen.end()) {
+      seen.push_back({v, 1});
+    } else {
+      ++it->second;
     }
   }
+  const auto best = std::max_element(
+      seen.begin(), seen.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  *unique = std::count_if(seen.begin(), seen.end(),
+                          [&](const auto& s) { return s.second == best->second; }) == 1;
+  return best->first;
+}
+
+// Which traces disagree with the other ranks, and where: only when the report holds a
+// RANK_DISAGREEMENT violation. Compared as the job-level check compares: the one trace that speaks
+// for each rank (ranks claimed by several traces are left out), the number of microbatches of
+// whole traces, and the counts of each microbatch the ranks have in common (rows the trace ended
+// inside are not compared). A trace differs where it is not with the majority; without a majority,
+// every trace involved differs.
+std::vector<Agreement> RankAgreementOf(const v1::AuditReport& report) {
+  std::vector<Agreement> out(report.ranks_size());
+  if (std::none_of(
+          report.violations().begin(), report.violations().end(),
+          [](const v1::Violation& v) { return v.kind() == v1::Violation::RANK_DISAGREEMENT; })) {
+    return out;
+  }
+  std::map<int32_t, std::vector<int>> holders;
   for (int i = 0; i < report.ranks_size(); ++i) {
     const v1::RankReport& r = report.ranks(i);
-    if (counted(r)) flagged[i] = tie || per_rank[r.rank()] != mode;
+    if (ClaimedRank(r) >= 0 && HoldsAnAudit(r)) holders[ClaimedRank(r)].push_back(i);
   }
-  return flagged;
+  std::vector<int> speakers;
+  for (const auto& [rank, traces] : holders) {
+    if (traces.size() == 1) speakers.push_back(traces.front());
+  }
+  if (speakers.size() < 2) return out;
+
+  std::vector<uint64_t> totals;
+  std::vector<int> whole;
+  for (int i : speakers) {
+    if (IsDamaged(report.ranks(i))) continue;
+    whole.push_back(i);
+    totals.push_back(report.ranks(i).totals().microbatches());
+  }
+  if (totals.size() >= 2 &&
+      std::any_of(totals.begin(), totals.end(), [&](uint64_t n) { return n != totals.front(); })) {
+    bool unique = false;
+    const uint64_t most = Majority(totals, &unique);
+    for (int i : whole) {
+      out[i].count_differs = !unique || report.ranks(i).totals().microbatches() != most;
+    }
+  }
+
+  // Each speaker's complete rows by microbatch index.
+  uint64_t span = 0;
+  std::vector<std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>>> rows(speakers.size());
+  for (size_t k = 0; k < speakers.size(); ++k) {
+    for (const v1::MicrobatchResult& m : report.ranks(speakers[k]).microbatches()) {
+      if (Incomplete(m)) continue;
+      rows[k][m.index()] = {m.forward_updates(), m.backward_updates()};
+      span = std::max<uint64_t>(span, static_cast<uint64_t>(m.index()) + 1);
+    }
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> values;
+  std::vector<size_t> who;
+  for (uint64_t index = 0; index < span; ++index) {
+    values.clear();
+    who.clear();
+    for (size_t k = 0; k < speakers.size(); ++k) {
+      auto it = rows[k].find(static_cast<uint32_t>(index));
+      if (it == rows[k].end()) continue;
+      values.push_back(it->second);
+      who.push_back(k);
+    }
+    if (values.size() < 2 || std::all_of(values.begin(), values.end(),
+                                         [&](const auto& v) { return v == values.front(); })) {
+      continue;
+    }
+    bool unique = false;
+    const auto most = Majority(values, &unique);
+    for (size_t j = 0; j < values.size(); ++j) {
+      if (!unique || values[j] != most) {
+        out[speakers[who[j]]].differing.push_back(static_cast<uint32_t>(index));
+      }
+    }
+  }
+  return out;
+}
+
+// "disagrees: 5 microbatches; updates differ in 3 microbatches (first: 7)", or "".
+std::string DisagreementText(const Agreement& a, const v1::RankReport& r) {
+  std::string text;
+  if (a.count_differs) text = Plural(r.totals().microbatches(), "microbatch", "microbatches");
+  if (!a.differing.empty()) {
+    if (!text.empty()) text += "; ";
+    text += "updates differ in " + Plural(a.differing.size(), "microbatch", "microbatches") +
+            " (first: " + Num(a.differing.front()) + ")";
+  }
+  return text.empty() ? text : "disagrees: " + text;
 }
 
 // One timeline and chart column: a run of consecutive microbatch indices.
@@ -183,9 +268,11 @@ struct Bucket {
   uint32_t exp_f = 0, exp_b = 0;  // the largest expectations in the range
   bool dup_f = false, dup_b = false, miss_f = false, miss_b = false;
   const v1::MicrobatchResult* first_failing = nullptr;
+  uint32_t differing = 0;  // microbatches in which this rank disagrees with most ranks
 };
 
-std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t columns) {
+std::vector<Bucket> MakeBuckets(const v1::RankReport& r, const Agreement& agreement, uint64_t span,
+                                uint32_t columns) {
   std::vector<Bucket> buckets(columns);
   for (uint32_t b = 0; b < columns; ++b) {
     buckets[b].first = static_cast<uint32_t>((b * span + columns - 1) / columns);
@@ -209,6 +296,9 @@ std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t
       if (b.first_failing == nullptr) b.first_failing = &row;
       ++b.failing;
     }
+  }
+  for (uint32_t index : agreement.differing) {
+    if (index < span) ++buckets[static_cast<uint64_t>(index) * columns / span].differing;
   }
   return buckets;
 }
@@ -240,7 +330,7 @@ bool ChartBars(size_t columns) { return kWidth / static_cast<double>(columns) >=
 struct RankView {
   const v1::RankReport* rank;
   std::string id;  // HTML id prefix, unique in the page
-  bool disagrees;
+  const Agreement* agreement;
   uint64_t span;  // the job's timeline length in microbatches (the longest rank)
   uint32_t columns;
   uint32_t max_details;
@@ -252,8 +342,14 @@ struct RankView {
 
 void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::string* out) {
   const double w = kWidth / static_cast<double>(buckets.size());
+  // A fourth row marks where this rank disagrees with most ranks.
+  const bool disagrees = !view.agreement->differing.empty();
   *out += "<svg class=\"timeline\" role=\"img\" shape-rendering=\"crispEdges\" viewBox=\"0 0 " +
-          Coord(kLeft + kWidth) + " 46\" aria-label=\"microbatch timeline\">";
+          Coord(kLeft + kWidth) + (disagrees ? " 53" : " 46") +
+          "\" aria-label=\"microbatch timeline\">";
+  if (disagrees) {
+    *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"52\" text-anchor=\"end\">\xe2\x89\xa0</text>";
+  }
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"6\" text-anchor=\"end\">V</text>";
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"20\" text-anchor=\"end\">F</text>";
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"38\" text-anchor=\"end\">B</text>";
@@ -265,6 +361,7 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
     std::string cls = "c";
     if (b.failing > 0) cls += " fail";
     if (b.dup_f || b.dup_b) cls += " dup";
+    if (b.differing > 0) cls += " dis";
     std::string title = RangeText(b);
     if (b.rows == 0) {
       title += b.first < view.rank->totals().microbatches() ? ": not kept in this report"
@@ -274,6 +371,9 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
                Num(b.max_b) + " backward update" + (b.max_b == 1 ? "" : "s") + " (expected " +
                Num(b.exp_f) + "/" + Num(b.exp_b) + ")";
       if (b.failing > 0) title += "; " + Num(b.failing) + " failing";
+    }
+    if (b.differing > 0) {
+      title += "; differs from most ranks in " + Plural(b.differing, "microbatch", "microbatches");
     }
     std::string cell = "<g class=\"" + cls + "\" data-first=\"" + Num(b.first) + "\" data-last=\"" +
                        Num(b.last) + "\"";
@@ -288,6 +388,9 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
             "\" y=\"9\" width=\"" + cw + "\" height=\"16\"/>";
     cell += "<rect class=\"h b " + std::string(HalfClass(b, b.dup_b, b.miss_b)) + "\" x=\"" + x +
             "\" y=\"27\" width=\"" + cw + "\" height=\"16\"/>";
+    if (b.differing > 0) {
+      cell += "<rect class=\"dm\" x=\"" + x + "\" y=\"46\" width=\"" + cw + "\" height=\"7\"/>";
+    }
     if (w >= 18 && b.rows > 0) {
       // Room for the counts themselves; a duplicate's count carries a marker.
       const std::string tx = Coord(kLeft + (static_cast<double>(i) + 0.5) * w);
@@ -651,9 +754,9 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
           "\"><h2>" + Esc(RankTitle(r)) + "<span class=\"badge " +
           (r.verdict() == v1::FAIL ? "b-fail\">FAIL" : "b-pass\">PASS") + "</span>";
   if (damaged) *out += "<span class=\"badge b-warn\">incomplete: damaged trace</span>";
-  if (view.disagrees) {
-    *out += "<span class=\"badge b-warn disagree\">disagrees: " +
-            Plural(t.microbatches(), "microbatch", "microbatches") + "</span>";
+  const std::string disagreement = DisagreementText(*view.agreement, r);
+  if (!disagreement.empty()) {
+    *out += "<span class=\"badge b-dis disagree\">" + disagreement + "</span>";
   }
   *out += "</h2>\n<p>" + TotalsLine(t) + "</p>\n";
   Metadata(r, view.open_metadata, out);
@@ -664,16 +767,20 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
         "<p class=\"note\">no microbatches: no FP8 state update and no pass boundary was "
         "recorded</p>\n";
   } else {
-    const std::vector<Bucket> buckets = MakeBuckets(r, view.span, view.columns);
+    const std::vector<Bucket> buckets = MakeBuckets(r, *view.agreement, view.span, view.columns);
     const uint64_t per = (view.span + view.columns - 1) / view.columns;
     *out += "<p class=\"note\">" +
             (per <= 1 ? std::string("one column per microbatch")
                       : "each column holds up to " + Num(per) +
                             " microbatches and shows the most updates of any of them, red when "
                             "any failed") +
-            "; V verdict, F forward, B backward updates.";
-    if (view.span > t.microbatches()) {
-      *out += " Columns past microbatch " + Num(t.microbatches() == 0 ? 0 : t.microbatches() - 1) +
+            "; V verdict, F forward, B backward updates" +
+            (view.agreement->differing.empty() ? "" : ", \xe2\x89\xa0 differs from most ranks") +
+            ".";
+    if (t.microbatches() == 0) {
+      *out += " This rank has no microbatches.";
+    } else if (view.span > t.microbatches()) {
+      *out += " Columns past microbatch " + Num(t.microbatches() - 1) +
               " are empty: this rank has fewer microbatches than the longest one.";
     }
     *out += "</p>\n";
@@ -703,7 +810,7 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
 
 std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& options) {
   const JobVerdict verdict = VerdictOf(report);
-  const std::vector<bool> disagrees = DisagreeingRanks(report);
+  const std::vector<Agreement> agreement = RankAgreementOf(report);
   const int nranks = report.ranks_size();
 
   // Every rank shares one timeline length (the longest rank) so that columns line up. Ranks share
@@ -768,7 +875,7 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
   for (int i = 0; i < nranks; ++i) {
     views[i].rank = &report.ranks(i);
     views[i].id = "r" + std::to_string(i);
-    views[i].disagrees = disagrees[i];
+    views[i].agreement = &agreement[i];
     views[i].span = span;
     views[i].columns = columns;
     views[i].max_details = max_details;
@@ -781,26 +888,43 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
         "<h2>Ranks</h2>\n<table class=\"ranks\"><tr><th>trace</th><th class=\"n\">"
         "microbatches</th><th class=\"n\">failing</th><th class=\"n\">forward</th>"
         "<th class=\"n\">backward</th><th>verdict</th><th>notes</th></tr>\n";
+    const auto duplicates = DuplicateRanks(report);
     for (const RankView& v : views) {
       const v1::RankReport& r = *v.rank;
-      std::string notes;
-      if (IsDamaged(r)) notes += "incomplete (damaged trace) ";
-      if (v.disagrees) notes += "disagrees on the number of microbatches ";
-      if (r.header().parent_pid() != 0) notes += "forked child ";
+      std::vector<std::string> notes;
+      if (!r.has_header()) notes.push_back("no header");
+      if (IsDamaged(r)) notes.push_back("incomplete (damaged trace)");
+      if (r.header().parent_pid() != 0) {
+        notes.push_back("forked from pid " + Num(r.header().parent_pid()));
+      }
+      if (ClaimedRank(r) >= 0 && HoldsAnAudit(r) && duplicates.count(ClaimedRank(r)) > 0) {
+        notes.push_back("rank claimed by several traces");
+      }
+      const std::string disagreement = DisagreementText(*v.agreement, r);
+      if (!disagreement.empty()) notes.push_back(disagreement);
+      std::string note;
+      for (const std::string& n : notes) note += (note.empty() ? "" : "; ") + n;
       out += "<tr class=\"rank-row" + std::string(r.verdict() == v1::FAIL ? " fail" : "") +
              "\"><td><a href=\"#" + v.id + "\">" + Esc(RankTitle(r)) + "</a></td><td class=\"n\">" +
              Num(r.totals().microbatches()) + "</td><td class=\"n\">" +
              Num(r.totals().failing_microbatches()) + "</td><td class=\"n\">" +
              Num(r.totals().forward_updates()) + "</td><td class=\"n\">" +
              Num(r.totals().backward_updates()) + "</td><td>" +
-             (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : "ok") + "</td><td>" + notes +
+             (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : "ok") + "</td><td>" + note +
              "</td></tr>\n";
+    }
+    for (int32_t rank : MissingRanks(report)) {
+      out += "<tr class=\"rank-row missing\"><td>" + RankName(rank) +
+             "</td><td class=\"n\">-</td><td class=\"n\">-</td><td class=\"n\">-</td>"
+             "<td class=\"n\">-</td><td>missing</td><td>no trace: the audit is incomplete</td>"
+             "</tr>\n";
     }
     out +=
         "</table>\n<p class=\"note legend\">Timeline colours: <span style=\"background:"
         "#a5d6a7\"></span>as expected<span style=\"background:#e53935\"></span>more updates "
         "than expected (duplicates, \xe2\x96\xb2)<span style=\"background:#64b5f6\"></span>"
-        "fewer<span style=\"background:#e0e0e0\"></span>no microbatch</p>\n";
+        "fewer<span style=\"background:#e0e0e0\"></span>no microbatch<span style=\"background:"
+        "#8250df\"></span>differs from most ranks (\xe2\x89\xa0)</p>\n";
   }
   for (RankView& v : views) Rank(v, y_max, options, &out);
   out += "</body></html>\n";

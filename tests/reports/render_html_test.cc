@@ -200,14 +200,41 @@ TEST(RenderHtml, FlagsRanksThatDisagreeAndDamagedTraces) {
   EXPECT_TRUE(Contains(html, "<span id=\"verdict\">FAIL</span>")) << html;
   EXPECT_TRUE(Contains(html, "<strong>rank disagreement</strong>: ranks disagree")) << html;
   // Rank 2 alone is flagged, in its section and in the overview.
-  EXPECT_EQ(Count(html, "badge b-warn disagree"), 1u) << html;
+  EXPECT_EQ(Count(html, "badge b-dis disagree"), 1u) << html;
   EXPECT_TRUE(Contains(html, "<section class=\"rank\" id=\"r2\" data-rank=\"2\"><h2>rank 2"))
       << html;
-  EXPECT_TRUE(Contains(html, "disagrees: 2 microbatches")) << html;
-  EXPECT_EQ(Count(html, "disagrees on the number of microbatches"), 1u) << html;
+  EXPECT_EQ(Count(html, "disagrees: 2 microbatches"), 2u) << html;
   // Timelines share one length: rank 2's third column is empty.
   EXPECT_EQ(Count(html, "<g class=\"c"), 9u) << html;
   EXPECT_TRUE(Contains(html, "microbatch 2: none on this rank")) << html;
+
+  // Same number of microbatches, different updates in one: the rank and the cell are marked.
+  TraceBuilder odd(1, 5001, "nvtx");
+  odd.MarkedMicrobatch().MarkedMicrobatch(1, 2).MarkedMicrobatch().Footer();
+  v1::RankReport r1 = odd.Audit();
+  r1.set_path("traces/testhost.rank1.fp8trace");
+  v1::AuditReport per_mb = Job({PassingRank(0, 3), r1, PassingRank(2, 3)});
+  v = per_mb.add_violations();
+  v->set_kind(v1::Violation::RANK_DISAGREEMENT);
+  v->set_rank(-1);
+  v->set_microbatch(1);
+  v->set_message(
+      "ranks disagree in microbatch 1 (forward/backward updates): ranks 0, 2: 1/1; "
+      "rank 1: 1/2");
+  per_mb.set_verdict(v1::FAIL);
+  const std::string h2 = RenderHtml(per_mb, RenderOptions{});
+  Keep("disagree_microbatch", h2);
+  EXPECT_EQ(Count(h2, "badge b-dis disagree"), 1u) << h2;
+  EXPECT_TRUE(Contains(h2, "disagrees: updates differ in 1 microbatch (first: 1)")) << h2;
+  EXPECT_EQ(Count(h2, " dis\""), 1u) << h2;
+  EXPECT_TRUE(Contains(h2, "<g class=\"c fail dup dis\" data-first=\"1\" data-last=\"1\"")) << h2;
+  EXPECT_EQ(Count(h2, "<rect class=\"dm\""), 1u) << h2;
+  EXPECT_TRUE(Contains(h2, "differs from most ranks in 1 microbatch")) << h2;
+
+  // A rank without a trace: the audit is incomplete, the overview says which.
+  const std::string gap = RenderHtml(Job({PassingRank(0, 2), PassingRank(2, 2)}), RenderOptions{});
+  EXPECT_TRUE(Contains(gap, "<span id=\"verdict\">INCOMPLETE</span>")) << gap;
+  EXPECT_TRUE(Contains(gap, "<tr class=\"rank-row missing\"><td>rank 1</td>")) << gap;
 
   TraceBuilder t(0, 1, "nvtx");
   t.MarkedMicrobatch();

@@ -218,7 +218,9 @@ TEST(Render, FormatNames) {
   EXPECT_EQ(f, Format::kMarkdown);
   EXPECT_TRUE(ParseFormat("junit", &f));
   EXPECT_EQ(f, Format::kJunit);
-  EXPECT_FALSE(ParseFormat("html", &f));
+  EXPECT_TRUE(ParseFormat("html", &f));
+  EXPECT_EQ(f, Format::kHtml);
+  EXPECT_FALSE(ParseFormat("xml", &f));
 }
 
 TEST(WriteFileAtomically, ReplacesTheFileAndLeavesNoTemporary) {
