@@ -5,6 +5,7 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/progress_flags.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
 
@@ -16,6 +17,7 @@ constexpr uint32_t kSummaryViolations = 10;
 struct CheckArgs {
   std::vector<std::string> paths;
   ExpectFlags expect;
+  ProgressFlags progress;
 };
 
 int RunCheck(const CheckArgs& args) {
@@ -31,7 +33,7 @@ int RunCheck(const CheckArgs& args) {
   options.max_rows = 1;
   options.max_detailed = 0;
   options.max_violations = kSummaryViolations;
-  const reports::TraceSetResult result = reports::AuditTraceFiles(files, options);
+  const reports::TraceSetResult result = AuditWithProgress("check", files, args.progress, options);
   PrintProblems("check", result, files.size());
   std::cout << reports::RenderSummary(result.report, kSummaryViolations);
   std::cout.flush();
@@ -53,6 +55,7 @@ void AddCheckCommand(CLI::App& app, int* exit_code) {
       ->required()
       ->type_name("");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
+  args->progress.Add(sub);
   sub->footer(std::string("`fp8audit report` shows the same audit in full.\n\nExit codes:\n") +
               kAuditExitCodes);
   sub->callback([args, exit_code] { *exit_code = RunCheck(*args); });

@@ -7,6 +7,7 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/progress_flags.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -20,6 +21,7 @@ struct ReportArgs {
   std::string output;
   uint32_t max_rows = 50;
   ExpectFlags expect;
+  ProgressFlags progress;
 };
 
 int RunReport(const ReportArgs& args) {
@@ -41,7 +43,7 @@ int RunReport(const ReportArgs& args) {
   // Text and markdown show at most max_rows rows and violations: keep no more than that.
   options.max_rows = complete ? 0 : args.max_rows;
   options.max_violations = complete ? 0 : args.max_rows;
-  const reports::TraceSetResult result = reports::AuditTraceFiles(files, options);
+  const reports::TraceSetResult result = AuditWithProgress("report", files, args.progress, options);
   PrintProblems("report", result, files.size());
 
   reports::RenderOptions render;
@@ -89,6 +91,7 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "and JUnit are always complete")
       ->type_name("N");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
+  args->progress.Add(sub);
   sub->footer(std::string("Reads each trace once, record by record. A damaged trace is reported up "
                           "to its last whole record,\nand one line on stderr names the file, the "
                           "record number and the byte offset of the damage.\n\nExit codes:\n") +

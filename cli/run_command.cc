@@ -13,6 +13,7 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/progress_flags.h"
 #include "reports/launcher.h"
 #include "reports/output.h"
 #include "reports/render.h"
@@ -33,6 +34,7 @@ struct RunArgs {
   bool fail_fast = false;
   std::string patterns;
   uint32_t max_rows = 50;
+  ProgressFlags progress;
 };
 
 void Say(const std::string& line) { std::cerr << "fp8audit run: " << line << "\n"; }
@@ -124,7 +126,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   args.expect.Apply(&options);
   options.max_rows = args.max_rows;
   options.max_violations = args.max_rows;
-  const reports::TraceSetResult result = reports::AuditTraceFiles(traces, options);
+  const reports::TraceSetResult result = AuditWithProgress("run", traces, args.progress, options);
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
   std::cerr << "\n" << reports::RenderText(result.report, render);
@@ -160,6 +162,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "at most N microbatch rows and violations per rank in the printed report (0: "
                   "all; default 50)")
       ->type_name("N");
+  args->progress.Add(sub);
   // Everything from the command's name on is the command: its own flags are not parsed here.
   auto command = std::make_shared<std::vector<std::string>>();
   sub->add_option("CMD", *command, "the command to run, and its arguments")->type_name("");

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -482,6 +483,278 @@ TEST_F(RunCli, TheCommandsOwnFlagsAreNotParsed) {
 TEST_F(RunCli, NoCommandIsAUsageError) {
   const Result r = Fp8audit({"run", "--out", Path("out")});
   EXPECT_EQ(r.code, 2) << Describe(r);
+}
+
+// ---- Multi-rank jobs ---------------------------------------------------------------------------
+
+// Rank r's trace: `microbatches` marked microbatches of 1/1, except microbatch `odd_at` with
+// `odd_f`/`odd_b` updates.
+TraceBuilder RankTrace(int rank, int microbatches, int odd_at = -1, int odd_f = 1, int odd_b = 1,
+                       int pid = 0) {
+  TraceBuilder t(rank, pid != 0 ? pid : 100 + rank, "nvtx");
+  for (int m = 0; m < microbatches; ++m) {
+    if (m == odd_at) {
+      t.MarkedMicrobatch(odd_f, odd_b);
+    } else {
+      t.MarkedMicrobatch();
+    }
+  }
+  t.Footer();
+  return t;
+}
+
+class MultiRankCli : public CliTest {
+ protected:
+  // Writes traces/testhost.<pid>.rank<r>.fp8trace.
+  std::string Add(const TraceBuilder& t) {
+    fs::create_directories(Path("traces"));
+    return WriteTrace("traces/testhost." + std::to_string(t.records()[0].header().pid()) + ".rank" +
+                          std::to_string(t.records()[0].header().rank()) + ".fp8trace",
+                      t);
+  }
+  void AddJob(int ranks, int microbatches) {
+    for (int r = 0; r < ranks; ++r) Add(RankTrace(r, microbatches));
+  }
+};
+
+TEST_F(MultiRankCli, ReportShowsTheRanksSideBySideAndWhereTheyDisagree) {
+  Add(RankTrace(0, 3));
+  Add(RankTrace(1, 3, 1, 2, 3));
+  const Result r = Fp8audit({"report", Path("traces")});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.out,
+                       "fp8audit report: FAIL, 2 traces\n\n"
+                       "ranks:\n"
+                       "  rank  host      pid  microbatches  failing  forward  backward  verdict  "
+                       "note\n"
+                       "     0  testhost  100             3        0        3         3  ok\n"
+                       "     1  testhost  101             3        1        4         5  FAIL\n\n"
+                       "job violations:\n"
+                       "  ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; "
+                       "rank 1: 2/3 [rank disagreement]\n\n"
+                       "== rank 0 (testhost, pid 100): ok\n"))
+      << Describe(r);
+  EXPECT_EQ(r.err, "");
+
+  const Result md = Fp8audit({"report", "--format", "markdown", Path("traces")});
+  EXPECT_EQ(md.code, 3) << Describe(md);
+  EXPECT_TRUE(Contains(md.out,
+                       "| rank 0 (testhost, pid 100) | 3 | 0 | 3 | 3 | ok | |\n"
+                       "| rank 1 (testhost, pid 101) | 3 | 1 | 4 | 5 | **FAIL** | |\n"
+                       "| **job** | 6 | 1 | 7 | 8 | **FAIL** | |\n\n"
+                       "## Job violations\n\n"
+                       "- **ranks disagree in microbatch 1 (forward/backward updates): "
+                       "rank 0: 1/1; rank 1: 2/3** (rank disagreement)\n"))
+      << md.out;
+
+  const Result json = Fp8audit({"report", "--format", "json", Path("traces")});
+  EXPECT_EQ(json.code, 3) << Describe(json);
+  v1::AuditReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &report).ok()) << json.out;
+  ASSERT_EQ(report.violations_size(), 1);
+  EXPECT_EQ(report.violations(0).kind(), v1::Violation::RANK_DISAGREEMENT);
+  EXPECT_EQ(report.violations(0).microbatch(), 1u);
+  EXPECT_EQ(report.violations(0).rank(), -1);
+}
+
+TEST_F(MultiRankCli, MarkdownListsAMissingRank) {
+  Add(RankTrace(0, 2));
+  Add(RankTrace(1, 2));
+  Add(RankTrace(3, 2));
+  const Result md = Fp8audit({"report", "--format", "md", Path("traces")});
+  EXPECT_EQ(md.code, 2) << Describe(md);
+  EXPECT_TRUE(Contains(md.out,
+                       "| rank 1 (testhost, pid 101) | 2 | 0 | 2 | 2 | ok | |\n"
+                       "| rank 2 | - | - | - | - | **missing** | no trace |\n"
+                       "| rank 3 (testhost, pid 103) | 2 | 0 | 2 | 2 | ok | |\n"))
+      << md.out;
+  EXPECT_EQ(md.err,
+            "fp8audit report: no trace of rank 2 (traces of ranks 0, 1, 3): the audit is "
+            "incomplete; did that rank write its trace elsewhere, or end before its first "
+            "kernel launch?\n");
+}
+
+// `check DIR`: the exit code of each multi-rank situation, and the line that says why.
+TEST_F(MultiRankCli, CheckTwoRanksThatAgreeExits0) {
+  AddJob(2, 3);
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_EQ(r.out, "PASS: 2 traces, 6 microbatches, 0 failing; 6 forward and 6 backward updates\n");
+  EXPECT_EQ(r.err, "");
+}
+
+TEST_F(MultiRankCli, CheckEightRanksThatAgreeExits0) {
+  AddJob(8, 4);
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "PASS: 8 traces, 32 microbatches, 0 failing")) << Describe(r);
+}
+
+TEST_F(MultiRankCli, CheckOneRankDisagreeingInOneMicrobatchExits3) {
+  Add(RankTrace(0, 3));
+  Add(RankTrace(1, 3, 1, 2, 3));
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_EQ(r.out,
+            "rank 1 (testhost, pid 101): 1 of 3 microbatches failing (" +
+                Path("traces/testhost.101.rank1.fp8trace") +
+                ")\n"
+                "  microbatch 1 (step 0): 2 forward updates, expected 1\n"
+                "  microbatch 1 (step 0): 3 backward updates, expected 1\n"
+                "  job: ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; "
+                "rank 1: 2/3\n"
+                "FAIL: 2 traces, 6 microbatches, 1 failing; 7 forward and 8 backward updates\n");
+}
+
+TEST_F(MultiRankCli, CheckEightRanksOneDisagreeingExits3) {
+  for (int r = 0; r < 8; ++r) Add(r == 5 ? RankTrace(5, 4, 2, 1, 2) : RankTrace(r, 4));
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.out,
+                       "  job: ranks disagree in microbatch 2 (forward/backward updates): ranks "
+                       "0-4, 6, 7: 1/1; rank 5: 1/2\n"))
+      << Describe(r);
+}
+
+TEST_F(MultiRankCli, CheckRanksWithDifferentMicrobatchCountsExits3) {
+  Add(RankTrace(0, 4));
+  Add(RankTrace(1, 3));
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.out,
+                       "  job: ranks disagree on the number of microbatches (rank 0: 4; rank 1: "
+                       "3)\nFAIL: 2 traces, 7 microbatches, 0 failing"))
+      << Describe(r);
+}
+
+TEST_F(MultiRankCli, CheckTwoTracesClaimingRank0Exits2) {
+  const std::string a = Add(RankTrace(0, 2, -1, 1, 1, 100));
+  const std::string b = Add(RankTrace(0, 2, -1, 1, 1, 300));
+  Add(RankTrace(1, 2));
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit check: rank 0 is claimed by 2 traces: " + a +
+                                  " (pid 100, 2 microbatches), " + b +
+                                  " (pid 300, 2 microbatches)"))
+      << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "  job: rank 0 is claimed by 2 traces")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "FAIL: 3 traces")) << Describe(r);
+}
+
+TEST_F(MultiRankCli, CheckMissingRankExits2) {
+  Add(RankTrace(0, 2));
+  Add(RankTrace(1, 2));
+  Add(RankTrace(3, 2));
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit check: no trace of rank 2 (traces of ranks 0, 1, 3)"))
+      << Describe(r);
+}
+
+TEST_F(MultiRankCli, CheckDamagedRankTraceExits2) {
+  Add(RankTrace(0, 3));
+  const std::string damaged = Add(RankTrace(1, 3));
+  fs::resize_file(damaged, fs::file_size(damaged) - 3);
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit check: " + damaged + ": trace damaged at record"))
+      << Describe(r);
+  EXPECT_FALSE(Contains(r.out, "disagree")) << Describe(r);
+}
+
+TEST_F(MultiRankCli, CheckEmptyRankTraceExits2NamingItsRank) {
+  Add(RankTrace(0, 2));
+  Add(RankTrace(2, 2));
+  const std::string empty = Path("traces/testhost.101.rank1.fp8trace");
+  std::ofstream(empty, std::ios::binary);
+  const Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit check: " + empty +
+                       ": empty trace (0 bytes): the process wrote nothing; did it end before the "
+                       "agent started?\n");
+  EXPECT_TRUE(Contains(r.out, "rank 1: 0 of 0 microbatches failing (" + empty + ")"))
+      << Describe(r);
+}
+
+// ---- Progress
+// ------------------------------------------------------------------------------------
+
+TEST_F(MultiRankCli, ProgressIsQuietWhenStderrIsNotATerminalUnlessAskedFor) {
+  AddJob(2, 3);
+  for (const std::string cmd : {"report", "check"}) {
+    Result r = Fp8audit({cmd, Path("traces")});
+    EXPECT_EQ(r.code, 0) << Describe(r);
+    EXPECT_EQ(r.err, "") << Describe(r);
+    r = Fp8audit({cmd, "--no-progress", Path("traces")});
+    EXPECT_EQ(r.err, "") << Describe(r);
+    // Asked for on a file: whole lines, then one that sums the read up.
+    r = Fp8audit({cmd, "--progress", Path("traces")});
+    EXPECT_EQ(r.code, 0) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "fp8audit " + cmd + ": read 2 traces, ")) << Describe(r);
+    EXPECT_EQ(r.err.find('\r'), std::string::npos) << Describe(r);
+    EXPECT_EQ(r.err.back(), '\n') << Describe(r);
+    r = Fp8audit({cmd, "--progress", "--no-progress", Path("traces")});
+    EXPECT_EQ(r.err, "") << Describe(r);
+  }
+  const Result help = Fp8audit({"report", "--help"});
+  EXPECT_TRUE(Contains(help.out, "--progress")) << help.out;
+}
+
+// ---- `fp8audit run` over a launcher and its ranks, with the real agent ------------------------
+
+#ifdef FP8AUDIT_REAL_AGENT
+std::vector<std::string> TraceFiles(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// As under `fp8audit run -- torchrun --nproc-per-node 2 train.py`: the launcher inherits the agent
+// too, but launches nothing; only its workers, each with its RANK, write traces.
+TEST_F(RunCli, LauncherOfRanksWritesNoTraceOfItsOwn) {
+  const Result r = Fp8audit({"run", "--out", Path("out"), "--", FP8AUDIT_RANK_LAUNCHER, "--",
+                             FP8AUDIT_NVTX_EMITTER, "basic", "--", FP8AUDIT_NVTX_EMITTER, "basic"},
+                            {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  const std::vector<std::string> traces = TraceFiles(Path("out"));
+  ASSERT_EQ(traces.size(), 2u) << Describe(r);
+  EXPECT_TRUE(EndsWith(traces[0], ".rank0.fp8trace") || EndsWith(traces[1], ".rank0.fp8trace"));
+  EXPECT_TRUE(EndsWith(traces[0], ".rank1.fp8trace") || EndsWith(traces[1], ".rank1.fp8trace"));
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: ok, 2 traces")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "job total: 6 microbatches, 0 failing")) << Describe(r);
+  EXPECT_FALSE(Contains(r.err, "no rank")) << Describe(r);
+
+  const Result check = Fp8audit({"check", Path("out")});
+  EXPECT_EQ(check.code, 0) << Describe(check);
+}
+
+TEST_F(RunCli, RanksThatDisagreeUnderTheRealAgentExit3) {
+  const Result r =
+      Fp8audit({"run", "--out", Path("out"), "--", FP8AUDIT_RANK_LAUNCHER, "--",
+                FP8AUDIT_NVTX_EMITTER, "basic", "--", FP8AUDIT_NVTX_EMITTER, "failfast"},
+               {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_EQ(TraceFiles(Path("out")).size(), 2u) << Describe(r);
+  EXPECT_TRUE(Contains(r.err,
+                       "  ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; "
+                       "rank 1: 2/1 [rank disagreement]"))
+      << Describe(r);
+}
+#endif
+
+TEST_F(RunCli, LauncherPassesRanksAndTheWorkersStatus) {
+  const std::string dump = Path("ranks.txt");
+  const Result r =
+      Run({"--", FP8AUDIT_RANK_LAUNCHER, "--", "sh", "-c",
+           "echo $RANK/$LOCAL_RANK/$WORLD_SIZE >> " + dump, "--", "sh", "-c", "exit 4"},
+          "1/1");
+  EXPECT_EQ(r.code, 4) << Describe(r);
+  EXPECT_EQ(Slurp(dump), "0/0/2\n");
 }
 
 }  // namespace
