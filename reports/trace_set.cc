@@ -152,7 +152,7 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
   if (options.on_read) options.on_read(reader->bytes_consumed());
   if (!damage.empty()) auditor.OnDamage(damage);
   auditor.Finish();
-  v1::RankReport r = auditor.report();
+  v1::RankReport r = std::move(*auditor.mutable_report());  // not a copy: rows can be many
   r.set_path(path);
   if (problem != nullptr) {
     if (!damage.empty()) {
