@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -33,8 +34,26 @@ bool IsUpdate(v1::EventKind kind) {
 
 const char* DirWord(int dir) { return dir == kFwd ? "forward" : "backward"; }
 
+void AppendNumber(std::string* out, uint64_t n) {
+  char buf[24];
+  const auto end = std::to_chars(buf, buf + sizeof(buf), n).ptr;
+  out->append(buf, static_cast<size_t>(end - buf));
+}
+
 std::string Plural(uint64_t n, const std::string& one, const std::string& many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
+  std::string out;
+  AppendNumber(&out, n);
+  out += ' ';
+  out += n == 1 ? one : many;
+  return out;
+}
+
+// "N forward update(s)".
+void AppendUpdates(std::string* out, uint64_t n, int dir) {
+  AppendNumber(out, n);
+  *out += ' ';
+  *out += DirWord(dir);
+  *out += n == 1 ? " update" : " updates";
 }
 
 struct Frame {
@@ -51,6 +70,24 @@ struct Note {
   uint64_t launch_count = 0;  // the first launch's count (a graph launch may carry several)
   uint64_t timestamp_ns = 0;
   std::string where;
+};
+
+// Events kept for one microbatch's detail. Their storage is reused by the next microbatch
+// (CopyFrom into a kept event reuses its strings), so keeping them allocates nothing once warm.
+class EventList {
+ public:
+  size_t size() const { return size_; }
+  void Clear() { size_ = 0; }
+  v1::Event* Push() {
+    if (size_ == items_.size()) items_.emplace_back();
+    return &items_[size_++];
+  }
+  v1::Event* begin() { return items_.data(); }
+  v1::Event* end() { return items_.data() + size_; }
+
+ private:
+  std::vector<v1::Event> items_;
+  size_t size_ = 0;
 };
 
 // The microbatch being built.
@@ -70,19 +107,96 @@ struct Segment {
   std::array<uint64_t, 2> after_end{};
   std::array<bool, 2> excess_reported{};
   uint64_t inferred = 0;  // UPDATE events counted by pass boundaries
-  // Per direction: update events with the context events before each, capped.
-  std::array<std::vector<v1::Event>, 2> log;
+  // Per direction: update events with the context events before each, capped. Like `updates` and
+  // the notes, kept only while failing microbatches can still be given full detail.
+  std::array<EventList, 2> log;
   std::array<uint64_t, 2> logged_seq{};
   std::array<uint64_t, 2> log_dropped{};
   std::array<std::vector<Note>, 2> notes;   // where extra updates happened, capped
   std::array<uint64_t, 2> notes_dropped{};  // extra updates beyond the capped notes
-  std::vector<v1::Event> updates;
+  EventList updates;
   uint64_t updates_dropped = 0;
+
+  // Closed, ready for the next microbatch; the kept events' storage stays.
+  void Reset() {
+    std::array<EventList, 2> kept_log = std::move(log);
+    EventList kept_updates = std::move(updates);
+    v1::Event kept_start = std::move(start);
+    *this = Segment();
+    log = std::move(kept_log);
+    updates = std::move(kept_updates);
+    start = std::move(kept_start);
+    for (EventList& l : log) l.Clear();
+    updates.Clear();
+  }
 
   bool HasActivity() const {
     return count[kFwd] > 0 || count[kBwd] > 0 || forward_seen || backward_seen;
   }
 };
+
+// A closed microbatch's explanations: why it is judged as it is and, for a failing one, where its
+// extra updates happened (with `detail`, each place).
+void AddExplanations(const Segment& seg, const Expectation& expect, bool complete,
+                     const std::array<uint64_t, 2>& expected, const std::array<bool, 2>& wrong,
+                     bool detail, v1::MicrobatchResult* row) {
+  if (!complete) {
+    row->add_explanations(
+        "incomplete: the trace ended inside this microbatch; only excess updates are judged");
+  }
+  if (!seg.backward_seen && expect.backward > 0) {
+    row->add_explanations(
+        "no backward pass was seen: judged as forward-only (backward expected 0)");
+  }
+  if (seg.inferred > 0) {
+    row->add_explanations(Plural(seg.inferred, "update", "updates") +
+                          " recorded without a direction counted by pass boundaries");
+  }
+  for (int dir : {kFwd, kBwd}) {
+    if (!wrong[dir]) continue;
+    const uint64_t c = seg.count[dir];
+    std::string line;
+    AppendUpdates(&line, c, dir);
+    line += ", expected ";
+    AppendNumber(&line, expected[dir]);
+    if (c > 0) {
+      const uint64_t outside = c - std::min(c, seg.in_recompute[dir] + seg.in_checkpoint[dir]);
+      line += ": ";
+      AppendNumber(&line, seg.in_recompute[dir]);
+      line += " during checkpoint recompute, ";
+      AppendNumber(&line, seg.in_checkpoint[dir]);
+      line += " in checkpointed original forward, ";
+      AppendNumber(&line, outside);
+      line += " outside checkpoints";
+      if (seg.after_end[dir] > 0) {
+        line += "; ";
+        AppendNumber(&line, seg.after_end[dir]);
+        line += " after the end marker";
+      }
+    }
+    row->add_explanations(std::move(line));
+    if (detail) {
+      for (const Note& note : seg.notes[dir]) {
+        std::string line = std::string(DirWord(dir)) + " update";
+        if (note.last > note.first) {
+          line += "s " + std::to_string(note.first) + "-" + std::to_string(note.last);
+          if (note.launches == 1)
+            line += " (one launch of " + std::to_string(note.launch_count) + ")";
+        } else {
+          line += " " + std::to_string(note.first);
+        }
+        line += ", expected " + std::to_string(expected[dir]) + ", " +
+                (note.last > note.first ? "from" : "at") +
+                " t=" + Millis(note.timestamp_ns, seg.start.timestamp_ns()) + "ms: " + note.where;
+        row->add_explanations(std::move(line));
+      }
+      if (seg.notes_dropped[dir] > 0) {
+        row->add_explanations("... and " + std::to_string(seg.notes_dropped[dir]) + " more extra " +
+                              DirWord(dir) + " updates");
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -212,11 +326,13 @@ void Auditor::AddViolation(v1::Violation v) {
   v.set_rank(report_.rank());
   ++s.violations;
   if (on_violation) on_violation(v);
+  if (KeepsViolation(v.kind())) *report_.add_violations() = std::move(v);
+}
+
+bool Auditor::KeepsViolation(v1::Violation::Kind kind) const {
   // Damage is always kept: it decides whether the audit is complete.
-  if (options_.max_violations == 0 || v.kind() == v1::Violation::TRACE_DAMAGED ||
-      report_.violations_size() < static_cast<int>(options_.max_violations)) {
-    *report_.add_violations() = std::move(v);
-  }
+  return options_.max_violations == 0 || kind == v1::Violation::TRACE_DAMAGED ||
+         report_.violations_size() < static_cast<int>(options_.max_violations);
 }
 
 void Auditor::Unbalanced(const v1::Event& event, const std::string& message) {
@@ -328,7 +444,11 @@ void Auditor::OnEvent(const v1::Event& event) {
       break;
     case v1::MODULE_FORWARD:
     case v1::MODULE_BACKWARD:
-      s.module = TruncateUtf8(event.module(), kMaxStoredString);
+      if (event.module().size() <= kMaxStoredString) {
+        s.module.assign(event.module());  // reuses the string's storage
+      } else {
+        s.module = TruncateUtf8(event.module(), kMaxStoredString);
+      }
       break;
     default:
       break;
@@ -390,78 +510,96 @@ void Auditor::Count(const v1::Event& event, int dir, bool inferred) {
   if (seg.ended) seg.after_end[dir] = SatAdd(seg.after_end[dir], n);
   if (inferred) seg.inferred = SatAdd(seg.inferred, n);
 
-  // The stored copy says which direction it was counted in.
-  v1::Event copy;
-  copy.CopyFrom(event);
-  BoundEventStrings(&copy);
-  if (event.kind() == v1::UPDATE && copy.pass() == v1::PASS_UNSPECIFIED) {
-    copy.set_pass(dir == kFwd ? v1::FORWARD : v1::BACKWARD);
-  }
-
-  // Context log: the context events since the last logged update, then the update.
-  std::vector<v1::Event>& log = seg.log[dir];
-  if (log.size() < options_.max_context_events) {
-    const uint64_t from = std::max(seg.logged_seq[dir], seg.start_seq);
-    const uint64_t oldest = s.seq > kRing ? s.seq - kRing : 1;
-    for (uint64_t q = std::max(from + 1, oldest); q < s.seq; ++q) {
-      const size_t slot = q % kRing;
-      if (s.ring_seq[slot] == q && log.size() + 1 < options_.max_context_events) {
-        log.push_back(s.ring[slot]);
+  // The stored copies say which direction the update was counted in.
+  const v1::Pass counted = dir == kFwd ? v1::FORWARD : v1::BACKWARD;
+  auto store = [&](v1::Event* copy) {
+    copy->CopyFrom(event);
+    BoundEventStrings(copy);
+    if (event.kind() == v1::UPDATE && copy->pass() == v1::PASS_UNSPECIFIED) copy->set_pass(counted);
+  };
+  // The context log, the update events and the notes only ever reach the report as a failing
+  // microbatch's full detail: once max_detailed failing microbatches had theirs, none is kept.
+  const bool keep_detail = s.detailed < options_.max_detailed;
+  if (keep_detail) {
+    // Context log: the context events since the last logged update, then the update.
+    EventList& log = seg.log[dir];
+    const v1::Event* stored = nullptr;
+    if (log.size() < options_.max_context_events) {
+      const uint64_t from = std::max(seg.logged_seq[dir], seg.start_seq);
+      const uint64_t oldest = s.seq > kRing ? s.seq - kRing : 1;
+      for (uint64_t q = std::max(from + 1, oldest); q < s.seq; ++q) {
+        const size_t slot = q % kRing;
+        if (s.ring_seq[slot] == q && log.size() + 1 < options_.max_context_events) {
+          log.Push()->CopyFrom(s.ring[slot]);
+        }
       }
+      v1::Event* copy = log.Push();
+      store(copy);
+      stored = copy;
+      seg.logged_seq[dir] = s.seq;
+    } else {
+      seg.log_dropped[dir] = SatAdd(seg.log_dropped[dir], 1);
     }
-    log.push_back(copy);
-    seg.logged_seq[dir] = s.seq;
-  } else {
-    seg.log_dropped[dir] = SatAdd(seg.log_dropped[dir], 1);
-  }
-  if (seg.updates.size() < options_.max_context_events) {
-    seg.updates.push_back(copy);
-  } else {
-    ++seg.updates_dropped;
+    if (seg.updates.size() < options_.max_context_events) {
+      v1::Event* copy = seg.updates.Push();
+      if (stored != nullptr) {
+        copy->CopyFrom(*stored);
+      } else {
+        store(copy);
+      }
+    } else {
+      ++seg.updates_dropped;
+    }
   }
 
   const uint64_t expected = dir == kFwd ? options_.expect.forward : options_.expect.backward;
   if (seg.count[dir] <= expected) return;
-  // Where this update happened; consecutive extra updates in the same place share one note.
-  std::string where;
-  if (frame != nullptr) {
-    const Frame* f = frame;
-    if (recompute) {
-      for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it) {
-        if (it->phase == 2) {
-          f = &*it;
-          break;
+  if (keep_detail) {
+    // Where this update happened; consecutive extra updates in the same place share one note.
+    std::string where;
+    if (frame != nullptr) {
+      const Frame* f = frame;
+      if (recompute) {
+        for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it) {
+          if (it->phase == 2) {
+            f = &*it;
+            break;
+          }
         }
       }
+      where = recompute ? "during recompute" : "during the original forward";
+      where += " of " + CheckpointKindName(f->kind) + " checkpoint frame " + std::to_string(f->id);
+    } else {
+      where = "outside any checkpoint";
     }
-    where = recompute ? "during recompute" : "during the original forward";
-    where += " of " + CheckpointKindName(f->kind) + " checkpoint frame " + std::to_string(f->id);
-  } else {
-    where = "outside any checkpoint";
-  }
-  where += ", autocast depth " + std::to_string(s.autocast_depth);
-  if (!s.module.empty()) where += ", after module " + Printable(s.module, 128);
-  if (seg.ended) where += ", after the microbatch's end marker";
-  if (inferred) where += ", direction inferred from pass boundaries";
-  where += " (thread " + std::to_string(event.thread_id());
-  if (!event.detail().empty()) {
-    where += ", " + SourceName(event.source()) + " " + Printable(event.detail(), 160);
-  }
-  where += ")";
-  const uint64_t first_extra = std::max(first, expected + 1);
-  std::vector<Note>& notes = seg.notes[dir];
-  if (!notes.empty() && notes.back().where == where && notes.back().last + 1 == first_extra) {
-    notes.back().last = seg.count[dir];
-    ++notes.back().launches;
-  } else if (notes.size() < options_.max_explanations) {
-    notes.push_back(
-        Note{first_extra, seg.count[dir], 1, n, event.timestamp_ns(), std::move(where)});
-  } else {
-    seg.notes_dropped[dir] = SatAdd(seg.notes_dropped[dir], seg.count[dir] - first_extra + 1);
+    where += ", autocast depth " + std::to_string(s.autocast_depth);
+    if (!s.module.empty()) where += ", after module " + Printable(s.module, 128);
+    if (seg.ended) where += ", after the microbatch's end marker";
+    if (inferred) where += ", direction inferred from pass boundaries";
+    where += " (thread " + std::to_string(event.thread_id());
+    if (!event.detail().empty()) {
+      where += ", " + SourceName(event.source()) + " " + Printable(event.detail(), 160);
+    }
+    where += ")";
+    const uint64_t first_extra = std::max(first, expected + 1);
+    std::vector<Note>& notes = seg.notes[dir];
+    if (!notes.empty() && notes.back().where == where && notes.back().last + 1 == first_extra) {
+      notes.back().last = seg.count[dir];
+      ++notes.back().launches;
+    } else if (notes.size() < options_.max_explanations) {
+      notes.push_back(
+          Note{first_extra, seg.count[dir], 1, n, event.timestamp_ns(), std::move(where)});
+    } else {
+      seg.notes_dropped[dir] = SatAdd(seg.notes_dropped[dir], seg.count[dir] - first_extra + 1);
+    }
   }
   if (!seg.excess_reported[dir]) {
     seg.excess_reported[dir] = true;
-    if (on_excess) on_excess(copy, dir == kFwd ? v1::FORWARD : v1::BACKWARD, seg.count[dir]);
+    if (on_excess) {
+      v1::Event copy;
+      store(&copy);
+      on_excess(copy, counted, seg.count[dir]);
+    }
   }
 }
 
@@ -473,7 +611,7 @@ void Auditor::Close(bool complete) {
   // expect and holds no update (warm-up, set-up).
   if (!seg.marked && (!seg.HasActivity() ||
                       (s.markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0))) {
-    seg = Segment();
+    seg.Reset();
     return;
   }
   v1::MicrobatchResult row;
@@ -494,70 +632,36 @@ void Auditor::Close(bool complete) {
   row.set_verdict(fail ? v1::FAIL : v1::PASS);
   const bool detail = fail && s.detailed < options_.max_detailed;
   if (detail) ++s.detailed;
+  // Words are built only for a row that is kept or handed to on_microbatch (the common passing
+  // row beyond max_rows is neither), and likewise for violations.
+  const bool keep_row = WantRow(fail);
+  const bool words = keep_row || on_microbatch;
 
-  if (!complete) {
-    row.add_explanations(
-        "incomplete: the trace ended inside this microbatch; only excess updates are judged");
-  }
-  if (!seg.backward_seen && options_.expect.backward > 0) {
-    row.add_explanations("no backward pass was seen: judged as forward-only (backward expected 0)");
-  }
-  if (seg.inferred > 0) {
-    row.add_explanations(Plural(seg.inferred, "update", "updates") +
-                         " recorded without a direction counted by pass boundaries");
-  }
-  for (int dir : {kFwd, kBwd}) {
-    if (!wrong[dir]) continue;
-    const uint64_t c = seg.count[dir];
-    std::string line =
-        Plural(c, std::string(DirWord(dir)) + " update", std::string(DirWord(dir)) + " updates") +
-        ", expected " + std::to_string(expected[dir]);
-    if (c > 0) {
-      const uint64_t outside = c - std::min(c, seg.in_recompute[dir] + seg.in_checkpoint[dir]);
-      line += ": " + std::to_string(seg.in_recompute[dir]) + " during checkpoint recompute, " +
-              std::to_string(seg.in_checkpoint[dir]) + " in checkpointed original forward, " +
-              std::to_string(outside) + " outside checkpoints";
-      if (seg.after_end[dir] > 0) {
-        line += "; " + std::to_string(seg.after_end[dir]) + " after the end marker";
-      }
-    }
-    row.add_explanations(std::move(line));
-    if (detail) {
-      for (const Note& note : seg.notes[dir]) {
-        std::string line = std::string(DirWord(dir)) + " update";
-        if (note.last > note.first) {
-          line += "s " + std::to_string(note.first) + "-" + std::to_string(note.last);
-          if (note.launches == 1)
-            line += " (one launch of " + std::to_string(note.launch_count) + ")";
-        } else {
-          line += " " + std::to_string(note.first);
-        }
-        line += ", expected " + std::to_string(expected[dir]) + ", " +
-                (note.last > note.first ? "from" : "at") +
-                " t=" + Millis(note.timestamp_ns, seg.start.timestamp_ns()) + "ms: " + note.where;
-        row.add_explanations(std::move(line));
-      }
-      if (seg.notes_dropped[dir] > 0) {
-        row.add_explanations("... and " + std::to_string(seg.notes_dropped[dir]) + " more extra " +
-                             DirWord(dir) + " updates");
-      }
-    }
-  }
+  if (words) AddExplanations(seg, options_.expect, complete, expected, wrong, detail, &row);
   if (detail) {
     for (v1::Event& e : seg.updates) *row.add_updates() = std::move(e);
   }
 
   for (int dir : {kFwd, kBwd}) {
     if (!wrong[dir]) continue;
+    const auto kind = dir == kFwd ? v1::Violation::FORWARD_COUNT : v1::Violation::BACKWARD_COUNT;
+    if (!on_violation && !KeepsViolation(kind)) {
+      ++s.violations;  // counted, not kept
+      continue;
+    }
     v1::Violation v;
-    v.set_kind(dir == kFwd ? v1::Violation::FORWARD_COUNT : v1::Violation::BACKWARD_COUNT);
+    v.set_kind(kind);
     v.set_microbatch(row.index());
-    v.set_message("microbatch " + std::to_string(row.index()) + " (step " +
-                  std::to_string(row.step()) + "): " +
-                  Plural(seg.count[dir], std::string(DirWord(dir)) + " update",
-                         std::string(DirWord(dir)) + " updates") +
-                  ", expected " + std::to_string(expected[dir]) +
-                  (complete ? "" : " (incomplete microbatch)"));
+    std::string message = "microbatch ";
+    AppendNumber(&message, row.index());
+    message += " (step ";
+    AppendNumber(&message, row.step());
+    message += "): ";
+    AppendUpdates(&message, seg.count[dir], dir);
+    message += ", expected ";
+    AppendNumber(&message, expected[dir]);
+    if (!complete) message += " (incomplete microbatch)";
+    v.set_message(std::move(message));
     if (detail) {
       if (seg.start_dir != dir) *v.add_context() = seg.start;
       for (v1::Event& e : seg.log[dir]) *v.add_context() = std::move(e);
@@ -572,22 +676,16 @@ void Auditor::Close(bool complete) {
   if (fail) totals->set_failing_microbatches(totals->failing_microbatches() + 1);
 
   if (on_microbatch) on_microbatch(row);
-  KeepRow(std::move(row));
-  seg = Segment();
+  if (keep_row) *report_.add_microbatches() = std::move(row);
+  seg.Reset();
 }
 
-void Auditor::KeepRow(v1::MicrobatchResult row) {
+bool Auditor::WantRow(bool fail) {
   State& s = *state_;
   const uint32_t max = options_.max_rows;
   auto* rows = report_.mutable_microbatches();
-  if (max == 0) {
-    *rows->Add() = std::move(row);
-    return;
-  }
-  if (!s.rows_pruned && rows->size() < static_cast<int>(max)) {
-    *rows->Add() = std::move(row);
-    return;
-  }
+  if (max == 0) return true;
+  if (!s.rows_pruned && rows->size() < static_cast<int>(max)) return true;
   if (!s.rows_pruned) {
     // More microbatches than rows: from now on only failing rows are kept.
     s.rows_pruned = true;
@@ -597,9 +695,7 @@ void Auditor::KeepRow(v1::MicrobatchResult row) {
     }
     rows->DeleteSubrange(out, rows->size() - out);
   }
-  if (row.verdict() == v1::FAIL && rows->size() < static_cast<int>(max)) {
-    *rows->Add() = std::move(row);
-  }
+  return fail && rows->size() < static_cast<int>(max);
 }
 
 void Auditor::Finish() {

@@ -103,7 +103,10 @@ class Auditor {
   void Remember(const v1::Event& event);
   void Unbalanced(const v1::Event& event, const std::string& message);
   void AddViolation(v1::Violation violation);
-  void KeepRow(v1::MicrobatchResult row);
+  bool KeepsViolation(v1::Violation::Kind kind) const;
+  // Whether a closed microbatch's row is kept in report() (max_rows); prunes passing rows when
+  // there turn out to be more microbatches than rows.
+  bool WantRow(bool fail);
 
   AuditorOptions options_;
   v1::RankReport report_;
