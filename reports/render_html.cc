@@ -318,6 +318,8 @@ std::string RangeText(const Bucket& b) {
 // Violations given a context table, and failing rows given an update-event table, per rank: as
 // many as the auditor details by default (AuditorOptions::max_detailed).
 constexpr uint32_t kEventTables = 100;
+// Microbatches whose explanations the violations table shows unfolded, per rank.
+constexpr uint32_t kOpenExplanations = 10;
 
 // Layout shared by the timeline and the chart: a label margin, then the columns.
 constexpr double kLeft = 28;
@@ -576,11 +578,17 @@ void EventTable(const google::protobuf::RepeatedPtrField<v1::Event>& events, uin
   }
 }
 
-void Explanations(const v1::MicrobatchResult& row, std::string* out) {
+// The auditor's explanations of a row, as a list, or folded under a one-line summary.
+void Explanations(const v1::MicrobatchResult& row, bool folded, std::string* out) {
   if (row.explanations_size() == 0) return;
+  if (folded) {
+    *out += "<details><summary>" + Plural(row.explanations_size(), "explanation", "explanations") +
+            "</summary>";
+  }
   *out += "<ul class=\"ex\">";
   for (const std::string& e : row.explanations()) *out += "<li>" + Esc(e) + "</li>";
   *out += "</ul>";
+  if (folded) *out += "</details>";
 }
 
 void Metadata(const v1::RankReport& r, bool open, std::string* out) {
@@ -639,6 +647,7 @@ void Violations(const RankView& view,
   int64_t explained = -1;  // a microbatch's explanations are shown with its first violation
   uint32_t tables = 0;
   bool tables_left_out = false;
+  uint32_t explained_rows = 0;
   for (int i = 0; i < n; ++i) {
     const v1::Violation& v = r.violations(i);
     const bool count = IsCountViolation(v);
@@ -653,7 +662,8 @@ void Violations(const RankView& view,
             Esc(v.message()) + "</td><td>";
     if (count && static_cast<int64_t>(v.microbatch()) != explained) {
       auto it = rows.find(v.microbatch());
-      if (it != rows.end()) Explanations(*it->second, out);
+      // The first microbatches' explanations are open; later ones are folded.
+      if (it != rows.end()) Explanations(*it->second, ++explained_rows > kOpenExplanations, out);
       explained = v.microbatch();
     }
     if (v.context_size() > 0 && view.max_event_tables != 0 && tables >= view.max_event_tables) {
@@ -682,6 +692,7 @@ void Violations(const RankView& view,
 
 void MicrobatchTable(const RankView& view, const std::vector<const v1::MicrobatchResult*>& shown,
                      const std::string& note, const RenderOptions& options, std::string* out) {
+  const v1::RankReport& r = *view.rank;
   *out += "<details class=\"microbatches\"" + std::string(shown.size() <= 50 ? " open" : "") +
           "><summary>" + (note.empty() ? "Microbatches (" + Num(shown.size()) + ")" : note) +
           "</summary>\n";
@@ -704,7 +715,8 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
               count(m->backward_updates(), m->expected_backward()) + "<td class=\"n\">" +
               ExpectedText(*m) + "</td><td>" + (fail ? "<strong>FAIL</strong>" : "ok") +
               "</td><td>";
-      Explanations(*m, out);
+      // Folded: the violations above show them too.
+      Explanations(*m, r.violations_size() > 0, out);
       if (m->updates_size() > 0 && (view.max_event_tables == 0 || tables < view.max_event_tables)) {
         ++tables;
         *out += "<details><summary>" + Plural(m->updates_size(), "update event", "update events") +
