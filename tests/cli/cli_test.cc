@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -755,6 +756,113 @@ TEST_F(RunCli, LauncherPassesRanksAndTheWorkersStatus) {
           "1/1");
   EXPECT_EQ(r.code, 4) << Describe(r);
   EXPECT_EQ(Slurp(dump), "0/0/2\n");
+}
+
+// ---- tests/multi_rank/check_counts.py, the 2-GPU job's checker, on synthetic reports
+// --------------
+
+class GpuJobChecker : public MultiRankCli {
+ protected:
+  void SetUp() override {
+    MultiRankCli::SetUp();
+    if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  }
+  // `fp8audit report --format json` of traces/, then check_counts.py on it with `args`.
+  Result Check(const std::string& args, int report_code) {
+    const std::string json = Path("report.json");
+    const Result report = Fp8audit({"report", Path("traces"), "--format", "json", "-o", json});
+    EXPECT_EQ(report.code, report_code) << Describe(report);
+    return Checker(json, args);
+  }
+  Result Checker(const std::string& json, const std::string& args) const {
+    const std::string cmd = "python3 " FP8AUDIT_SOURCE_DIR "/tests/multi_rank/check_counts.py " +
+                            json + " " + args + " 2>&1";
+    Result r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return r;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) r.out.append(buf, n);
+    const int status = ::pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  }
+  // What ddp_job.py's ranks record: 6 microbatches of 1/1; with `disagree`, rank 1 has 2/1 in
+  // microbatch 2.
+  void AddDdpJob(bool disagree) {
+    Add(RankTrace(0, 6));
+    Add(disagree ? RankTrace(1, 6, 2, 2, 1) : RankTrace(1, 6));
+  }
+};
+
+constexpr const char* kAgreeing = "--ranks 2 --microbatches 6";
+constexpr const char* kDisagreeing = "--ranks 2 --microbatches 6 --disagree-rank 1 --disagree-at 2";
+
+TEST_F(GpuJobChecker, AcceptsTheJobsCounts) {
+  AddDdpJob(false);
+  Result r = Check(kAgreeing, 0);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out, "ok   2 ranks x 6 microbatches of 1/1, ranks agreeing\n");
+  r = Check(kDisagreeing, 0);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL rank 1: microbatch 2 has 1/1 updates, expected 2/1")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL no job violation saying that rank 1 disagrees in microbatch 2"))
+      << r.out;
+}
+
+TEST_F(GpuJobChecker, AcceptsTheDisagreementAndItsFlag) {
+  AddDdpJob(true);
+  Result r = Check(kDisagreeing, 3);
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = Check(kAgreeing, 3);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL unexpected job violation: ranks disagree in microbatch 2"))
+      << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL job verdict FAIL, expected PASS")) << r.out;
+}
+
+TEST_F(GpuJobChecker, RejectsATraceOfTheLauncher) {
+  AddDdpJob(false);
+  TraceBuilder launcher(-1, 99, "nvtx");
+  launcher.Footer();
+  WriteTrace("traces/testhost.99.fp8trace", launcher);
+  const Result r = Check(kAgreeing, 0);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "testhost.99.fp8trace: a trace of rank -1, not one of the job's"))
+      << r.out;
+}
+
+TEST_F(GpuJobChecker, RejectsAMissingShortOrDamagedRank) {
+  Add(RankTrace(0, 6));
+  Result r = Check(kAgreeing, 0);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL no trace of rank 1")) << r.out;
+
+  const std::string short_rank = Add(RankTrace(1, 5));
+  r = Check(kAgreeing, 3);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL rank 1: 5 microbatches (5 rows), expected 6")) << r.out;
+
+  fs::remove(short_rank);
+  const std::string damaged = Add(RankTrace(1, 6));
+  fs::resize_file(damaged, fs::file_size(damaged) - 3);
+  r = Check(kAgreeing, 2);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL rank 1: trace damaged: ")) << r.out;
+}
+
+TEST_F(GpuJobChecker, RejectsTwoTracesOfOneRank) {
+  AddDdpJob(false);
+  Add(RankTrace(1, 6, -1, 1, 1, 555));
+  const Result r = Check(kAgreeing, 2);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_TRUE(Contains(r.out, "a second trace of rank 1")) << r.out;
+}
+
+TEST_F(GpuJobChecker, UnreadableReportExits2) {
+  std::ofstream(Path("bad.json")) << "{ not json";
+  const Result r = Checker(Path("bad.json"), kAgreeing);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(Contains(r.out, "FAIL cannot read")) << r.out;
 }
 
 }  // namespace
