@@ -185,9 +185,13 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
       one.on_read = [&](uint64_t bytes) {
         read = bytes;
         options.on_progress(i, bytes, false);
+        if (options.on_read) options.on_read(bytes);
       };
     }
-    one.on_microbatch = [&](const v1::MicrobatchResult& row) { agreement.OnMicrobatch(i, row); };
+    one.on_microbatch = [&](const v1::MicrobatchResult& row) {
+      agreement.OnMicrobatch(i, row);
+      if (options.on_microbatch) options.on_microbatch(row);
+    };
     std::string problem;
     ranks.push_back(AuditTraceFile(files[i], one, &problem));
     if (options.on_progress) options.on_progress(i, read, true);

@@ -29,10 +29,10 @@ struct TraceSetOptions {
   // AuditTraceFiles: file `index` of `files` starts (0 bytes), has `bytes` of it read, and is done
   // (`done`, with the bytes read). Reading reports about every 256 KiB.
   std::function<void(size_t index, uint64_t bytes, bool done)> on_progress;
-  // AuditTraceFile: the bytes of the trace read so far, after its header, about every 256 KiB,
-  // and at its end.
+  // The bytes of the trace read so far, after its header, about every 256 KiB, and at its end
+  // (AuditTraceFiles: of each file, while on_progress is set).
   std::function<void(uint64_t bytes)> on_read;
-  // AuditTraceFile: each microbatch as the audit closes it (also those max_rows does not keep).
+  // Each microbatch as the audit closes it (also those max_rows does not keep).
   std::function<void(const v1::MicrobatchResult&)> on_microbatch;
 };
 

@@ -713,6 +713,16 @@ TEST_F(TraceSetTest, ProgressHookFollowsEveryFileRecordByRecord) {
   EXPECT_EQ(r.microbatches_size(), 0);  // all pass: rows were not kept past max_rows
 }
 
+TEST_F(MultiRankTest, CallersMicrobatchHookSeesEveryTrace) {
+  WriteJob(3, 4);
+  int microbatches = 0;
+  TraceSetOptions options;
+  options.max_rows = 1;
+  options.on_microbatch = [&](const v1::MicrobatchResult&) { ++microbatches; };
+  EXPECT_EQ(AuditDir(options).outcome, Outcome::kPass);
+  EXPECT_EQ(microbatches, 12);
+}
+
 class FakeTerminal {
  public:
   uint64_t now_ns = 0;
