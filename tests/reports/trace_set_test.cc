@@ -533,6 +533,18 @@ TEST_F(MultiRankTest, DamagedRankStillComparedOnItsWholeMicrobatches) {
       << Describe(set);
 }
 
+TEST_F(MultiRankTest, KilledRanksUnfinishedMicrobatchIsNotCompared) {
+  WriteRank(0, 3);
+  TraceBuilder killed(1, 101, "nvtx");  // SIGKILL inside microbatch 2: no END, no footer
+  killed.MarkedMicrobatch().MarkedMicrobatch().Begin().Forward();
+  Write("testhost.101.rank1.fp8trace", killed);
+  const TraceSetResult set = AuditDir();
+  ASSERT_EQ(set.report.ranks_size(), 2);
+  EXPECT_EQ(set.report.ranks(1).totals().microbatches(), 3u);
+  EXPECT_EQ(set.report.ranks(1).totals().backward_updates(), 2u);  // 1/0 in microbatch 2
+  EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
+}
+
 TEST_F(MultiRankTest, EmptyTraceOfARankKeepsTheRankOfItsFileName) {
   WriteRank(0, 2);
   WriteRank(2, 2);
