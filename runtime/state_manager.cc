@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <exception>
 #include <iostream>
 #include <stdexcept>
@@ -24,20 +23,25 @@ namespace v1 = ::fp8audit::v1;
 
 constexpr size_t kMaxViolationsKept = 1000;
 
+// Adds the time of one transition (lock held) to *ns and one to *calls, when `on`.
 class Timer {
  public:
-  explicit Timer(uint64_t* sink)
-      : sink_(sink), start_(sink ? std::chrono::steady_clock::now() : Clock::time_point()) {}
+  Timer(bool on, uint64_t* ns, uint64_t* calls)
+      : ns_(on ? ns : nullptr), calls_(calls), start_(on ? Clock::now() : Clock::time_point()) {}
   ~Timer() {
-    if (sink_) {
-      *sink_ += static_cast<uint64_t>(
+    if (ns_) {
+      *ns_ += static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start_).count());
+      ++*calls_;
     }
   }
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
 
  private:
   using Clock = std::chrono::steady_clock;
-  uint64_t* sink_;
+  uint64_t* ns_;
+  uint64_t* calls_;
   Clock::time_point start_;
 };
 
@@ -50,18 +54,6 @@ state::CheckpointKind KindOf(CheckpointImpl impl) {
                                            : state::CheckpointKind::kNonReentrant;
 }
 
-// A copy of a module's current forward scales (the recompute metadata a stash entry holds).
-at::Tensor CopyScales(const ModuleCall& call, int64_t n) {
-  const at::Tensor& scale = call.buffers->fwd_scale;
-  if (scale.device().is_cpu()) {
-    at::Tensor out = at::empty({n}, scale.options());
-    std::memcpy(out.data_ptr<float>(), scale.data_ptr<float>() + call.fwd_base,
-                static_cast<size_t>(n) * sizeof(float));
-    return out;
-  }
-  return scale.narrow(0, call.fwd_base, n).clone();
-}
-
 const DelayedScaling& DefaultRecipe() {
   static const DelayedScaling recipe;
   return recipe;
@@ -70,7 +62,7 @@ const DelayedScaling& DefaultRecipe() {
 }  // namespace
 
 const float* ModuleCall::forward_scale(int i) const {
-  if (recompute) return stashed.data_ptr<float>() + i;
+  if (recompute) return stashed->scales.data_ptr<float>() + stashed_base + i;
   return buffers->fwd_scale.data_ptr<float>() + fwd_base + i;
 }
 
@@ -105,6 +97,7 @@ void StateManager::ResetLocked() {
   violations_.clear();
   violations_seen_ = 0;
   bookkeeping_ns_ = 0;
+  bookkeeping_calls_ = 0;
   microbatch_ = 0;
   for (auto& m : modules_) m.has_recipe = false;
 }
@@ -193,6 +186,11 @@ uint64_t StateManager::bookkeeping_ns() const {
   return bookkeeping_ns_;
 }
 
+uint64_t StateManager::bookkeeping_calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bookkeeping_calls_;
+}
+
 float StateManager::forward_scale(uint32_t module, int i) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& b : buffers_) {
@@ -246,8 +244,9 @@ std::shared_ptr<ScalingBuffers> StateManager::BuffersLocked(const DelayedScaling
   return b;
 }
 
-void StateManager::SlotsLocked(ScalingBuffers& b, uint32_t module) {
-  if (b.slots.count(module)) return;
+std::pair<int64_t, int64_t> StateManager::SlotsLocked(ScalingBuffers& b, uint32_t module) {
+  const auto found = b.slots.find(module);
+  if (found != b.slots.end()) return found->second;
   const ModuleEntry& m = modules_[module];
   const auto options = at::TensorOptions().dtype(at::kFloat).device(b.device);
   const int64_t len = b.recipe.amax_history_len;
@@ -263,6 +262,9 @@ void StateManager::SlotsLocked(ScalingBuffers& b, uint32_t module) {
   const int64_t fwd = grow(&b.fwd_history, &b.fwd_scale, &b.fwd_scale_inv, m.forward_tensors);
   const int64_t bwd = grow(&b.bwd_history, &b.bwd_scale, &b.bwd_scale_inv, m.backward_tensors);
   b.slots.emplace(module, std::make_pair(fwd, bwd));
+  // A new tensor: entries of the previous version keep the old one, which no longer changes.
+  b.fwd_version = std::make_shared<ScaleVersion>(ScaleVersion{b.fwd_scale});
+  return {fwd, bwd};
 }
 
 const DelayedScaling* StateManager::CurrentRecipeLocked(uint32_t module) const {
@@ -275,6 +277,12 @@ void StateManager::UpdateLocked(bool forward) {
   for (const auto& b : buffers_) {
     if (!b->fwd_scale.defined()) continue;
     if (forward) {
+      if (b->fwd_version && b->fwd_version.use_count() > 1) {
+        // Stash entries share the current scales: they keep a copy (taken before the update, in
+        // stream order), the buffer gets a new version.
+        b->fwd_version->scales = b->fwd_scale.clone();
+        b->fwd_version = std::make_shared<ScaleVersion>(ScaleVersion{b->fwd_scale});
+      }
       backend::DelayedScalingUpdate(b->fwd_history, b->fwd_scale, b->fwd_scale_inv,
                                     b->recipe.forward_format(), b->recipe.margin, b->recipe.algo());
     } else {
@@ -298,8 +306,9 @@ std::deque<StateManager::StashEntry>& StateManager::StashFor(uint32_t module, ui
 
 void StateManager::EmitLocked(const state::ModelEvent& e) {
 #if FP8AUDIT_RUNTIME_NVTX
-  if (!options_.nvtx) return;
   namespace nv = ::fp8audit::nvtx;
+  // Without an NVTX tool the domain is null and every mark a no-op: format nothing.
+  if (!options_.nvtx || nv::Domain() == nullptr) return;
   const auto kind = e.checkpoint_kind == state::CheckpointKind::kReentrant
                         ? nv::CheckpointKind::kReentrant
                         : nv::CheckpointKind::kNonReentrant;
@@ -356,6 +365,7 @@ void StateManager::DrainLocked(ModuleCall* call) {
     if (call != nullptr) {
       call->recompute = true;
       call->stashed = std::move(entry.scales);
+      call->stashed_base = entry.base;
     }
   }
   for (const state::ModelEvent& e : events) {
@@ -368,10 +378,12 @@ void StateManager::DrainLocked(ModuleCall* call) {
         break;
       case v1::STASH_PUSH:
         if (call != nullptr && call->buffers) {
-          at::Tensor scales = call->recompute
-                                  ? call->stashed
-                                  : CopyScales(*call, modules_[call->module].forward_tensors);
-          StashFor(e.module, e.frame).push_back({e.module, std::move(scales)});
+          if (call->recompute) {
+            StashFor(e.module, e.frame).push_back({e.module, call->stashed, call->stashed_base});
+          } else {
+            StashFor(e.module, e.frame)
+                .push_back({e.module, call->buffers->fwd_version, call->fwd_base});
+          }
         }
         break;
       default:
@@ -393,7 +405,7 @@ void StateManager::DrainLocked(ModuleCall* call) {
 
 void StateManager::AutocastEnter(bool enabled, const DelayedScaling& recipe) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   SyncGradLocked();
   autocasts_.push_back({enabled, recipe, sync_});
   marks_.push_back(sync_);
@@ -403,7 +415,7 @@ void StateManager::AutocastEnter(bool enabled, const DelayedScaling& recipe) {
 
 void StateManager::AutocastExit(bool failed) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   if (autocasts_.empty()) {
     violations_.push_back("autocast exit without an open autocast");
     return;
@@ -419,7 +431,7 @@ void StateManager::AutocastExit(bool failed) {
 ModuleCall StateManager::ModuleForward(uint32_t module, bool training, bool requires_grad,
                                        const at::Device& device) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   SyncGradLocked();
   ModuleEntry& m = modules_.at(module);
   state::ModuleInfo info;
@@ -434,10 +446,9 @@ ModuleCall StateManager::ModuleForward(uint32_t module, bool training, bool requ
   if (call.fp8) {
     const DelayedScaling recipe = *CurrentRecipeLocked(module);
     call.buffers = BuffersLocked(recipe, device);
-    SlotsLocked(*call.buffers, module);
-    const auto& slots = call.buffers->slots.at(module);
-    call.fwd_base = slots.first;
-    call.bwd_base = slots.second;
+    const auto [fwd_base, bwd_base] = SlotsLocked(*call.buffers, module);
+    call.fwd_base = fwd_base;
+    call.bwd_base = bwd_base;
     m.last_recipe = recipe;
     m.has_recipe = true;
   }
@@ -449,26 +460,30 @@ ModuleCall StateManager::ModuleForward(uint32_t module, bool training, bool requ
   }
   if (call.recompute) {
     // Amax of a recompute goes to a scratch buffer nobody reads (one per device, reused).
-    at::Tensor& scratch = discard_[device.str()];
-    if (!scratch.defined() || scratch.size(0) < m.forward_tensors) {
-      scratch = at::zeros({std::max<int64_t>(8, m.forward_tensors)},
-                          at::TensorOptions().dtype(at::kFloat).device(device));
+    at::Tensor* scratch = nullptr;
+    for (at::Tensor& t : discard_) {
+      if (t.device() == device) scratch = &t;
     }
-    call.discard = scratch;
+    if (scratch == nullptr) scratch = &discard_.emplace_back();
+    if (!scratch->defined() || scratch->size(0) < m.forward_tensors) {
+      *scratch = at::zeros({std::max<int64_t>(8, m.forward_tensors)},
+                           at::TensorOptions().dtype(at::kFloat).device(device));
+    }
+    call.discard = *scratch;
   }
   return call;
 }
 
 void StateManager::ModuleBackward(const state::ModuleCtx& ctx) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   model_->ModuleBackward(ctx);
   DrainLocked(nullptr);
 }
 
 state::CheckpointEntry StateManager::CheckpointEnter(CheckpointImpl impl) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   SyncGradLocked();
   FrameInfo info;
   info.impl = impl;
@@ -488,7 +503,7 @@ state::CheckpointEntry StateManager::CheckpointEnter(CheckpointImpl impl) {
 
 void StateManager::CheckpointExit(uint32_t frame, bool failed) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   auto it = frames_.find(frame);
   if (it != frames_.end()) {
     PopSyncLocked(it->second.sync_mark);
@@ -509,7 +524,7 @@ void StateManager::CheckpointExit(uint32_t frame, bool failed) {
 
 void StateManager::RecomputeEnter(uint32_t frame) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   RecomputeSnapshot snapshot;
   snapshot.frame = frame;
   snapshot.autocasts = autocasts_.size();
@@ -542,7 +557,7 @@ void StateManager::RecomputeEnter(uint32_t frame) {
 
 void StateManager::RecomputeExit(uint32_t frame, bool failed) {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   if (recomputes_.empty() || recomputes_.back().frame != frame) {
     violations_.push_back("recompute of frame " + std::to_string(frame) +
                           " exits but is not the innermost recompute");
@@ -570,7 +585,7 @@ void StateManager::RecomputeExit(uint32_t frame, bool failed) {
 
 void StateManager::BeginMicrobatch() {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   model_->BeginMicrobatch(microbatch_++);
 #if FP8AUDIT_RUNTIME_NVTX
   if (options_.nvtx) ::fp8audit::nvtx::MicrobatchBegin();
@@ -580,7 +595,7 @@ void StateManager::BeginMicrobatch() {
 
 void StateManager::EndMicrobatch() {
   std::lock_guard<std::mutex> lock(mu_);
-  Timer timer(options_.measure ? &bookkeeping_ns_ : nullptr);
+  Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   if (autocasts_.empty() && open_frames_.empty() && recomputes_.empty()) PopSyncLocked(0);
   model_->EndMicrobatch();
   if (open_frames_.empty() && recomputes_.empty()) {

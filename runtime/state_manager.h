@@ -44,12 +44,21 @@ struct RuntimeOptions {
   bool measure = false;
 };
 
+// The forward scales of a buffer set as recompute metadata sees them. Stash entries share the
+// version that was current when they were pushed; before the buffer's scales change (a forward
+// update) a version still shared by entries is frozen into a copy, so an entry reads the scales of
+// its push time without a copy per push.
+struct ScaleVersion {
+  at::Tensor scales;  // [n] float32: the live fwd_scale, or a frozen copy of it
+};
+
 // Amax history and scales of every module that ran in FP8 under one recipe on one device.
 struct ScalingBuffers {
   DelayedScaling recipe;
   at::Device device = at::Device(at::kCPU);
   at::Tensor fwd_history, fwd_scale, fwd_scale_inv;  // [len, n], [n], [n] float32
   at::Tensor bwd_history, bwd_scale, bwd_scale_inv;
+  std::shared_ptr<ScaleVersion> fwd_version;  // current version: its scales are fwd_scale
   std::unordered_map<uint32_t, std::pair<int64_t, int64_t>> slots;  // module -> fwd, bwd base
 };
 
@@ -64,8 +73,9 @@ struct ModuleCall {
   std::shared_ptr<ScalingBuffers> buffers;
   int64_t fwd_base = 0;
   int64_t bwd_base = 0;
-  at::Tensor stashed;  // the popped scales, when recompute
-  at::Tensor discard;  // amax sink during recompute
+  std::shared_ptr<const ScaleVersion> stashed;  // the popped scales, when recompute
+  int64_t stashed_base = 0;                     // the module's first scale in `stashed`
+  at::Tensor discard;                           // amax sink during recompute
   bool ctx_attached = false;
 
   // Pointers for forward tensor i of the module (valid until the next module registers).
@@ -108,6 +118,7 @@ class StateManager {
   bool fp8_enabled() const;                   // the innermost autocast enables FP8
   std::vector<std::string> TakeViolations();  // the model's violations since the last call
   uint64_t bookkeeping_ns() const;            // with options().measure
+  uint64_t bookkeeping_calls() const;         // transitions timed into bookkeeping_ns()
   // The current forward scale of tensor i of a module under a recipe (tests, diagnostics).
   float forward_scale(uint32_t module, int i) const;
 
@@ -150,7 +161,8 @@ class StateManager {
   };
   struct StashEntry {
     uint32_t module = 0;
-    at::Tensor scales;
+    std::shared_ptr<const ScaleVersion> scales;
+    int64_t base = 0;  // the module's first scale in scales->scales
   };
   struct RecomputeSnapshot {
     uint32_t frame = 0;
@@ -168,7 +180,8 @@ class StateManager {
   void UpdateLocked(bool forward);
   std::shared_ptr<ScalingBuffers> BuffersLocked(const DelayedScaling& recipe,
                                                 const at::Device& device);
-  void SlotsLocked(ScalingBuffers& buffers, uint32_t module);
+  // The module's forward and backward base in `buffers`, allocated at its first use.
+  std::pair<int64_t, int64_t> SlotsLocked(ScalingBuffers& buffers, uint32_t module);
   const DelayedScaling* CurrentRecipeLocked(uint32_t module) const;
   std::deque<StashEntry>& StashFor(uint32_t module, uint32_t frame);
   void EmitLocked(const state::ModelEvent& event);
@@ -185,12 +198,13 @@ class StateManager {
   std::map<uint32_t, std::deque<StashEntry>> frame_stash_;  // fixed: per frame
   std::vector<std::deque<StashEntry>> module_stash_;        // te-legacy: per module
   std::vector<CaptureTarget> captures_;
-  std::map<std::string, at::Tensor> discard_;  // amax sink of recomputes, per device
-  std::vector<size_t> marks_;                  // grad-mode entries pushed before each open scope
+  std::vector<at::Tensor> discard_;  // amax sink of recomputes, one per device
+  std::vector<size_t> marks_;        // grad-mode entries pushed before each open scope
   size_t sync_ = 0;  // grad-mode entries the manager pushed to mirror torch's grad mode
   std::vector<std::string> violations_;
   size_t violations_seen_ = 0;
   uint64_t bookkeeping_ns_ = 0;
+  uint64_t bookkeeping_calls_ = 0;
   uint32_t microbatch_ = 0;
 };
 

@@ -5,12 +5,14 @@
 //   --mode bookkeeping: the decoder-like stack (--layers x 7 modules, reentrant checkpoint per
 //                       layer, fixed ownership): step time and the share spent in the state
 //                       manager (ownership decisions, stash, updates, NVTX), on cpu or cuda.
+//                       Both come from the same timed microbatches of one run (see kMethod).
 #include <torch/cuda.h>
 #include <torch/nn/modules/linear.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "runtime/backend.h"
@@ -22,6 +24,18 @@ namespace {
 
 using namespace fp8audit::runtime;
 using Clock = std::chrono::steady_clock;
+
+constexpr char kMethod[] =
+    "Bookkeeping method: one process builds the stack once and trains it for --warmup "
+    "microbatches (one optimizer step per --microbatches), then for --microbatches timed ones "
+    "with the same model and state manager. Step time: wall clock from the first timed "
+    "microbatch's start to the last one's end (device synchronised at both ends; forward, "
+    "backward with recompute, loss read-back and the optimizer step; no model construction, "
+    "snapshots or checks). Bookkeeping: the time spent inside the state manager's transitions "
+    "(autocast, module forward/backward, checkpoint and recompute enter/exit, microbatch "
+    "begin/end), each timed with steady_clock while the manager's lock is held, summed over the "
+    "same timed microbatches: ownership decisions, stash, DelayedScaling update launches (on cpu "
+    "the update itself) and NVTX marks. Host time; share = bookkeeping / step time.";
 
 template <typename F>
 double BestSeconds(int iters, bool cuda, F&& step) {
@@ -80,7 +94,8 @@ int Gemm(int64_t size, int iters) {
   return 0;
 }
 
-int Bookkeeping(bool cuda, uint32_t layers, int64_t hidden, int64_t tokens, uint32_t microbatches) {
+int Bookkeeping(bool cuda, uint32_t layers, int64_t hidden, int64_t tokens, uint32_t microbatches,
+                uint32_t warmup) {
   if (cuda && (!backend::cuda_built() || !torch::cuda::is_available())) {
     std::fprintf(stderr, "runtime_bench --device cuda needs a GPU and the CUDA backend\n");
     return 1;
@@ -94,7 +109,8 @@ int Bookkeeping(bool cuda, uint32_t layers, int64_t hidden, int64_t tokens, uint
   o.accumulation = microbatches;
   o.cuda = cuda;
   o.measure = true;
-  (void)repro::Run(o);  // warm-up
+  o.warmup = warmup;
+  o.checks = false;
   const repro::ReproResult r = repro::Run(o);
   if (!r.error.empty()) {
     std::fprintf(stderr, "runtime_bench: %s\n", r.error.c_str());
@@ -102,13 +118,17 @@ int Bookkeeping(bool cuda, uint32_t layers, int64_t hidden, int64_t tokens, uint
   }
   const double share = static_cast<double>(r.bookkeeping_ns) * 1e-9 / r.seconds;
   std::printf(
-      "decoder-like stack %ux7 modules, H=%lld, tokens=%lld, reentrant per layer, fixed, %s\n",
-      layers, static_cast<long long>(hidden), static_cast<long long>(tokens),
-      cuda ? "cuda" : "cpu");
+      "decoder-like stack %ux7 modules, H=%lld, tokens=%lld, reentrant per layer, fixed, %s; "
+      "%u timed microbatches after %u warm-up\n",
+      layers, static_cast<long long>(hidden), static_cast<long long>(tokens), cuda ? "cuda" : "cpu",
+      microbatches, warmup);
   std::printf(
       "  step time per microbatch %.3f ms, bookkeeping %.3f ms = %.3f%% (target <= 1%%); "
-      "updates/microbatch %llu/%llu\n",
-      r.seconds * 1e3 / microbatches, r.bookkeeping_ns * 1e-6 / microbatches, share * 100.0,
+      "%llu transitions/microbatch, %.2f us each; updates/microbatch %llu/%llu\n",
+      r.seconds * 1e3 / microbatches, static_cast<double>(r.bookkeeping_ns) * 1e-6 / microbatches,
+      share * 100.0, static_cast<unsigned long long>(r.bookkeeping_calls / microbatches),
+      r.bookkeeping_calls ? static_cast<double>(r.bookkeeping_ns) * 1e-3 / r.bookkeeping_calls
+                          : 0.0,
       static_cast<unsigned long long>(r.forward_updates.back()),
       static_cast<unsigned long long>(r.backward_updates.back()));
   return 0;
@@ -118,9 +138,11 @@ int Bookkeeping(bool cuda, uint32_t layers, int64_t hidden, int64_t tokens, uint
 
 int main(int argc, char** argv) {
   CLI::App app{"runtime_bench: FP8 Linear vs BF16, and bookkeeping share of step time"};
+  app.footer(kMethod);
   std::string mode = "all", device = "cpu";
   int64_t size = 8192, hidden = 256, tokens = 256;
   uint32_t layers = 4, microbatches = 4;
+  std::optional<uint32_t> warmup;
   int iters = 10;
   app.add_option("--mode", mode, "gemm|bookkeeping|all (default all)")
       ->check(CLI::IsMember({"gemm", "bookkeeping", "all"}));
@@ -131,12 +153,16 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers, "decoder layers (default 4)");
   app.add_option("--hidden", hidden, "decoder hidden size (default 256)");
   app.add_option("--tokens", tokens, "rows per microbatch (default 256)");
-  app.add_option("--microbatches", microbatches, "microbatches per run (default 4)");
+  app.add_option("--microbatches", microbatches,
+                 "timed microbatches, one optimizer step (default 4)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed microbatches first (default --microbatches)");
   CLI11_PARSE(app, argc, argv);
   int rc = 0;
   if (mode == "gemm" || (mode == "all" && device == "cuda")) rc |= Gemm(size, iters);
   if (mode == "bookkeeping" || mode == "all") {
-    rc |= Bookkeeping(device == "cuda", layers, hidden, tokens, microbatches);
+    rc |= Bookkeeping(device == "cuda", layers, hidden, tokens, microbatches,
+                      warmup.value_or(microbatches));
   }
   return rc;
 }

@@ -47,6 +47,11 @@ struct ReproOptions {
   }();
   bool nvtx = true;      // structured NVTX events and microbatch ranges
   bool measure = false;  // time the manager's bookkeeping
+  // Benchmarks: microbatches run before the `microbatches` that are timed (same model and state
+  // manager), and whether to keep outputs and gradients and check them (device-to-host copies
+  // and synchronisations that are no part of a training step).
+  uint32_t warmup = 0;
+  bool checks = true;
   // Variants for the tests.
   bool inner_autocast = false;   // open the autocast inside each checkpointed callable
   bool eval_modules = false;     // every module in eval mode
@@ -67,7 +72,11 @@ struct ReproResult {
   std::vector<at::Tensor> final_params;
   std::vector<std::string> violations;
   size_t stash_left = 0;
+  // The timed microbatches (those after `warmup`): wall time from the first one's start to the
+  // last one's end (the device synchronised at both ends), and the state manager's time and
+  // transitions (with `measure`) over the same microbatches.
   uint64_t bookkeeping_ns = 0;
+  uint64_t bookkeeping_calls = 0;
   double seconds = 0;
   std::string error;  // set when the run threw
   bool ones_everywhere() const;

@@ -528,7 +528,31 @@ TEST(Bookkeeping, MeasuredTimeIsReportedAndSmall) {
   const ReproResult r = repro::Run(o);
   ExpectOnesAndHealthy(r);
   EXPECT_GT(r.bookkeeping_ns, 0u);
+  EXPECT_GT(r.bookkeeping_calls, 0u);
   EXPECT_LT(static_cast<double>(r.bookkeeping_ns) * 1e-9, r.seconds);
+}
+
+// runtime_bench's method: warm-up microbatches train the same model first and are left out of the
+// timed window, which counts exactly the transitions of the timed microbatches.
+TEST(Bookkeeping, WarmupMicrobatchesAreLeftOutOfTheTimedWindow) {
+  ReproOptions o = Opts(Layout::kReentrantPerLayer, 2);
+  o.measure = true;
+  o.accumulation = 2;
+  o.microbatches = 2;
+  const ReproResult plain = repro::Run(o);
+  ExpectOnesAndHealthy(plain);
+  o.warmup = 2;
+  o.checks = false;
+  const ReproResult timed = repro::Run(o);
+  EXPECT_TRUE(timed.error.empty()) << timed.error;
+  EXPECT_TRUE(timed.ones_everywhere()) << Describe(timed);
+  EXPECT_EQ(timed.forward_updates.size(), 4u);  // warm-up and timed microbatches all ran
+  EXPECT_TRUE(timed.violations.empty()) << Describe(timed);
+  EXPECT_EQ(timed.stash_left, 0u);
+  EXPECT_TRUE(timed.outputs.empty() && timed.step_grads.empty() && timed.final_params.empty());
+  EXPECT_EQ(timed.bookkeeping_calls, plain.bookkeeping_calls);
+  EXPECT_GT(timed.bookkeeping_ns, 0u);
+  EXPECT_GT(timed.seconds, 0.0);
 }
 
 }  // namespace
