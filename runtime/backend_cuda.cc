@@ -1,6 +1,8 @@
 // The CUDA backend: kernels/' fenced CUDA kernels for quantization and the DelayedScaling update,
 // and FP8 GEMMs through cuBLASLt on raw device pointers (no c10/cuda headers: the current stream
-// comes from c10's device-generic guard interface).
+// comes from c10's device-generic guard interface). A GEMM call only enqueues work: descriptors,
+// the heuristic's algorithm, the compute capability check and the workspace are made once (per
+// shape, device, and device and stream) and reused; nothing synchronises.
 #include <ATen/ATen.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -9,9 +11,13 @@
 #include <torch/version.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "kernels/cuda_launch.h"
 #include "runtime/backend.h"
@@ -75,34 +81,126 @@ cublasLtHandle_t Handle() {
   return handle;
 }
 
-void RequireFp8Gemm(const at::Device& device) {
+// Compute capability as major * 10 + minor.
+int ComputeCapability(int device) {
   int major = 0;
   int minor = 0;
-  Check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()),
+  Check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
         "cudaDeviceGetAttribute");
-  Check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device.index()),
+  Check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
         "cudaDeviceGetAttribute");
-  if (major * 10 + minor < 89) {
-    throw std::runtime_error(
-        "fp8audit runtime: FP8 GEMM needs compute capability 8.9 or newer "
-        "(sm_90 on H100/H200); " +
-        device.str() + " is sm_" + std::to_string(major * 10 + minor));
-  }
+  return major * 10 + minor;
 }
 
-// RAII for the cuBLASLt descriptors of one call.
-struct Descriptors {
+// The cuBLASLt descriptors and algorithm of one GEMM shape. The scale pointers are set per call.
+struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulPreference_t pref = nullptr;
-  ~Descriptors() {
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatmulAlgo_t algo = {};
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
     if (c) cublasLtMatrixLayoutDestroy(c);
     if (b) cublasLtMatrixLayoutDestroy(b);
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (op) cublasLtMatmulDescDestroy(op);
   }
 };
+
+struct Preference {
+  cublasLtMatmulPreference_t pref = nullptr;
+  Preference() = default;
+  Preference(const Preference&) = delete;
+  Preference& operator=(const Preference&) = delete;
+  ~Preference() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+
+// device, m, n, k, format of a, format of b, output dtype, fast accumulation.
+using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, bool>;
+
+// What GEMM calls reuse, behind one mutex held while a call enqueues its GEMM (the plan's scale
+// pointers are set per call). Never destroyed: autograd graphs may outlive static destruction.
+struct GemmCache {
+  std::mutex mu;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans;
+  std::map<int, int> capability;                                  // device -> sm
+  std::map<std::pair<int, cudaStream_t>, at::Tensor> workspaces;  // kWorkspaceBytes each
+
+  static GemmCache& Get() {
+    static GemmCache* cache = new GemmCache();
+    return *cache;
+  }
+};
+
+// Throws unless the device can run FP8 GEMMs (checked once per device). Lock held.
+void RequireFp8GemmLocked(GemmCache& cache, const at::Device& device) {
+  auto it = cache.capability.find(device.index());
+  if (it == cache.capability.end()) {
+    it = cache.capability.emplace(device.index(), ComputeCapability(device.index())).first;
+  }
+  if (it->second < 89) {
+    throw std::runtime_error(
+        "fp8audit runtime: FP8 GEMM needs compute capability 8.9 or newer "
+        "(sm_90 on H100/H200); " +
+        device.str() + " is sm_" + std::to_string(it->second));
+  }
+}
+
+void SetScalePointers(const Plan& plan, const float* a_scale, const float* b_scale) {
+  Check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                       sizeof(a_scale)),
+        "A_SCALE_POINTER");
+  Check(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                       sizeof(b_scale)),
+        "B_SCALE_POINTER");
+}
+
+// Row-major out[m, n] = a[m, k] b[n, k]^T is column-major out^T[n, m] = op_T(B) op_N(A) with
+// B := b viewed column-major [k, n] and A := a viewed column-major [k, m]. `a_scale`, `b_scale`:
+// cuBLASLt's A and B (our b and a).
+std::unique_ptr<Plan> MakePlan(int64_t m, int64_t n, int64_t k, kernels::Fp8Format a_format,
+                               kernels::Fp8Format b_format, at::ScalarType out_dtype,
+                               bool fast_accum, const float* a_scale, const float* b_scale) {
+  auto plan = std::make_unique<Plan>();
+  Check(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  const cublasOperation_t trans_t = CUBLAS_OP_T;
+  const cublasOperation_t trans_n = CUBLAS_OP_N;
+  Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_t,
+                                       sizeof(trans_t)),
+        "TRANSA");
+  Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_n,
+                                       sizeof(trans_n)),
+        "TRANSB");
+  SetScalePointers(*plan, a_scale, b_scale);
+  const int8_t fast = fast_accum ? 1 : 0;
+  Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                                       sizeof(fast)),
+        "FAST_ACCUM");
+  Check(cublasLtMatrixLayoutCreate(&plan->a, Fp8Type(b_format), k, n, k), "layout A");
+  Check(cublasLtMatrixLayoutCreate(&plan->b, Fp8Type(a_format), k, m, k), "layout B");
+  Check(cublasLtMatrixLayoutCreate(&plan->c, OutType(out_dtype), n, m, n), "layout C/D");
+  Preference p;
+  Check(cublasLtMatmulPreferenceCreate(&p.pref), "PreferenceCreate");
+  const size_t workspace_bytes = kWorkspaceBytes;
+  Check(cublasLtMatmulPreferenceSetAttribute(p.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace_bytes, sizeof(workspace_bytes)),
+        "MAX_WORKSPACE_BYTES");
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  Check(cublasLtMatmulAlgoGetHeuristic(Handle(), plan->op, plan->a, plan->b, plan->c, plan->c,
+                                       p.pref, 1, &heuristic, &found),
+        "AlgoGetHeuristic");
+  if (found == 0) {
+    throw std::runtime_error(
+        "fp8audit runtime: cuBLASLt has no FP8 algorithm for M=" + std::to_string(m) +
+        " N=" + std::to_string(n) + " K=" + std::to_string(k));
+  }
+  plan->algo = heuristic.algo;
+  return plan;
+}
 
 }  // namespace
 
@@ -125,7 +223,6 @@ at::Tensor GemmTN(const Fp8Operand& a, const Fp8Operand& b, at::ScalarType out_d
                   const at::Tensor& bias, bool fast_accum) {
   const at::Device device = a.data.device();
   const c10::DeviceGuard guard(device);
-  RequireFp8Gemm(device);
   const int64_t m = a.data.size(0);
   const int64_t k = a.data.size(1);
   const int64_t n = b.data.size(0);
@@ -143,57 +240,43 @@ at::Tensor GemmTN(const Fp8Operand& a, const Fp8Operand& b, at::ScalarType out_d
     throw std::invalid_argument("fp8audit runtime: E5M2 x E5M2 FP8 GEMM is not supported");
   }
   at::Tensor out = at::empty({m, n}, a.data.options().dtype(out_dtype));
-  at::Tensor workspace =
-      at::empty({static_cast<int64_t>(kWorkspaceBytes)}, a.data.options().dtype(at::kByte));
   const cudaStream_t stream = CurrentStream(device);
-
-  // Row-major out[m, n] = a[m, k] b[n, k]^T is column-major out^T[n, m] = op_T(B) op_N(A) with
-  // B := b viewed column-major [k, n] and A := a viewed column-major [k, m].
-  Descriptors d;
-  Check(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
-  const cublasOperation_t trans_t = CUBLAS_OP_T;
-  const cublasOperation_t trans_n = CUBLAS_OP_N;
-  Check(
-      cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_t, sizeof(trans_t)),
-      "TRANSA");
-  Check(
-      cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_n, sizeof(trans_n)),
-      "TRANSB");
   const float* a_scale = b.scale_inv.data_ptr<float>() + b.index;
   const float* b_scale = a.scale_inv.data_ptr<float>() + a.index;
-  Check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
-                                       sizeof(a_scale)),
-        "A_SCALE_POINTER");
-  Check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
-                                       sizeof(b_scale)),
-        "B_SCALE_POINTER");
-  const int8_t fast = fast_accum ? 1 : 0;
-  Check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)),
-        "FAST_ACCUM");
-  Check(cublasLtMatrixLayoutCreate(&d.a, Fp8Type(b.format), k, n, k), "layout A");
-  Check(cublasLtMatrixLayoutCreate(&d.b, Fp8Type(a.format), k, m, k), "layout B");
-  Check(cublasLtMatrixLayoutCreate(&d.c, OutType(out_dtype), n, m, n), "layout C/D");
-  Check(cublasLtMatmulPreferenceCreate(&d.pref), "PreferenceCreate");
-  const size_t workspace_bytes = kWorkspaceBytes;
-  Check(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &workspace_bytes, sizeof(workspace_bytes)),
-        "MAX_WORKSPACE_BYTES");
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  Check(cublasLtMatmulAlgoGetHeuristic(Handle(), d.op, d.a, d.b, d.c, d.c, d.pref, 1, &heuristic,
-                                       &found),
-        "AlgoGetHeuristic");
-  if (found == 0) {
-    throw std::runtime_error(
-        "fp8audit runtime: cuBLASLt has no FP8 algorithm for M=" + std::to_string(m) +
-        " N=" + std::to_string(n) + " K=" + std::to_string(k));
+  {
+    GemmCache& cache = GemmCache::Get();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    RequireFp8GemmLocked(cache, device);
+    const PlanKey key{device.index(),
+                      m,
+                      n,
+                      k,
+                      static_cast<int>(a.format),
+                      static_cast<int>(b.format),
+                      static_cast<int>(out_dtype),
+                      fast_accum};
+    auto it = cache.plans.find(key);
+    if (it == cache.plans.end()) {
+      it = cache.plans
+               .emplace(key, MakePlan(m, n, k, a.format, b.format, out_dtype, fast_accum, a_scale,
+                                      b_scale))
+               .first;
+    }
+    const Plan& plan = *it->second;
+    SetScalePointers(plan, a_scale, b_scale);
+    // One workspace per device and stream: GEMMs on one stream run one after another.
+    at::Tensor& workspace = cache.workspaces[{device.index(), stream}];
+    if (!workspace.defined()) {
+      workspace =
+          at::empty({static_cast<int64_t>(kWorkspaceBytes)}, a.data.options().dtype(at::kByte));
+    }
+    const float alpha = 1.0f;
+    const float beta = 0.0f;
+    Check(cublasLtMatmul(Handle(), plan.op, &alpha, b.data.data_ptr(), plan.a, a.data.data_ptr(),
+                         plan.b, &beta, out.data_ptr(), plan.c, out.data_ptr(), plan.c, &plan.algo,
+                         workspace.data_ptr(), kWorkspaceBytes, stream),
+          "cublasLtMatmul");
   }
-  const float alpha = 1.0f;
-  const float beta = 0.0f;
-  Check(cublasLtMatmul(Handle(), d.op, &alpha, b.data.data_ptr(), d.a, a.data.data_ptr(), d.b,
-                       &beta, out.data_ptr(), d.c, out.data_ptr(), d.c, &heuristic.algo,
-                       workspace.data_ptr(), workspace_bytes, stream),
-        "cublasLtMatmul");
   if (bias.defined()) out.add_(bias.to(out_dtype));
   return out;
 }
