@@ -711,6 +711,12 @@ std::vector<std::string> TraceFiles(const std::string& dir) {
   return names;
 }
 
+// The real agent for `fp8audit run`. A sanitized build's agent needs its sanitizer runtime, which
+// then loads after the preloaded agent: allowed here, the launcher being uninstrumented.
+std::map<std::string, std::string> RealAgentEnv() {
+  return {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}, {"ASAN_OPTIONS", "verify_asan_link_order=0"}};
+}
+
 bool EndsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -720,7 +726,7 @@ bool EndsWith(const std::string& s, const std::string& tail) {
 TEST_F(RunCli, LauncherOfRanksWritesNoTraceOfItsOwn) {
   const Result r = Fp8audit({"run", "--out", Path("out"), "--", FP8AUDIT_RANK_LAUNCHER, "--",
                              FP8AUDIT_NVTX_EMITTER, "basic", "--", FP8AUDIT_NVTX_EMITTER, "basic"},
-                            {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}});
+                            RealAgentEnv());
   EXPECT_EQ(r.code, 0) << Describe(r);
   const std::vector<std::string> traces = TraceFiles(Path("out"));
   ASSERT_EQ(traces.size(), 2u) << Describe(r);
@@ -738,7 +744,7 @@ TEST_F(RunCli, RanksThatDisagreeUnderTheRealAgentExit3) {
   const Result r =
       Fp8audit({"run", "--out", Path("out"), "--", FP8AUDIT_RANK_LAUNCHER, "--",
                 FP8AUDIT_NVTX_EMITTER, "basic", "--", FP8AUDIT_NVTX_EMITTER, "failfast"},
-               {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}});
+               RealAgentEnv());
   EXPECT_EQ(r.code, 3) << Describe(r);
   EXPECT_EQ(TraceFiles(Path("out")).size(), 2u) << Describe(r);
   EXPECT_TRUE(Contains(r.err,
