@@ -32,13 +32,14 @@ v1::Violation JobViolation(std::string message, uint32_t microbatch = 0) {
 template <typename T, typename Text>
 std::string Grouped(const std::vector<std::pair<int32_t, T>>& values, Text text) {
   std::vector<std::pair<T, std::vector<int32_t>>> groups;
-  for (const auto& [rank, value] : values) {
+  for (const auto& entry : values) {
+    const T& value = entry.second;  // a plain reference: clang 14 cannot capture a binding
     auto it =
         std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == value; });
     if (it == groups.end()) {
-      groups.push_back({value, {rank}});
+      groups.push_back({value, {entry.first}});
     } else {
-      it->second.push_back(rank);
+      it->second.push_back(entry.first);
     }
   }
   std::string out;
