@@ -65,6 +65,7 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
   flag("FP8AUDIT_DISABLE", &c.disabled);
   if (c.disabled) return c;
   flag("FP8AUDIT_FAIL_FAST", &c.fail_fast);
+  flag("FP8AUDIT_SELF_PROFILE", &c.self_profile);
 
   for (auto [name, out] : {std::pair{"FP8AUDIT_EXPECT_FORWARD", &c.expect_forward},
                            std::pair{"FP8AUDIT_EXPECT_BACKWARD", &c.expect_backward}}) {

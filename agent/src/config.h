@@ -22,6 +22,7 @@ struct Config {
   std::string step_mark = "fp8audit.step";               // FP8AUDIT_STEP_MARK
   bool markers_configured = false;                       // FP8AUDIT_MICROBATCH_RANGE was set
   FormatHint format = FormatHint::kAuto;                 // FP8AUDIT_FP8_FORMAT=auto|hybrid|e4m3
+  bool self_profile = false;                             // FP8AUDIT_SELF_PROFILE=1
   int32_t rank = -1;                                     // RANK, else LOCAL_RANK, else SLURM_PROCID
 };
 

@@ -12,12 +12,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "agent/src/kernel_probe.h"
 #include "agent/src/nvtx_probe.h"
 #include "agent/src/recorder.h"
+#include "agent/src/self_profile.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -39,10 +41,22 @@ bool IsSelf(const char* path, const std::string& self) {
   return realpath(path, resolved) != nullptr && self == resolved;
 }
 
-void OnLoad(const char* public_path) {
+// Init() from any route; the first to see FP8AUDIT_SELF_PROFILE=1 turns self-profiling on and
+// prints its line at exit.
+Agent& Initialized() {
   Agent& a = Agent::Get();
-  a.SetSelfPath(public_path);
   a.Init();
+  static std::atomic<bool> profile_once{false};
+  if (a.enabled() && a.config().self_profile && !profile_once.exchange(true)) {
+    EnableSelfProfile();
+    std::atexit([] { Agent::Warn(SelfProfileSummary(NvtxCallsByDomain())); });
+  }
+  return a;
+}
+
+void OnLoad(const char* public_path) {
+  Agent::Get().SetSelfPath(public_path);
+  Agent& a = Initialized();
   if (!a.enabled()) return;
   const std::string& self = a.self_path();
   // Before main() nothing else reads the environment concurrently; later (dlopen by the driver or
@@ -72,16 +86,18 @@ extern "C" __attribute__((visibility("default"))) void fp8audit_agent_start(
 }
 
 extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_injection() {
-  auto& a = fp8audit::agent::Agent::Get();
-  a.Init();
+  auto& a = fp8audit::agent::Initialized();
   if (a.enabled()) fp8audit::agent::AttachKernelProbe(true);
   return 1;
 }
 
 extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_nvtx(
     const void* (*get_export_table)(uint32_t)) {
-  auto& a = fp8audit::agent::Agent::Get();
-  a.Init();
+  auto& a = fp8audit::agent::Initialized();
   if (!a.enabled()) return 0;  // NVTX then turns every call into a no-op
   return fp8audit::agent::InstallNvtxHandlers(get_export_table);
+}
+
+extern "C" __attribute__((visibility("default"))) int fp8audit_agent_set_launch_probe(int on) {
+  return fp8audit::agent::SetLaunchProbe(on != 0);
 }

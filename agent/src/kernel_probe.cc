@@ -16,10 +16,13 @@
 #include <vector>
 
 #include "agent/src/recorder.h"
+#include "agent/src/self_profile.h"
 
 #if FP8AUDIT_AGENT_CUPTI
 #include <cuda.h>
 #include <cupti.h>  // also the driver functions' parameter structs
+
+#include "agent/src/cupti_callbacks.h"
 #endif
 
 namespace fp8audit::agent {
@@ -54,6 +57,8 @@ bool CudaDriverLoaded() {
 }
 
 #if !FP8AUDIT_AGENT_CUPTI
+
+int SetLaunchProbe(bool) { return -1; }
 
 void AttachKernelProbe(bool) {
   static std::atomic<bool> once{false};
@@ -100,6 +105,7 @@ struct Cupti {
 #endif
 };
 Cupti g_cupti;
+std::atomic<CUpti_SubscriberHandle> g_subscriber{nullptr};  // set once the callbacks are enabled
 
 template <typename Fn>
 void Load(void* lib, const char* name, Fn* out) {
@@ -411,6 +417,9 @@ void OnGraphLaunch(CUgraphExec exec) {
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
+  const HandlerTimer timer(domain == CUPTI_CB_DOMAIN_RESOURCE ? Handler::kResource
+                           : IsLaunchCallback(cbid)           ? Handler::kLaunch
+                                                              : Handler::kDriverOther);
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     const auto* cb = static_cast<const CUpti_CallbackData*>(data);
     if (cb->callbackSite != CUPTI_API_EXIT) return;
@@ -540,6 +549,21 @@ void* OpenCupti(std::string* tried) {
 
 }  // namespace
 
+int SetLaunchProbe(bool on) {
+  CUpti_SubscriberHandle subscriber = g_subscriber.load(std::memory_order_acquire);
+  if (subscriber == nullptr) return -1;
+  int failed = 0;
+  for (CUpti_CallbackId id : kLaunchCallbacks) {
+    failed |= g_cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) !=
+              CUPTI_SUCCESS;
+  }
+  for (CUpti_CallbackId id :
+       {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz}) {
+    g_cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  return failed != 0 ? -1 : 0;
+}
+
 void AttachKernelProbe(bool from_driver) {
   static std::atomic<bool> attempted{false};
   Agent& a = Agent::Get();
@@ -617,40 +641,21 @@ void AttachKernelProbe(bool from_driver) {
   }
   // cuLaunchKernel is required; the other entry points (and the capture bookkeeping) are enabled
   // where this CUPTI knows them.
-  r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                              CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+  r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kLaunchCallbacks[0]);
   if (r != CUPTI_SUCCESS) {
     Unrecorded("CUPTI could not enable the launch callback (" + result_text(r) + ")");
     return;
   }
-  const CUpti_CallbackId driver_ids[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
-      CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
-  };
-  for (CUpti_CallbackId id : driver_ids) {
+  for (CUpti_CallbackId id : kLaunchCallbacks) {
     g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
-  const CUpti_CallbackId resource_ids[] = {
-      CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATED,
-      CUPTI_CBID_RESOURCE_GRAPHEXEC_DESTROY_STARTING,
-      CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING,
-  };
-  for (CUpti_CallbackId id : resource_ids) {
+  for (CUpti_CallbackId id : kOtherDriverCallbacks) {
+    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  for (CUpti_CallbackId id : kResourceCallbacks) {
     g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id);
   }
+  g_subscriber.store(subscriber, std::memory_order_release);
 }
 
 #endif  // FP8AUDIT_AGENT_CUPTI

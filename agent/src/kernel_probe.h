@@ -13,6 +13,11 @@ namespace fp8audit::agent {
 // leaves the NVTX path working.
 void AttachKernelProbe(bool from_driver);
 
+// Turns the launch callbacks (kernel and graph launches) off or on for benchmarks that compare
+// steps with and without the probe in one process. Launches while it is off are not recorded or
+// counted. Returns 0, or -1 when no probe is attached.
+int SetLaunchProbe(bool on);
+
 // True when libcuda is already loaded into the process.
 bool CudaDriverLoaded();
 

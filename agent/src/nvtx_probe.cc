@@ -3,6 +3,7 @@
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
+#include <atomic>
 #include <cstring>
 #include <cwchar>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <unordered_set>
 
 #include "agent/src/recorder.h"
+#include "agent/src/self_profile.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -19,6 +21,7 @@ namespace {
 struct DomainInfo {
   std::string name;
   bool fp8audit = false;
+  std::atomic<uint64_t> calls{0};  // counted when self-profiling
 };
 struct StringInfo {
   std::string text;
@@ -35,6 +38,7 @@ struct Tables {
   std::unordered_map<std::string, StringInfo*> strings;
   std::unordered_set<uint64_t> open_microbatch_ranges;  // nvtxRangeStart ids
   std::atomic<uint64_t> next_range_id{1};
+  std::atomic<uint64_t> core_calls{0};  // calls without a domain, counted when self-profiling
 };
 
 Tables& T() {
@@ -117,9 +121,23 @@ ThreadState::RangeStack* StackFor(ThreadState* ts, const void* domain) {
 
 // ---- Handlers ---------------------------------------------------------------------------------
 
-void OnMark(nvtxDomainHandle_t domain, std::string_view text) {
+// Starts timing one NVTX call and counts it for its domain (when self-profiling).
+HandlerTimer Profiled(nvtxDomainHandle_t domain) {
+  if (SelfProfileOn()) {
+    auto* calls =
+        domain != nullptr ? &reinterpret_cast<DomainInfo*>(domain)->calls : &T().core_calls;
+    calls->fetch_add(1, std::memory_order_relaxed);
+  }
+  return HandlerTimer(Handler::kNvtx);
+}
+
+template <typename Message>
+void OnMark(nvtxDomainHandle_t domain, Message message) {
+  const HandlerTimer timer = Profiled(domain);
   Agent& a = Agent::Get();
   if (!a.enabled()) return;
+  const Text t(message);
+  const std::string_view text = t.view();
   const bool step = text == a.config().step_mark;
   if (!step && !Ours(domain)) return;
   ThreadState* ts = a.Self();
@@ -127,9 +145,13 @@ void OnMark(nvtxDomainHandle_t domain, std::string_view text) {
   RecordText(ts, step ? RawKind::kStep : RawKind::kStructured, text);
 }
 
-int OnPush(nvtxDomainHandle_t domain, std::string_view text) {
+template <typename Message>
+int OnPush(nvtxDomainHandle_t domain, Message message) {
+  const HandlerTimer timer = Profiled(domain);
   Agent& a = Agent::Get();
   if (!a.enabled()) return 0;
+  const Text t(message);
+  const std::string_view text = t.view();
   ThreadState* ts = a.Self();
   if (ts == nullptr) return 0;
   ThreadState::RangeStack* st = StackFor(ts, domain);
@@ -148,6 +170,7 @@ int OnPush(nvtxDomainHandle_t domain, std::string_view text) {
 }
 
 int OnPop(nvtxDomainHandle_t domain) {
+  const HandlerTimer timer = Profiled(domain);
   Agent& a = Agent::Get();
   if (!a.enabled()) return -1;
   ThreadState* ts = a.Self();
@@ -162,11 +185,15 @@ int OnPop(nvtxDomainHandle_t domain) {
   return static_cast<int>(level);
 }
 
-nvtxRangeId_t OnStart(nvtxDomainHandle_t domain, std::string_view text) {
+template <typename Message>
+nvtxRangeId_t OnStart(nvtxDomainHandle_t domain, Message message) {
+  const HandlerTimer timer = Profiled(domain);
   Tables& t = T();
   const nvtxRangeId_t id = t.next_range_id.fetch_add(1, std::memory_order_relaxed);
   Agent& a = Agent::Get();
   if (!a.enabled()) return id;
+  const Text message_text(message);
+  const std::string_view text = message_text.view();
   const bool microbatch = text == a.config().microbatch_range;
   if (!microbatch && !Ours(domain)) return id;
   ThreadState* ts = a.Self();
@@ -184,7 +211,8 @@ nvtxRangeId_t OnStart(nvtxDomainHandle_t domain, std::string_view text) {
   return id;
 }
 
-void OnEnd(nvtxRangeId_t id) {
+void OnEnd(nvtxDomainHandle_t domain, nvtxRangeId_t id) {
+  const HandlerTimer timer = Profiled(domain);
   Agent& a = Agent::Get();
   if (!a.enabled()) return;
   Tables& t = T();
@@ -221,30 +249,26 @@ nvtxStringHandle_t RegisterString(std::string text) {
 }
 
 // CORE module.
-void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { OnMark(nullptr, Text(a).view()); }
-void NVTX_API MarkA(const char* m) { OnMark(nullptr, Text(m).view()); }
-void NVTX_API MarkW(const wchar_t* m) { OnMark(nullptr, Text(m).view()); }
-nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
-  return OnStart(nullptr, Text(a).view());
-}
-nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return OnStart(nullptr, Text(m).view()); }
-nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return OnStart(nullptr, Text(m).view()); }
-void NVTX_API RangeEnd(nvtxRangeId_t id) { OnEnd(id); }
-int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) { return OnPush(nullptr, Text(a).view()); }
-int NVTX_API RangePushA(const char* m) { return OnPush(nullptr, Text(m).view()); }
-int NVTX_API RangePushW(const wchar_t* m) { return OnPush(nullptr, Text(m).view()); }
+void NVTX_API MarkEx(const nvtxEventAttributes_t* a) { OnMark(nullptr, a); }
+void NVTX_API MarkA(const char* m) { OnMark(nullptr, m); }
+void NVTX_API MarkW(const wchar_t* m) { OnMark(nullptr, m); }
+nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) { return OnStart(nullptr, a); }
+nvtxRangeId_t NVTX_API RangeStartA(const char* m) { return OnStart(nullptr, m); }
+nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) { return OnStart(nullptr, m); }
+void NVTX_API RangeEnd(nvtxRangeId_t id) { OnEnd(nullptr, id); }
+int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) { return OnPush(nullptr, a); }
+int NVTX_API RangePushA(const char* m) { return OnPush(nullptr, m); }
+int NVTX_API RangePushW(const wchar_t* m) { return OnPush(nullptr, m); }
 int NVTX_API RangePop() { return OnPop(nullptr); }
 
 // CORE2 module (domains).
-void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  OnMark(d, Text(a).view());
-}
+void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { OnMark(d, a); }
 nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return OnStart(d, Text(a).view());
+  return OnStart(d, a);
 }
-void NVTX_API DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) { OnEnd(id); }
+void NVTX_API DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { OnEnd(d, id); }
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return OnPush(d, Text(a).view());
+  return OnPush(d, a);
 }
 int NVTX_API DomainRangePop(nvtxDomainHandle_t d) { return OnPop(d); }
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {
@@ -270,6 +294,19 @@ void Set(NvtxFunctionTable table, unsigned int size, unsigned int id, Fn fn) {
 }
 
 }  // namespace
+
+std::string NvtxCallsByDomain() {
+  Tables& t = T();
+  std::string out;
+  auto add = [&out](const std::string& name, uint64_t n) {
+    if (n == 0) return;
+    out += (out.empty() ? "" : ", ") + name + " " + std::to_string(n);
+  };
+  add("(no domain)", t.core_calls.load(std::memory_order_relaxed));
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (const auto& [name, info] : t.domains) add(name, info->calls.load(std::memory_order_relaxed));
+  return out;
+}
 
 int InstallNvtxHandlers(const void* (*get_export_table)(unsigned int)) {
   if (get_export_table == nullptr) return 0;

@@ -17,12 +17,14 @@ namespace {
 using StartFn = void (*)(const char* public_path);
 using InjectionFn = int (*)();
 using NvtxFn = int (*)(const void* (*)(uint32_t));
+using ToggleFn = int (*)(int);
 
 struct Impl {
   bool tried = false;
   StartFn start = nullptr;
   InjectionFn injection = nullptr;
   NvtxFn nvtx = nullptr;
+  ToggleFn toggle = nullptr;  // optional
 };
 Impl g_impl;
 
@@ -69,6 +71,7 @@ void Load() {
   g_impl.start = reinterpret_cast<StartFn>(dlsym(h, "fp8audit_agent_start"));
   g_impl.injection = reinterpret_cast<InjectionFn>(dlsym(h, "fp8audit_agent_initialize_injection"));
   g_impl.nvtx = reinterpret_cast<NvtxFn>(dlsym(h, "fp8audit_agent_initialize_nvtx"));
+  g_impl.toggle = reinterpret_cast<ToggleFn>(dlsym(h, "fp8audit_agent_set_launch_probe"));
   if (g_impl.start == nullptr || g_impl.injection == nullptr || g_impl.nvtx == nullptr) {
     g_impl = Impl{true};
     Say("the agent library lacks its entry points: ", impl);
@@ -90,4 +93,10 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     const void* (*get_export_table)(uint32_t)) {
   Load();
   return g_impl.nvtx != nullptr ? g_impl.nvtx(get_export_table) : 0;
+}
+
+// For benchmarks: the kernel-launch probe off (0) or on again (1) in a running process, to compare
+// steps with and without it side by side. Returns 0, or -1 when no probe is attached.
+extern "C" __attribute__((visibility("default"))) int fp8audit_set_launch_probe(int on) {
+  return g_impl.toggle != nullptr ? g_impl.toggle(on) : -1;
 }

@@ -29,6 +29,7 @@ TEST(AgentConfig, DefaultsWithEmptyEnvironment) {
   EXPECT_EQ(c.expect_forward, 1u);
   EXPECT_EQ(c.expect_backward, 1u);
   EXPECT_FALSE(c.fail_fast);
+  EXPECT_FALSE(c.self_profile);
   EXPECT_EQ(c.microbatch_range, "fp8audit.microbatch");
   EXPECT_EQ(c.step_mark, "fp8audit.step");
   EXPECT_FALSE(c.markers_configured);
@@ -42,6 +43,7 @@ TEST(AgentConfig, ReadsEveryVariable) {
                          {"FP8AUDIT_EXPECT_FORWARD", "2"},
                          {"FP8AUDIT_EXPECT_BACKWARD", "0"},
                          {"FP8AUDIT_FAIL_FAST", "1"},
+                         {"FP8AUDIT_SELF_PROFILE", "1"},
                          {"FP8AUDIT_PATTERNS", "p.txt"},
                          {"FP8AUDIT_MICROBATCH_RANGE", "mb"},
                          {"FP8AUDIT_STEP_MARK", "st"},
@@ -54,6 +56,7 @@ TEST(AgentConfig, ReadsEveryVariable) {
   EXPECT_EQ(c.expect_forward, 2u);
   EXPECT_EQ(c.expect_backward, 0u);
   EXPECT_TRUE(c.fail_fast);
+  EXPECT_TRUE(c.self_profile);
   EXPECT_EQ(c.patterns_path, "/home/job/p.txt");
   EXPECT_EQ(c.microbatch_range, "mb");
   EXPECT_TRUE(c.markers_configured);
@@ -72,16 +75,18 @@ TEST(AgentConfig, BadValuesWarnOnceEachAndFallBack) {
   const Config c = Read({{"FP8AUDIT_EXPECT_FORWARD", "one"},
                          {"FP8AUDIT_EXPECT_BACKWARD", "99999999999"},
                          {"FP8AUDIT_FAIL_FAST", "maybe"},
+                         {"FP8AUDIT_SELF_PROFILE", "lots"},
                          {"FP8AUDIT_OUT", ""},
                          {"FP8AUDIT_MICROBATCH_RANGE", ""},
                          {"FP8AUDIT_FP8_FORMAT", "e5m2"},
                          {"RANK", "-1"}},
                         &w);
-  EXPECT_EQ(w.size(), 7u);
+  EXPECT_EQ(w.size(), 8u);
   for (const auto& line : w) EXPECT_EQ(line.find('\n'), std::string::npos) << line;
   EXPECT_EQ(c.expect_forward, 1u);
   EXPECT_EQ(c.expect_backward, 1u);
   EXPECT_FALSE(c.fail_fast);
+  EXPECT_FALSE(c.self_profile);
   EXPECT_EQ(c.out_dir, "/home/job/fp8audit-traces");
   EXPECT_EQ(c.microbatch_range, "fp8audit.microbatch");
   EXPECT_FALSE(c.markers_configured);

@@ -2,7 +2,7 @@
 // It links nothing of the agent: the agent reaches it through LD_PRELOAD, NVTX_INJECTION64_PATH or
 // CUDA_INJECTION64_PATH (mode cuda-injection calls InitializeInjection as the driver would).
 //
-// Modes: basic | cuda-injection | wait | fork | failfast | flood N
+// Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/wait.h>
@@ -105,6 +105,15 @@ int main(int argc, char** argv) {
   if (mode == "cuda-injection") {
     if (const int rc = CallInitializeInjection(); rc != 0) return rc;
     BasicMicrobatches();
+    return 0;
+  }
+  if (mode == "probe-toggle") {  // the benchmark toggle where no kernel probe is attached
+    BasicMicrobatches();         // loads the agent through NVTX
+    void* agent = dlopen(std::getenv("NVTX_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD);
+    auto toggle = agent == nullptr
+                      ? nullptr
+                      : reinterpret_cast<int (*)(int)>(dlsym(agent, "fp8audit_set_launch_probe"));
+    std::printf("probe=%d\n", toggle == nullptr ? 99 : toggle(0));
     return 0;
   }
   if (mode == "wait") {

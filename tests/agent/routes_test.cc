@@ -106,6 +106,27 @@ TEST(AgentRoutes, NvtxInjection) {
   EXPECT_EQ(run.stderr_text, "");
 }
 
+TEST(AgentRoutes, SelfProfileCountsEveryNvtxCallByDomainInOneLineAndLeavesTheTrace) {
+  const RunResult run =
+      Emit("basic", {{"NVTX_INJECTION64_PATH", AgentPath()}, {"FP8AUDIT_SELF_PROFILE", "1"}});
+  ExpectBasicTrace(run, "basic");
+  const auto lines = run.stderr_lines();
+  ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
+  EXPECT_EQ(lines[0].rfind("fp8audit: self-profile: 0 launch callbacks", 0), 0u) << lines[0];
+  // BasicMicrobatches(): 7 calls without a domain (push, pop, three marks, start, end) and 3 in
+  // "otherlib" (push, mark, pop); registering strings and creating domains are not events.
+  EXPECT_NE(lines[0].find("(no domain) 7"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("otherlib 3"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("fp8audit "), std::string::npos) << lines[0];
+}
+
+TEST(AgentRoutes, LaunchProbeToggleWithoutAProbeSaysSoAndRecordsAsBefore) {
+  const RunResult run = Emit("probe-toggle", {{"NVTX_INJECTION64_PATH", AgentPath()}});
+  ExpectBasicTrace(run, "probe-toggle");
+  EXPECT_EQ(run.stdout_text, "probe=-1\n");
+  EXPECT_EQ(run.stderr_text, "");
+}
+
 TEST(AgentRoutes, LdPreload) {
   if (SanitizerBuild()) GTEST_SKIP() << "an ASan-built agent cannot be LD_PRELOAD-ed into a child";
   const RunResult run = Emit("basic", {{"LD_PRELOAD", AgentPath()}});

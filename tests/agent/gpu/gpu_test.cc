@@ -155,6 +155,24 @@ TEST(AgentGpu, E4M3OnlyRecipesSplitByPass) {
   EXPECT_EQ(run.stderr_text, "");
 }
 
+TEST(AgentGpu, LaunchProbeTurnedOffRecordsAndCountsNothingUntilOnAgain) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  const RunResult run = RunPatterns("probe-off", AgentEnv());
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text << run.stdout_text;
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  EXPECT_EQ(static_cast<long>(t.footer.kernel_launches()), PrintedLaunches(run));
+  uint64_t forward = 0, backward = 0;
+  for (const auto& e : t.events) {
+    forward += e.kind() == v1::UPDATE_FORWARD;
+    backward += e.kind() == v1::UPDATE_BACKWARD;
+  }
+  EXPECT_EQ(forward, 2u);  // the microbatch launched with the probe off left nothing
+  EXPECT_EQ(backward, 2u);
+  EXPECT_EQ(run.stderr_text, "");
+}
+
 TEST(AgentGpu, FailFastEndsTheJobAtTheFirstFailingMicrobatch) {
   if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
   auto env = AgentEnv();

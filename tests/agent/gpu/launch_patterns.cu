@@ -2,14 +2,17 @@
 // known patterns, on a training thread and on a thread named like PyTorch's autograd thread, so
 // that a test can compare the agent's trace with exact expected counts.
 //
-// usage: agent_launch_patterns hybrid|e4m3|chunked [pause_ms]   (exit 77: no GPU)
-// Prints "launches=N" (kernels launched, graph nodes included) and "done".
+// usage: agent_launch_patterns hybrid|e4m3|chunked|probe-off [pause_ms]   (exit 77: no GPU)
+// Prints "launches=N" (kernels launched, graph nodes included, none while the probe is off) and
+// "done".
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -268,18 +271,38 @@ void Chunked() {
   Other(1);
 }
 
-void E4M3Only() {
-  // Both directions use 448: the pass decides, once each backward pass ends.  1 / 1, twice.
-  for (int mb = 0; mb < 2; ++mb) {
+// Both directions use 448: the pass decides, once the backward pass ends.  1 / 1.
+void E4M3Microbatch() {
+  Other(3);
+  Bulk(448.0f);
+  OnAutogradThread([] {
     Other(3);
     Bulk(448.0f);
-    OnAutogradThread([] {
-      Other(3);
-      Bulk(448.0f);
-    });
-    EndMicrobatch();
+  });
+  EndMicrobatch();
+}
+
+void E4M3Only() {
+  for (int mb = 0; mb < 2; ++mb) E4M3Microbatch();
+  Other(1);
+}
+
+// The agent's benchmark toggle, fp8audit_set_launch_probe: one E4M3 microbatch with the probe on,
+// one with it off (its launches are neither counted nor recorded), one on again.  1 / 1, twice.
+int ProbeOff() {
+  void* agent = dlopen(std::getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD);
+  auto toggle = agent == nullptr
+                    ? nullptr
+                    : reinterpret_cast<int (*)(int)>(dlsym(agent, "fp8audit_set_launch_probe"));
+  if (toggle == nullptr) return 2;
+  for (int mb = 0; mb < 3; ++mb) {
+    if (toggle(mb == 1 ? 0 : 1) != 0) return 2;
+    const long before = g_launches;
+    E4M3Microbatch();
+    if (mb == 1) g_launches = before;
   }
   Other(1);
+  return 0;
 }
 
 }  // namespace
@@ -300,6 +323,8 @@ int main(int argc, char** argv) {
     E4M3Only();
   } else if (mode == "chunked") {
     Chunked();
+  } else if (mode == "probe-off") {
+    if (ProbeOff() != 0) return 2;
   } else {
     return 2;
   }
