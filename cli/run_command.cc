@@ -32,6 +32,7 @@ struct RunArgs {
   std::string out = "fp8audit-traces";
   ExpectFlags expect;
   bool fail_fast = false;
+  bool self_profile = false;
   std::string patterns;
   uint32_t max_rows = 50;
   ProgressFlags progress;
@@ -96,6 +97,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     }
   }
   if (args.fail_fast) env.emplace_back("FP8AUDIT_FAIL_FAST", "1");
+  if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
 
   const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
@@ -154,6 +156,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--fail-fast", args->fail_fast,
                 "the agent ends CMD at the first failing microbatch, with exit code 3 "
                 "(FP8AUDIT_FAIL_FAST=1)");
+  sub->add_flag("--self-profile", args->self_profile,
+                "the agent prints, at CMD's exit, how often its handlers ran and the host time "
+                "spent in them (FP8AUDIT_SELF_PROFILE=1)");
   sub->add_option("--patterns", args->patterns,
                   "kernel-name patterns for the agent's classifier (FP8AUDIT_PATTERNS; checked "
                   "before CMD starts)")

@@ -399,6 +399,15 @@ TEST_F(RunCli, ExpectFlagsReachTheAgentAndTheAudit) {
   EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_FORWARD=2\n")) << env;
   EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_BACKWARD=3\n")) << env;
   EXPECT_TRUE(Contains(env, "FP8AUDIT_FAIL_FAST=1\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_SELF_PROFILE=<unset>\n")) << env;
+}
+
+TEST_F(RunCli, SelfProfileFlagReachesTheAgent) {
+  const std::string dump = Path("env.txt");
+  const Result r = Run({"--self-profile", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  const std::string env = Slurp(dump);
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_SELF_PROFILE=1\n")) << env;
 }
 
 // A preload entry that is already there; one that does not exist, so that the dynamic loader
