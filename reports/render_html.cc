@@ -23,31 +23,7 @@ namespace {
 // Text from a trace, safe as HTML text and inside quoted attribute values: control characters
 // neutralised, cut to `max_bytes`, markup characters escaped.
 std::string Esc(std::string_view s, size_t max_bytes = 4096) {
-  const std::string p = Printable(s, max_bytes);
-  std::string out;
-  out.reserve(p.size() + p.size() / 8);
-  for (char c : p) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
+  return EscapeMarkup(Printable(s, max_bytes), "&#39;");
 }
 
 std::string Num(uint64_t n) { return std::to_string(n); }

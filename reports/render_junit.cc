@@ -11,34 +11,14 @@
 namespace fp8audit::reports {
 namespace {
 
-// Escapes for XML 1.0 text and attribute values; characters XML cannot carry become '?'.
-std::string Xml(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += (u < 0x20 && c != '\n' && c != '\t') || u == 0x7F ? '?' : c;
-    }
-  }
-  return out;
+// A byte XML 1.0 cannot carry (control characters other than tab and newline) becomes '?'.
+char XmlByte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return (u < 0x20 && c != '\n' && c != '\t') || u == 0x7F ? '?' : c;
 }
+
+// Escapes for XML 1.0 text and attribute values.
+std::string Xml(const std::string& s) { return EscapeMarkup(s, "&apos;", &XmlByte); }
 
 std::string Body(const std::vector<const v1::Violation*>& violations,
                  const v1::MicrobatchResult* row) {

@@ -103,4 +103,31 @@ std::string ContextTitle(const v1::Violation& v) {
   }
 }
 
+std::string EscapeMarkup(std::string_view s, std::string_view apostrophe, char (*other)(char)) {
+  std::string out;
+  out.reserve(s.size() + s.size() / 8);
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += apostrophe;
+        break;
+      default:
+        out += other != nullptr ? other(c) : c;
+    }
+  }
+  return out;
+}
+
 }  // namespace fp8audit::reports

@@ -1,9 +1,10 @@
-// What the text and markdown renderers share: which rows and violations to show, totals lines.
+// What the renderers share: which rows and violations to show, totals lines, markup escaping.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fp8audit/report.pb.h"
@@ -40,5 +41,10 @@ std::string TotalsLine(const v1::Totals& totals);
 std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes);
 // "forward context", "backward context", "context".
 std::string ContextTitle(const v1::Violation& v);
+
+// `s` with the five markup characters as entities, the apostrophe as `apostrophe` ("&#39;" in HTML,
+// "&apos;" in XML); other bytes pass through `other` when given.
+std::string EscapeMarkup(std::string_view s, std::string_view apostrophe,
+                         char (*other)(char) = nullptr);
 
 }  // namespace fp8audit::reports
