@@ -8,72 +8,20 @@
 #include <vector>
 
 #include "reports/render.h"
+#include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
 namespace fp8audit::reports {
 namespace {
 
+using testing::Contains;
+using testing::Count;
+using testing::Job;
+using testing::PassingRank;
 using testing::TraceBuilder;
 
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-size_t Count(const std::string& haystack, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = haystack.find(needle); at != std::string::npos;
-       at = haystack.find(needle, at + needle.size())) {
-    ++n;
-  }
-  return n;
-}
-
-v1::AuditReport Job(const std::vector<v1::RankReport>& ranks) {
-  v1::AuditReport report;
-  report.set_schema_version(1);
-  bool fail = false;
-  for (const auto& r : ranks) {
-    *report.add_ranks() = r;
-    auto* t = report.mutable_totals();
-    t->set_microbatches(t->microbatches() + r.totals().microbatches());
-    t->set_failing_microbatches(t->failing_microbatches() + r.totals().failing_microbatches());
-    t->set_forward_updates(t->forward_updates() + r.totals().forward_updates());
-    t->set_backward_updates(t->backward_updates() + r.totals().backward_updates());
-    fail = fail || r.verdict() == v1::FAIL;
-  }
-  report.set_verdict(fail ? v1::FAIL : v1::PASS);
-  return report;
-}
-
-// Microbatch 0 passes; in microbatch 1 each recomputed module updates backward state again.
-v1::RankReport FailingRank(int rank = 0) {
-  TraceBuilder t(rank, 4242, "nvtx");
-  t.header()->set_gpu("NVIDIA H200");
-  t.header()->set_driver("560.35.03");
-  t.header()->set_cuda("12.6");
-  t.header()->set_agent_version("0.1.0");
-  t.header()->set_expect_forward(1);
-  t.MarkedMicrobatch();
-  t.Begin().Forward().BackwardBegin();
-  const uint64_t th = TraceBuilder::kAutogradThread;
-  for (uint64_t f = 2; f >= 1; --f) {
-    t.CheckpointEnter(f, 2, v1::REENTRANT, th).Module(true, "fc" + std::to_string(f), th);
-    t.Backward().CheckpointExit(f, th);
-  }
-  t.BackwardEnd().End().Footer();
-  v1::RankReport r = t.Audit();
-  r.set_path("traces/testhost.4242.rank" + std::to_string(rank) + ".fp8trace");
-  return r;
-}
-
-v1::RankReport PassingRank(int rank, int microbatches) {
-  TraceBuilder t(rank, 5000 + rank, "nvtx");
-  for (int i = 0; i < microbatches; ++i) t.MarkedMicrobatch();
-  t.Footer();
-  v1::RankReport r = t.Audit();
-  r.set_path("traces/testhost.rank" + std::to_string(rank) + ".fp8trace");
-  return r;
-}
+// The failing rank of report_fixtures.h, with the recorder's facts in its header.
+v1::RankReport FailingRank(int rank = 0) { return testing::FailingRank(rank, true); }
 
 // The page as written, for a look in a browser: FP8AUDIT_HTML_TEST_OUT=DIR.
 void Keep(const std::string& name, const std::string& html) {
