@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "fp8audit/report.pb.h"
+#include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
 namespace fp8audit {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Contains;
 using testing::TraceBuilder;
 
 struct Result {
@@ -35,10 +37,6 @@ std::string Slurp(const std::string& path) {
   std::stringstream s;
   s << std::ifstream(path, std::ios::binary).rdbuf();
   return s.str();
-}
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 class CliTest : public ::testing::Test {

@@ -5,16 +5,14 @@
 #include <string>
 #include <vector>
 
+#include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
 namespace fp8audit::reports {
 namespace {
 
+using testing::Contains;
 using testing::TraceBuilder;
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 std::string AllExplanations(const v1::MicrobatchResult& row) {
   std::string all;

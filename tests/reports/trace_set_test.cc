@@ -14,12 +14,14 @@
 #include "reports/progress.h"
 #include "reports/ranks.h"
 #include "reports/render.h"
+#include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
 namespace fp8audit::reports {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::Contains;
 using testing::TraceBuilder;
 
 class TraceSetTest : public ::testing::Test {
@@ -42,10 +44,6 @@ class TraceSetTest : public ::testing::Test {
 
   fs::path dir_;
 };
-
-bool Contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 TEST_F(TraceSetTest, WriterReaderRoundTripThroughTheAudit) {
   TraceBuilder t(0, 77, "nvtx");
