@@ -4,9 +4,13 @@
 
 #include <cupti.h>
 
+#include <cstddef>
+
 namespace fp8audit::agent {
 
-// Kernel launch entry points of the driver API (cuLaunchKernel first: the probe requires it).
+// Kernel launch entry points of the driver API: cuLaunchKernel first (the probe requires it), then
+// its _ptsz and Ex forms (the first kPlainLaunchCallbacks), then the cooperative ones.
+inline constexpr size_t kPlainLaunchCallbacks = 4;
 inline constexpr CUpti_CallbackId kLaunchCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
@@ -16,10 +20,14 @@ inline constexpr CUpti_CallbackId kLaunchCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
 };
 
-// Graph launches and the stream-capture bookkeeping.
-inline constexpr CUpti_CallbackId kOtherDriverCallbacks[] = {
+// Graph launches.
+inline constexpr CUpti_CallbackId kGraphLaunchCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+};
+
+// The stream-capture bookkeeping.
+inline constexpr CUpti_CallbackId kCaptureCallbacks[] = {
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,

@@ -417,9 +417,11 @@ void OnGraphLaunch(CUgraphExec exec) {
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
-  const HandlerTimer timer(domain == CUPTI_CB_DOMAIN_RESOURCE ? Handler::kResource
-                           : IsLaunchCallback(cbid)           ? Handler::kLaunch
-                                                              : Handler::kDriverOther);
+  // The handler's kind is only worked out when self-profiling (off: one relaxed load).
+  const HandlerTimer timer(!SelfProfileOn()                     ? Handler::kLaunch
+                           : domain == CUPTI_CB_DOMAIN_RESOURCE ? Handler::kResource
+                           : IsLaunchCallback(cbid)             ? Handler::kLaunch
+                                                                : Handler::kDriverOther);
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     const auto* cb = static_cast<const CUpti_CallbackData*>(data);
     if (cb->callbackSite != CUPTI_API_EXIT) return;
@@ -557,8 +559,7 @@ int SetLaunchProbe(bool on) {
     failed |= g_cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) !=
               CUPTI_SUCCESS;
   }
-  for (CUpti_CallbackId id :
-       {CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch, CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz}) {
+  for (CUpti_CallbackId id : kGraphLaunchCallbacks) {
     g_cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
   return failed != 0 ? -1 : 0;
@@ -649,7 +650,10 @@ void AttachKernelProbe(bool from_driver) {
   for (CUpti_CallbackId id : kLaunchCallbacks) {
     g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
-  for (CUpti_CallbackId id : kOtherDriverCallbacks) {
+  for (CUpti_CallbackId id : kGraphLaunchCallbacks) {
+    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  for (CUpti_CallbackId id : kCaptureCallbacks) {
     g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
   for (CUpti_CallbackId id : kResourceCallbacks) {

@@ -16,27 +16,30 @@ std::atomic<unsigned long long> g_launches{0};
 CUpti_SubscriberHandle g_subscriber = nullptr;
 bool g_agent_set = false;
 
-// Enables (1) or disables (0) this subscriber's callbacks: the launch callbacks, and with the
-// agent's set also its other driver and resource callbacks.
+// Sets (1) or clears (0) the callbacks `ids` in `domain`; false when CUPTI refused one.
+template <size_t N>
+bool EnableAll(uint32_t on, CUpti_CallbackDomain domain, const CUpti_CallbackId (&ids)[N],
+               size_t count = N) {
+  bool ok = true;
+  for (size_t i = 0; i < count && i < N; ++i) {
+    ok &= cuptiEnableCallback(on, g_subscriber, domain, ids[i]) == CUPTI_SUCCESS;
+  }
+  return ok;
+}
+
+// Enables (1) or disables (0) this subscriber's callbacks: the four plain launch callbacks, or with
+// the agent's set all of its launch, graph-launch, capture and resource callbacks.
 int Enable(uint32_t on) {
-  int failed = 0;
+  namespace a = fp8audit::agent;
+  constexpr CUpti_CallbackDomain kDriver = CUPTI_CB_DOMAIN_DRIVER_API;
+  bool ok = EnableAll(on, kDriver, a::kLaunchCallbacks,
+                      g_agent_set ? std::size(a::kLaunchCallbacks) : a::kPlainLaunchCallbacks);
   if (g_agent_set) {
-    for (CUpti_CallbackId id : fp8audit::agent::kOtherDriverCallbacks) {
-      failed |=
-          cuptiEnableCallback(on, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) != CUPTI_SUCCESS;
-    }
-    for (CUpti_CallbackId id : fp8audit::agent::kResourceCallbacks) {
-      failed |=
-          cuptiEnableCallback(on, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE, id) != CUPTI_SUCCESS;
-    }
+    ok &= EnableAll(on, kDriver, a::kGraphLaunchCallbacks);
+    ok &= EnableAll(on, kDriver, a::kCaptureCallbacks);
+    ok &= EnableAll(on, CUPTI_CB_DOMAIN_RESOURCE, a::kResourceCallbacks);
   }
-  for (size_t i = 0; i < std::size(fp8audit::agent::kLaunchCallbacks); ++i) {
-    if (g_agent_set || i < 4) {
-      failed |= cuptiEnableCallback(on, g_subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                                    fp8audit::agent::kLaunchCallbacks[i]) != CUPTI_SUCCESS;
-    }
-  }
-  return failed != 0 ? -1 : 0;
+  return ok ? 0 : -1;
 }
 
 void CUPTIAPI Count(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {

@@ -72,7 +72,7 @@ def main():
     for _ in range(5):
         step()
     torch.cuda.synchronize()
-    times, on_times, off_times = [], [], []
+    on_times, off_times = [], []
     torch.cuda.nvtx.mark("fp8audit.step")
     for i in range(args.steps):
         on = toggle is None or i % 2 == 0
@@ -82,7 +82,6 @@ def main():
         step()
         torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1000
-        times.append(ms)
         (on_times if on else off_times).append(ms)
     if toggle is not None:
         toggle(1)
