@@ -17,9 +17,10 @@ std::string ModuleName(const CompiledScenario& sc, uint32_t module) {
 
 // What the update did to the state: harmful (advanced modules) or wasted (a no-op).
 std::string Effect(uint32_t advanced) {
-  if (advanced == 0) return " [wasted: no amax was written since the last update; changes no state]";
-  return " [harmful: advances " + std::to_string(advanced) + " module" + (advanced == 1 ? "" : "s") +
-         "' amax history and scale]";
+  if (advanced == 0)
+    return " [wasted: no amax was written since the last update; changes no state]";
+  return " [harmful: advances " + std::to_string(advanced) + " module" +
+         (advanced == 1 ? "" : "s") + "' amax history and scale]";
 }
 
 }  // namespace

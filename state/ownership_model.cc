@@ -521,8 +521,7 @@ void OwnershipModel::CheckpointExit(uint32_t frame, bool failed) {
   Emit(v1::CHECKPOINT_EXIT, kNone, frame, 1, failed);
 }
 
-bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure,
-                                    bool own_autocast) {
+bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure, bool own_autocast) {
   Frame* f = FindFrame(frame);
   if (!f || f->direct || !f->valid || !f->completed_forward || f->phase != 1) {
     std::string why = !f                      ? "was never entered"
@@ -658,6 +657,22 @@ void OwnershipModel::RecomputeExit(uint32_t frame, bool failed, bool own_autocas
   origin_ = t.origin;
   f->phase = 3;
   Emit(v1::CHECKPOINT_EXIT, kNone, frame, 2);
+}
+
+void OwnershipModel::CompactFrames() {
+  size_t k = 0;
+  while (k < frames_.size()) {
+    const Frame& f = frames_[k];
+    const uint32_t id = frame_base_ + static_cast<uint32_t>(k) + 1;
+    bool open = false;
+    for (uint32_t a : active_) open = open || a == id;
+    for (const Transaction& t : transactions_) open = open || t.frame == id;
+    if (open || !(f.phase == 3 || !f.valid || f.direct)) break;
+    ++k;
+  }
+  if (k == 0) return;
+  frames_.erase(frames_.begin(), frames_.begin() + static_cast<std::ptrdiff_t>(k));
+  frame_base_ += static_cast<uint32_t>(k);
 }
 
 // ---------------------------------------------------------------------------------------------

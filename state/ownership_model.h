@@ -150,6 +150,10 @@ class OwnershipModel {
   bool RecomputeEnter(uint32_t frame, bool inject_entry_failure = false, bool own_autocast = true);
   void RecomputeExit(uint32_t frame, bool failed, bool own_autocast = true);
 
+  // Forgets the leading frames that can never be used again (finished, invalidated or direct), for
+  // drivers that never end a microbatch; O(frames forgotten).
+  void CompactFrames();
+
   // ---- microbatches ----
   void BeginMicrobatch(uint32_t index);
   // Reports left-over stashes and open scopes of the microbatch that ends.

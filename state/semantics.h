@@ -13,7 +13,12 @@ namespace fp8audit::state {
 enum class Semantics : uint8_t { kFixed, kTeLegacy, kTe220 };
 enum class CheckpointKind : uint8_t { kReentrant, kNonReentrant };
 // kLayerNormMlpCheckpoint: a LayerNormMLP built with checkpoint=True (its own recompute).
-enum class ModuleKind : uint8_t { kLinear, kLayerNormLinear, kLayerNormMlp, kLayerNormMlpCheckpoint };
+enum class ModuleKind : uint8_t {
+  kLinear,
+  kLayerNormLinear,
+  kLayerNormMlp,
+  kLayerNormMlpCheckpoint
+};
 
 constexpr std::string_view SemanticsName(Semantics s) {
   switch (s) {
