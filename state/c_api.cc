@@ -154,6 +154,11 @@ FP8AUDIT_EXPORT void fp8audit_model_recompute_exit(fp8audit_model* m, uint32_t f
   if (m->model.open_frames() == 0) m->model.CompactFrames();
 }
 
+FP8AUDIT_EXPORT void fp8audit_model_abandon_frame(fp8audit_model* m, uint32_t frame) {
+  m->model.AbandonFrame(frame);
+  if (m->model.open_frames() == 0) m->model.CompactFrames();
+}
+
 FP8AUDIT_EXPORT int fp8audit_model_first_module(const fp8audit_model* m) {
   return m->model.first_module_available() ? 1 : 0;
 }

@@ -52,6 +52,9 @@ void fp8audit_model_checkpoint_exit(fp8audit_model* m, uint32_t frame, int faile
 int fp8audit_model_recompute_enter(fp8audit_model* m, uint32_t frame);
 void fp8audit_model_recompute_exit(fp8audit_model* m, uint32_t frame, int failed);
 
+/* The frame's autograd graph is gone: it will never be recomputed (see AbandonFrame). */
+void fp8audit_model_abandon_frame(fp8audit_model* m, uint32_t frame);
+
 /* Observations. */
 int fp8audit_model_first_module(const fp8audit_model* m);
 int fp8audit_model_recompute_phase(const fp8audit_model* m);

@@ -659,6 +659,18 @@ void OwnershipModel::RecomputeExit(uint32_t frame, bool failed, bool own_autocas
   Emit(v1::CHECKPOINT_EXIT, kNone, frame, 2);
 }
 
+void OwnershipModel::AbandonFrame(uint32_t frame) {
+  Frame* f = FindFrame(frame);
+  if (!f || f->phase != 1) return;
+  for (uint32_t a : active_) {
+    if (a == frame) return;
+  }
+  f->valid = false;
+  f->reserved = false;
+  f->stash.clear();
+  f->phase = 3;
+}
+
 void OwnershipModel::CompactFrames() {
   size_t k = 0;
   while (k < frames_.size()) {

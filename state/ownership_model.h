@@ -150,6 +150,10 @@ class OwnershipModel {
   bool RecomputeEnter(uint32_t frame, bool inject_entry_failure = false, bool own_autocast = true);
   void RecomputeExit(uint32_t frame, bool failed, bool own_autocast = true);
 
+  // A frame whose recompute can never happen any more (its autograd graph was freed before its
+  // backward ran): its stash and reservation are dropped without a violation. No-op for open,
+  // recomputing or finished frames.
+  void AbandonFrame(uint32_t frame);
   // Forgets the leading frames that can never be used again (finished, invalidated or direct), for
   // drivers that never end a microbatch; O(frames forgotten).
   void CompactFrames();

@@ -10,7 +10,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 STANDIN = HERE / "standin"
-sys.path[:0] = [str(ROOT / "python"), str(STANDIN), str(HERE)]
+sys.path[:0] = [str(ROOT / "python"), str(STANDIN), str(ROOT / "tests" / "live_te")]
 
 torch = pytest.importorskip("torch")
 

@@ -105,6 +105,23 @@ TEST(ModelCApi, FailedRecomputeRollsBackAndTheFrameCanBeRecomputedAgain) {
   EXPECT_EQ(fp8audit_model_take_violations(m), 0u);
 }
 
+TEST(ModelCApi, AnAbandonedFrameDropsItsStashAndCannotBeRecomputed) {
+  Model x;
+  fp8audit_model* m = x.m;
+  fp8audit_model_autocast_enter(m, 1, 1, 1);
+  int direct = 0;
+  const uint32_t frame = fp8audit_model_checkpoint_enter(m, 0, 1, 1, &direct);
+  Forward(m, 0, true);
+  fp8audit_model_abandon_frame(m, frame);  // still open: ignored
+  EXPECT_EQ(fp8audit_model_frame_stash(m, frame), 1u);
+  fp8audit_model_checkpoint_exit(m, frame, 0);
+  fp8audit_model_autocast_exit(m, 0, 1);
+  fp8audit_model_abandon_frame(m, frame);
+  EXPECT_EQ(fp8audit_model_frame_stash(m, frame), 0u);
+  EXPECT_EQ(fp8audit_model_recompute_enter(m, frame), 0);
+  EXPECT_EQ(fp8audit_model_take_violations(m), 1u);  // the refused recompute only
+}
+
 TEST(ModelCApi, RecomputeOfAnUnknownFrameIsRefusedAndReported) {
   Model x;
   EXPECT_EQ(fp8audit_model_recompute_enter(x.m, 42), 0);

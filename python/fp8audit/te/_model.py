@@ -68,6 +68,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "fp8audit_model_checkpoint_exit": (None, [P, U32, I]),
         "fp8audit_model_recompute_enter": (I, [P, U32]),
         "fp8audit_model_recompute_exit": (None, [P, U32, I]),
+        "fp8audit_model_abandon_frame": (None, [P, U32]),
         "fp8audit_model_first_module": (I, [P]),
         "fp8audit_model_recompute_phase": (I, [P]),
         "fp8audit_model_recompute_region": (I, [P]),
@@ -153,6 +154,9 @@ class Model:
 
     def recompute_exit(self, frame: int, failed: bool) -> None:
         self._lib.fp8audit_model_recompute_exit(self._h, frame, failed)
+
+    def abandon_frame(self, frame: int) -> None:
+        self._lib.fp8audit_model_abandon_frame(self._h, frame)
 
     @property
     def first_module(self) -> bool:

@@ -26,6 +26,7 @@ import inspect
 import os
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
 from . import _fingerprint, _targets
@@ -50,6 +51,7 @@ class _Tls(threading.local):
         self.recompute_frame: Optional[int] = None  # frame a _CheckpointFunction backward redoes
         self.approved_forward = 0  # forward updates the model decided, not yet performed
         self.module = UNATTRIBUTED  # module of the last stash transition
+        self.outer: List[Tuple[Optional[bool], bool]] = []  # saved at recompute entries
 
 
 def _resolve(te_modules: Dict[str, Any], target: str) -> Tuple[Any, str, Any]:
@@ -184,6 +186,16 @@ class Controller:
         if qstate.autocast_depth != self.model.autocast_depth:
             self.problem(f"TE's autocast depth is {qstate.autocast_depth}, the model's "
                          f"{self.model.autocast_depth}")
+
+    def frame_gone(self, frame: int) -> None:
+        """The frame's graph was freed: it can never be recomputed (a forward whose backward
+        never ran, a backward that failed). Its stash is dropped."""
+        with self.lock:
+            if self.model is None:
+                return
+            self.model.abandon_frame(frame)
+            if not self.model.frame_stash(frame):
+                self.stash.pop(frame, None)
 
     # ---- the flag ----------------------------------------------------------------------------
 
@@ -343,13 +355,21 @@ class Controller:
                     frame, _direct = c.model.checkpoint_enter(reentrant, caller_grad=True if
                                                               reentrant else grad)
                     pair = getattr(self, "_fp8audit_pair", None)
+                    owner = None  # the object whose lifetime is the frame's autograd graph
                     if pair is not None:
                         pair._fp8audit_frame = frame
+                        owner = pair
                     elif c.tls.pending_ctx is not None:
-                        c.tls.pending_ctx._fp8audit_frame = frame
+                        owner = c.tls.pending_ctx
+                        owner._fp8audit_frame = frame
                         c.tls.pending_ctx = None
                     else:
                         c.unpaired.append(frame)
+                    if owner is not None:
+                        try:
+                            weakref.finalize(owner, c.frame_gone, frame)
+                        except TypeError:  # not weak-referenceable: the frame stays known
+                            pass
                 else:
                     frame = getattr(self, "_fp8audit_frame", None)
                     if frame is None and c.tls.recompute_frame is not None:
@@ -361,6 +381,10 @@ class Controller:
                         raise RuntimeError(f"fp8audit.te: a checkpoint recompute cannot start "
                                            f"({why})")
                     c.transactions.append((frame, list(c.stash.get(frame, ()))))
+                    # A recompute may start inside LayerNormMLP's own backward recompute (a
+                    # saved tensor unpacked there): the modules it runs are not that module's.
+                    c.tls.outer.append((c.tls.replay, c.tls.mlp_private))
+                    c.tls.replay, c.tls.mlp_private = None, False
                 self._fp8audit_frame_entered = frame
                 c.sync_globals()
                 c.collect()
@@ -379,6 +403,8 @@ class Controller:
                         c.stash.pop(frame, None)
                 else:
                     c.model.recompute_exit(frame, failed)
+                    if c.tls.outer:
+                        c.tls.replay, c.tls.mlp_private = c.tls.outer.pop()
                     tframe, saved = c.transactions.pop()
                     if failed:
                         c.stash[tframe] = collections.deque(saved)

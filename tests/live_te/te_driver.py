@@ -1,6 +1,6 @@
 """Runs state/ scenarios (their JSON form) and fixed layouts on a TE-like package: real torch
 autograd, real checkpointing, counting reduce_and_update_fp8_tensors calls per microbatch. Used by
-the CPU tests on the stand-in; tests/live_te/te_layouts.py runs the same programs on the GPU."""
+the CPU tests on the stand-in (tests/python) and by te_fix.py on the GPU with real TE."""
 
 from __future__ import annotations
 
@@ -55,13 +55,14 @@ class ScenarioRun:
     """One scenario (protobuf JSON of fp8audit.v1.Scenario) on `te`."""
 
     def __init__(self, te: Any, recipe_mod: Any, scenario_json: str, hidden: int = 16,
-                 tokens: int = 8) -> None:
+                 tokens: int = 8, device: str = "cpu") -> None:
+        self.device = device
         self.te = te
         self.recipes = recipe_mod
         self.sc: Dict[str, Any] = json.loads(scenario_json)
         self.hidden, self.tokens = hidden, tokens
         torch.manual_seed(0)
-        self.modules = {m["name"]: make_module(te, m.get("kind", "LINEAR"), hidden)
+        self.modules = {m["name"]: make_module(te, m.get("kind", "LINEAR"), hidden).to(device)
                         for m in self.sc.get("modules", [])}
         for m in self.sc.get("modules", []):
             if m.get("frozen"):
@@ -148,7 +149,7 @@ class ScenarioRun:
         """One microbatch; False when an exception escaped it."""
         for m in self.sc.get("modules", []):
             self.modules[m["name"]].train(not m.get("eval", False))
-        x = torch.randn(self.tokens, self.hidden,
+        x = torch.randn(self.tokens, self.hidden, device=self.device,
                         requires_grad=not self.sc.get("input_no_grad", False))
         try:
             y = self.run(self.sc.get("program", []), x, False, True)
