@@ -26,7 +26,7 @@ def library_candidates() -> List[Path]:
     root = here.parents[2]  # python/fp8audit/te -> the source tree
     for build in sorted(root.glob("build*/lib")):
         out.append(build / _LIB_NAME)
-    out.append(here.parents[1] / "lib" / _LIB_NAME)  # <prefix>/lib when installed under prefix
+    out.append(root / _LIB_NAME)  # installed: <prefix>/lib/python/fp8audit/te -> <prefix>/lib
     return out
 
 
