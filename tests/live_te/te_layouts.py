@@ -124,15 +124,20 @@ def _to_eval_after_forward(layers, mb):
 
 
 def _exception_forward(te, ctx, layers, x, checkpointing):
-    with ctx.autocast(te):
+    # As scenarios/exception-forward.textproto: a checkpoint of the first layer that raises in
+    # microbatch 1 after that layer ran (caught; in other microbatches its output is used), then
+    # a checkpoint per layer.
+    def first(t):
+        t = layers[0](t)
         if ctx.mb == 1:
-            def failing(t):
-                t = layers[0](t)
-                raise Injected("checkpointed forward fails")
-            try:
-                _ckpt(te, failing, x, checkpointing, True)
-            except Injected:
-                pass
+            raise Injected("checkpointed forward fails")
+        return t
+
+    with ctx.autocast(te):
+        try:
+            x = _ckpt(te, first, x, checkpointing, True)
+        except Injected:
+            pass
         for layer in layers:
             x = _ckpt(te, layer, x, checkpointing, True)
     return x
