@@ -303,7 +303,9 @@ ModuleCtx OwnershipModel::ModuleTakeOwnership(const ModuleInfo& module) {
   ctx.has_ctx = grad_enabled() && module.requires_grad;
   ctx.delayed = delayed_;
   ctx.fp8 = enabled_;
-  if (!ctx.has_ctx || !ctx.fp8) return ctx;
+  // Only a DelayedScaling module owns the update: a module under another recipe would call TE's
+  // backward update for nothing (or for stale DelayedScaling buffers of other autocasts).
+  if (!ctx.has_ctx || !ctx.fp8 || !delayed_) return ctx;
   // Every FP8 module with a backward node consumes the flag once, LayerNormMLP(checkpoint=True)
   // included (its recompute replays the decision).
   ctx.owns_update = first_;

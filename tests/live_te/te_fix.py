@@ -69,7 +69,7 @@ def reset_te(te: Any) -> None:
 
 def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpointing: bool,
                hidden: int, tokens: int, device: str, microbatches: int, steps: int,
-               backward_inside: bool, seed: int) -> List[Dict[str, Any]]:
+               backward_inside: bool, seed: int, markers: bool = False) -> List[Dict[str, Any]]:
     import torch
     from te_layouts import Ctx, Injected, fp8_state, seeded
 
@@ -93,6 +93,8 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
             failed: Optional[str] = None
             loss = y = None
             outer = ctx.autocast(te) if backward_inside else _null()
+            if markers:
+                torch.cuda.nvtx.range_push("fp8audit.microbatch")
             try:
                 with outer:
                     y = layout.forward(te, ctx, layers, x, checkpointing)
@@ -105,6 +107,8 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
                     loss.backward()
             except Injected as e:
                 failed = str(e)
+            if markers:
+                torch.cuda.nvtx.range_pop()
             if device == "cuda":
                 torch.cuda.synchronize()
             fwd, bwd = counter.take()
@@ -177,7 +181,8 @@ def layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode: str) -> Li
     with counted(manager, mode, args.verify) as counter:
         common = dict(hidden=args.hidden, tokens=args.tokens, device=args.device,
                       microbatches=layout.microbatches or args.microbatches, steps=args.steps,
-                      backward_inside=args.backward == "inside", seed=args.seed)
+                      backward_inside=args.backward == "inside", seed=args.seed,
+                      markers=args.markers)
         run = run_layout(te, recipe_mod, counter, layout, checkpointing=True, **common)
         twin = run_layout(te, recipe_mod, counter, layout, checkpointing=False, **common)
     cmp = compare(run, twin)
@@ -191,7 +196,10 @@ def layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode: str) -> Li
                       "step": r["step"], "forward": r["forward"], "backward": r["backward"],
                       "failed": r["failed"], "stash_left": r["stash_left"],
                       "finite": r["finite"], **{k: v for k, v in c.items()}})
+    import fp8audit.te
+
     lines.append({"kind": "layout", "layout": layout.name, "mode": mode,
+                  "microbatches": len(run), "patched_by_hook": fp8audit.te.is_patched(),
                   "backward_placement": args.backward, "te_version": te_pkg.__version__,
                   "twin_comparable": layout.twin_comparable,
                   "first_state_change": first_change,
@@ -205,6 +213,7 @@ def scenario_lines(args, te, recipe_mod, manager, mode: str) -> List[Dict[str, A
 
     lines = []
     for path in sorted((ROOT / "state" / "scenarios").glob("*.textproto")):
+        reset_te(te)
         with counted(manager, mode, args.verify) as counter:
             run = ScenarioRun(te, recipe_mod, _model.scenario_json(str(path)),
                               hidden=args.hidden, tokens=args.tokens, device=args.device)
@@ -251,7 +260,11 @@ def main(argv=None) -> int:
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--verify", action="store_true", help="fp8audit.te verify mode")
+    p.add_argument("--markers", action="store_true",
+                   help="an NVTX range fp8audit.microbatch around each microbatch (the run's, "
+                        "then the twin's), for the agent")
     p.add_argument("--scenarios", action="store_true", help="also run state/scenarios")
+    p.add_argument("--skip-layouts", action="store_true", help="only --scenarios / --time")
     p.add_argument("--time", action="store_true", help="time the 28x7 decoder, both modes")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--time-hidden", type=int, default=4096)
@@ -270,7 +283,7 @@ def main(argv=None) -> int:
     te_pkg, te, recipe_mod, manager = import_te(args.standin)
     modes = ["unpatched", "patched"] if args.mode == "both" else [args.mode]
     out = sys.stdout
-    for name in args.layout or list(LAYOUTS):
+    for name in [] if args.skip_layouts else args.layout or list(LAYOUTS):
         layout = LAYOUTS[name]
         if any(not hasattr(te, attr) for attr in layout.needs):
             print(json.dumps({"kind": "skipped", "layout": name,

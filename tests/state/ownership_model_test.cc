@@ -672,6 +672,16 @@ TEST(FixedOwnership, LayerNormMlpWithCheckpointAsFirstModuleOwnsTheOnlyBackwardU
   EXPECT_EQ(m.backward_updates(), 1u);
 }
 
+TEST(FixedOwnership, OnlyADelayedScalingModuleTakesTheOwnership) {
+  OwnershipModel m(Semantics::kFixed, 2);
+  m.AutocastEnter(true, true);
+  m.AutocastEnter(true, /*delayed_scaling=*/false);
+  EXPECT_FALSE(m.ModuleForward(Mod(0)).owns_update);  // current scaling: TE's update is a no-op
+  m.AutocastExit(false);
+  EXPECT_TRUE(m.ModuleForward(Mod(1)).owns_update);
+  m.AutocastExit(false);
+}
+
 // ---- Which updates advance state --------------------------------------------------------------
 
 TEST_P(BothSemantics, AnUpdateAdvancesOnlyModulesWrittenSinceTheLastOne) {
