@@ -102,7 +102,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
   if (args.fix_te) {
-    const auto hook = PythonHookEnvironment({"te-fix"}, &error);
+    const auto hook = PythonHookEnvironment({"te-version", "te-fix"}, &error);
     if (hook.empty()) {
       Say("--fix-te: " + error);
       return kExitUsage;

@@ -42,14 +42,14 @@ size_t OwnershipModel::frame_stash_size(uint32_t frame) const {
 void OwnershipModel::MarkWritten(std::vector<uint8_t>& dirty, uint32_t module) {
   if (module >= dirty.size() || dirty[module]) return;
   dirty[module] = 1;
-  ++(&dirty == &fwd_written_ ? fwd_written_count_ : bwd_written_count_);
+  (&dirty == &fwd_written_ ? fwd_written_ids_ : bwd_written_ids_).push_back(module);
 }
 
 uint32_t OwnershipModel::TakeWritten(std::vector<uint8_t>& dirty) {
-  uint32_t& count = &dirty == &fwd_written_ ? fwd_written_count_ : bwd_written_count_;
-  const uint32_t n = count;
-  if (n != 0) std::fill(dirty.begin(), dirty.end(), 0);
-  count = 0;
+  std::vector<uint32_t>& ids = &dirty == &fwd_written_ ? fwd_written_ids_ : bwd_written_ids_;
+  const auto n = static_cast<uint32_t>(ids.size());
+  for (uint32_t m : ids) dirty[m] = 0;
+  ids.clear();
   return n;
 }
 

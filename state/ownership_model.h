@@ -292,8 +292,8 @@ class OwnershipModel {
   // Modules whose forward / backward amax was written since the last update of that direction.
   std::vector<uint8_t> fwd_written_;
   std::vector<uint8_t> bwd_written_;
-  uint32_t fwd_written_count_ = 0;
-  uint32_t bwd_written_count_ = 0;
+  std::vector<uint32_t> fwd_written_ids_;  // the marked modules, to clear only those
+  std::vector<uint32_t> bwd_written_ids_;
 
   uint64_t forward_updates_ = 0;
   uint64_t backward_updates_ = 0;

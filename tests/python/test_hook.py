@@ -164,3 +164,12 @@ def test_fp8audit_run_fix_te_without_its_python_package_is_a_usage_error(tmp_pat
                              "true"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "FP8AUDIT_MODEL_LIB=" in result.stderr and "is not a file" in result.stderr
+
+
+def test_te_version_feature_marks_without_importing_torch_cuda(tmp_path, monkeypatch):
+    import fp8audit.hook as hook
+
+    marks = []
+    monkeypatch.setattr(hook, "mark", marks.append)
+    hook._te_version(type("M", (), {"__version__": "2.20.2"}))
+    assert marks == ["fp8audit.te te=2.20.2"]

@@ -3,7 +3,9 @@ of a job (torchrun / srun children included) through FP8AUDIT_PYHOOK=feature[,fe
 sitecustomize.py put first on PYTHONPATH (hook/site/). A feature runs when a module it watches has
 finished importing (never importing it itself), or at once if that module is already imported.
 
-Features: te-fix — fp8audit.te.patch() when transformer_engine.pytorch is imported.
+Features: te-fix — fp8audit.te.patch() when transformer_engine.pytorch is imported;
+te-version — one NVTX mark `fp8audit.te te=<version>` when transformer_engine is imported (what
+the agent can record in the trace header to pick the model semantics of that TE release).
 A feature that fails says so in one line on stderr; the job goes on without it."""
 
 from __future__ import annotations
@@ -27,9 +29,25 @@ def _te_fix(module: object) -> None:
         _say(f"--fix-te: {e}; the job runs with Transformer Engine unpatched")
 
 
+def _te_version(module: object) -> None:
+    mark(f"fp8audit.te te={getattr(module, '__version__', 'unknown')}")
+
+
+def mark(message: str) -> None:
+    """An NVTX mark (the agent receives marks of every domain) where CUDA is available."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.nvtx.mark(message)
+    except Exception:  # NVTX is optional: never fail the job for a mark
+        pass
+
+
 # feature -> (watched module, action)
 FEATURES: Dict[str, Tuple[str, Callable[[object], None]]] = {
     "te-fix": ("transformer_engine.pytorch", _te_fix),
+    "te-version": ("transformer_engine", _te_version),
 }
 
 _pending: Dict[str, List[Tuple[str, Callable[[object], None]]]] = {}

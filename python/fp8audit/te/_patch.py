@@ -595,10 +595,6 @@ def _announce(version: str) -> None:
     """Marks the process as patched: the environment (inherited by children) and one NVTX mark
     `fp8audit.patch te=<version> semantics=fixed` that the agent can record."""
     os.environ["FP8AUDIT_TE_PATCHED"] = version
-    try:
-        import torch
+    from fp8audit.hook import mark
 
-        if torch.cuda.is_available():
-            torch.cuda.nvtx.mark(f"fp8audit.patch te={version} semantics=fixed")
-    except Exception:  # pragma: no cover - NVTX is optional
-        pass
+    mark(f"fp8audit.patch te={version} semantics=fixed")
