@@ -245,7 +245,11 @@ class Controller:
                              fp8_group=None, _graph=False):
             autocast_enter(cls, enabled, calibrating, fp8_recipe, fp8_group, _graph)
             recipe = cls.quantization_state.fp8_recipe
-            delayed = bool(recipe is not None and recipe.delayed()) and not _graph
+            # A custom recipe may carry DelayedScaling requests (TE keeps global buffers for
+            # them): treated as DelayedScaling; for one without, the update is TE's no-op.
+            custom = getattr(recipe, "custom", None)
+            delayed = bool(recipe is not None and (recipe.delayed() or (custom and custom()))) \
+                and not _graph
             with c.lock:
                 c.model.autocast_enter(bool(enabled), delayed, c.grad())
                 c.check_depth()
