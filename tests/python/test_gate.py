@@ -152,3 +152,37 @@ def test_a_model_library_that_cannot_be_found_is_one_clear_error(monkeypatch, tm
     monkeypatch.setattr(_model, "library_candidates", lambda: [tmp_path / "missing.so"])
     with pytest.raises(_model.ModelUnavailable, match="set FP8AUDIT_MODEL_LIB"):
         _model.Model()
+
+
+def test_unpatch_waits_for_pending_recomputes():
+    import torch
+
+    import transformer_engine.pytorch as te
+
+    fp8audit.te.patch()
+    layer = te.Linear(16, 16)
+    x = torch.randn(8, 16, requires_grad=True)
+    with te.autocast():
+        y = te.checkpoint(layer, x, use_reentrant=True)
+    with pytest.raises(fp8audit.te.PatchRefused, match="1 checkpoint.s. await their recompute"):
+        fp8audit.te.unpatch()
+    y.sum().backward()
+    assert fp8audit.te.unpatch()
+
+
+def test_a_forward_whose_graph_is_dropped_frees_its_frame():
+    import gc
+
+    import torch
+
+    import transformer_engine.pytorch as te
+
+    controller = fp8audit.te.patch()
+    layer = te.Linear(16, 16)
+    with te.autocast():
+        y = te.checkpoint(layer, torch.randn(8, 16, requires_grad=True), use_reentrant=False)
+    assert controller.pending and controller.stash
+    del y
+    gc.collect()
+    assert not controller.pending and not any(controller.stash.values())
+    assert fp8audit.te.unpatch()

@@ -134,6 +134,7 @@ class Controller:
         self.transactions: List[Tuple[int, List[Tuple[int, Any]]]] = []
         self.unpaired: Deque[int] = collections.deque()  # frames whose recompute has no link
         self.owners = 0  # ownerships granted whose backward update has not run yet
+        self.pending: set = set()  # frames (with a known graph) whose recompute has not run
         self.violations: List[str] = []
         self.originals: List[Tuple[Any, str, Any]] = []
         self.state_class: Any = None
@@ -194,6 +195,7 @@ class Controller:
             if self.model is None:
                 return
             self.model.abandon_frame(frame)
+            self.pending.discard(frame)
             if not self.model.frame_stash(frame):
                 self.stash.pop(frame, None)
 
@@ -369,6 +371,8 @@ class Controller:
                         c.tls.pending_ctx = None
                     else:
                         c.unpaired.append(frame)
+                    if owner is not None and not _direct:
+                        c.pending.add(frame)
                     if owner is not None:
                         try:
                             weakref.finalize(owner, c.frame_gone, frame)
@@ -405,6 +409,7 @@ class Controller:
                     c.model.checkpoint_exit(frame, failed)
                     if failed:
                         c.stash.pop(frame, None)
+                        c.pending.discard(frame)
                 else:
                     c.model.recompute_exit(frame, failed)
                     if c.tls.outer:
@@ -414,6 +419,7 @@ class Controller:
                         c.stash[tframe] = collections.deque(saved)
                     else:
                         c.stash.pop(frame, None)
+                        c.pending.discard(frame)
                 c.sync_globals()
                 c.collect()
             return None
@@ -582,7 +588,9 @@ def unpatch() -> bool:
         if _active is None:
             return False
         scope = _open_scope(_active.mods) or (
-            "a checkpoint frame or recompute is open" if _active.model.open_frames else None)
+            "a checkpoint frame or recompute is open" if _active.model.open_frames else None) or (
+            f"{len(_active.pending)} checkpoint(s) await their recompute (run backward first)"
+            if _active.pending else None)
         if scope:
             raise PatchRefused(f"fp8audit.te: not unpatched: {scope}")
         _active.remove()
