@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/progress_flags.h"
+#include "cli/python_hook.h"
 #include "reports/launcher.h"
 #include "reports/output.h"
 #include "reports/render.h"
@@ -33,6 +34,7 @@ struct RunArgs {
   ExpectFlags expect;
   bool fail_fast = false;
   bool self_profile = false;
+  bool fix_te = false;
   std::string patterns;
   uint32_t max_rows = 50;
   ProgressFlags progress;
@@ -99,6 +101,14 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (args.fail_fast) env.emplace_back("FP8AUDIT_FAIL_FAST", "1");
   if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
+  if (args.fix_te) {
+    const auto hook = PythonHookEnvironment({"te-version", "te-fix"}, &error);
+    if (hook.empty()) {
+      Say("--fix-te: " + error);
+      return kExitUsage;
+    }
+    env.insert(env.end(), hook.begin(), hook.end());
+  }
 
   const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
   const reports::LaunchResult launched = reports::LaunchAndWait(command, env);
@@ -159,6 +169,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--self-profile", args->self_profile,
                 "the agent prints, at CMD's exit, how often its handlers ran and the host time "
                 "spent in them (FP8AUDIT_SELF_PROFILE=1)");
+  sub->add_flag("--fix-te", args->fix_te,
+                "apply the fixed FP8 update ownership to Transformer Engine in CMD and every "
+                "Python process it starts (fp8audit.te.patch() when TE is imported; verified TE "
+                "releases only, otherwise one line on stderr and TE runs unpatched)");
   sub->add_option("--patterns", args->patterns,
                   "kernel-name patterns for the agent's classifier (FP8AUDIT_PATTERNS; checked "
                   "before CMD starts)")
@@ -185,8 +199,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  126  CMD could not be executed;  127  CMD was not found\n"
       "  0    CMD succeeded and every microbatch had the expected updates\n"
       "  1    internal error\n"
-      "  2    bad flags, agent library not found, --patterns unreadable, --out unusable; no trace\n"
-      "       was written, or a trace is damaged or lost events (the audit is incomplete)\n"
+      "  2    bad flags, agent library not found, --patterns unreadable, --out unusable, --fix-te\n"
+      "       without fp8audit's Python package or model library; no trace was written, or a\n"
+      "       trace is damaged or lost events (the audit is incomplete)\n"
       "  3    CMD succeeded and the audit found violations\n");
   sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }

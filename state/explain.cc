@@ -15,6 +15,14 @@ std::string ModuleName(const CompiledScenario& sc, uint32_t module) {
   return module < sc.modules.size() ? "'" + sc.modules[module].name + "'" : "?";
 }
 
+// What the update did to the state: harmful (advanced modules) or wasted (a no-op).
+std::string Effect(uint32_t advanced) {
+  if (advanced == 0)
+    return " [wasted: no amax was written since the last update; changes no state]";
+  return " [harmful: advances " + std::to_string(advanced) + " module" +
+         (advanced == 1 ? "" : "s") + "' amax history and scale]";
+}
+
 }  // namespace
 
 std::vector<std::string> Explain(const CompiledScenario& sc, const std::vector<ModelEvent>& events,
@@ -46,6 +54,7 @@ std::vector<std::string> Explain(const CompiledScenario& sc, const std::vector<M
       } else {
         text += "autocast exit at depth 0";
       }
+      text += Effect(e.cause.advanced);
       out.push_back(std::move(text));
     } else if (e.kind == v1::UPDATE_BACKWARD) {
       ++nb;
@@ -75,6 +84,7 @@ std::vector<std::string> Explain(const CompiledScenario& sc, const std::vector<M
           break;
       }
       if (c.owner_restored) text += ", and the recompute phase put the flag back after reading it";
+      text += Effect(c.advanced);
       out.push_back(std::move(text));
     }
   }

@@ -10,7 +10,11 @@ constexpr bool kIsReentrant(CheckpointKind k) { return k == CheckpointKind::kRee
 }  // namespace
 
 OwnershipModel::OwnershipModel(Semantics semantics, uint32_t module_count)
-    : semantics_(semantics), legacy_stash_(module_count, 0), module_fp8_(module_count, 0) {
+    : semantics_(semantics),
+      legacy_stash_(module_count, 0),
+      module_fp8_(module_count, 0),
+      fwd_written_(module_count, 0),
+      bwd_written_(module_count, 0) {
   events_.reserve(1024);
 }
 
@@ -18,6 +22,35 @@ void OwnershipModel::AddModules(uint32_t module_count) {
   if (module_count <= module_fp8_.size()) return;
   legacy_stash_.resize(module_count, 0);
   module_fp8_.resize(module_count, 0);
+  fwd_written_.resize(module_count, 0);
+  bwd_written_.resize(module_count, 0);
+}
+
+bool OwnershipModel::recompute_region() const {
+  for (uint32_t id : active_) {
+    const Frame& f = frames_[id - frame_base_ - 1];
+    if (!f.direct) return true;
+  }
+  return false;
+}
+
+size_t OwnershipModel::frame_stash_size(uint32_t frame) const {
+  if (frame <= frame_base_ || frame - frame_base_ > frames_.size()) return 0;
+  return frames_[frame - frame_base_ - 1].stash.size();
+}
+
+void OwnershipModel::MarkWritten(std::vector<uint8_t>& dirty, uint32_t module) {
+  if (module >= dirty.size() || dirty[module]) return;
+  dirty[module] = 1;
+  (&dirty == &fwd_written_ ? fwd_written_ids_ : bwd_written_ids_).push_back(module);
+}
+
+uint32_t OwnershipModel::TakeWritten(std::vector<uint8_t>& dirty) {
+  std::vector<uint32_t>& ids = &dirty == &fwd_written_ ? fwd_written_ids_ : bwd_written_ids_;
+  const auto n = static_cast<uint32_t>(ids.size());
+  for (uint32_t m : ids) dirty[m] = 0;
+  ids.clear();
+  return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -41,14 +74,22 @@ void OwnershipModel::Emit(v1::EventKind kind, uint32_t module, uint32_t frame, u
 }
 
 void OwnershipModel::EmitUpdate(v1::EventKind kind, const UpdateCause& cause) {
+  // An update processes every module's buffers of its direction, but changes only those whose
+  // amax was written since their last update.
+  uint32_t advanced;
   if (kind == v1::UPDATE_FORWARD) {
     ++forward_updates_;
+    advanced = TakeWritten(fwd_written_);
+    forward_advancing_ += advanced != 0;
   } else {
     ++backward_updates_;
+    advanced = TakeWritten(bwd_written_);
+    backward_advancing_ += advanced != 0;
   }
   if (!record_events_) return;
   Emit(kind, cause.module, cause.frame);
   events_.back().cause = cause;
+  events_.back().cause.advanced = advanced;
 }
 
 void OwnershipModel::Violate(v1::Violation::Kind kind, std::string message) {
@@ -81,7 +122,7 @@ bool OwnershipModel::LogicalGradEnabled() const {
 }
 
 size_t OwnershipModel::stashed(uint32_t module) const {
-  if (semantics_ == Semantics::kTeLegacy) {
+  if (semantics_ != Semantics::kFixed) {
     return module < legacy_stash_.size() ? legacy_stash_[module] : 0;
   }
   size_t n = 0;
@@ -121,7 +162,7 @@ void OwnershipModel::AutocastEnter(bool enabled, bool delayed_scaling) {
   enabled_ = enabled;
   delayed_ = delayed_scaling;
   if (depth_ == 0) {
-    if (semantics_ == Semantics::kTeLegacy) {
+    if (semantics_ != Semantics::kFixed) {
       // quantization.py:754-756 — the first-module flag is re-armed at depth 0, recompute or not.
       first_ = true;
       const uint32_t frame = RecomputingFrame();
@@ -138,11 +179,14 @@ void OwnershipModel::AutocastEnter(bool enabled, bool delayed_scaling) {
 void OwnershipModel::OpenFixedBoundary() {
   // Only an outermost autocast outside any recompute opens a forward-update boundary. Inside the
   // original no-grad forward of a reentrant checkpoint (an autocast opened by the checkpointed
-  // callable), the new ownership is reserved by that frame for its recompute.
+  // callable), the new ownership is reserved by that frame for its recompute. Checkpoints that run
+  // their callable directly are transparent: the innermost frame that will be recomputed decides.
   Frame* holder = nullptr;
-  if (!active_.empty()) {
-    Frame* f = FindFrame(active_.back());
-    if (f && f->phase == 1 && !f->direct && kIsReentrant(f->kind)) holder = f;
+  for (auto it = active_.rbegin(); it != active_.rend(); ++it) {
+    Frame* f = FindFrame(*it);
+    if (!f || f->direct) continue;
+    if (f->phase == 1 && kIsReentrant(f->kind)) holder = f;
+    break;
   }
   if (holder) {
     holder->reserved = true;
@@ -161,7 +205,7 @@ void OwnershipModel::AutocastExit(bool failed) {
   }
   const AutocastScope scope = autocasts_.back();
   autocasts_.pop_back();
-  const bool legacy = semantics_ == Semantics::kTeLegacy;
+  const bool legacy = semantics_ != Semantics::kFixed;
   // quantization.py:1058 — set_autocast_state(snapshot) first: fp8_enabled, the recipe and the
   // first-module flag return to their values at entry. Fixed: the flag merges monotonically, so
   // ownership consumed inside is never revived by the older snapshot.
@@ -192,28 +236,40 @@ void OwnershipModel::AutocastExit(bool failed) {
 // Modules
 
 ModuleCtx OwnershipModel::ModuleForward(const ModuleInfo& module) {
+  if (semantics_ == Semantics::kFixed) {
+    ModuleStash(module);
+    return ModuleTakeOwnership(module);
+  }
   ModuleCtx ctx;
   ctx.module = module.id;
   ctx.recompute_frame = RecomputingFrame();
-  bool fp8 = enabled_;
-  if (semantics_ == Semantics::kTeLegacy) {
-    LegacyStash(module);
-    if (ctx_raised_) {
-      ctx_raised_ = false;
-      ctx.raised = true;
-      return ctx;
-    }
-    // linear.py:2021 — the module's (possibly stale) self.fp8 decides.
-    fp8 = module.id < module_fp8_.size() && module_fp8_[module.id];
-  } else if (fp8 && delayed_) {
-    FixedStash(module);
+  popped_ = false;
+  LegacyStash(module);
+  if (ctx_raised_) {
+    ctx_raised_ = false;
+    ctx.raised = true;
+    return ctx;
   }
+  // linear.py:2021 — the module's (possibly stale) self.fp8 decides.
+  const bool fp8 = module.id < module_fp8_.size() && module_fp8_[module.id];
+  // A module running in FP8 writes its forward amax; a recompute that restored stashed metadata
+  // puts the amax back afterwards (base.py:1649-1650).
+  if (fp8 && delayed_ && !popped_) MarkWritten(fwd_written_, module.id);
   Emit(v1::MODULE_FORWARD, module.id, ctx.recompute_frame);
   // linear.py:1951-1956 — without grad the autograd Function is bypassed: no ctx, no ownership.
   ctx.has_ctx = grad_enabled() && module.requires_grad;
   ctx.delayed = delayed_;
   ctx.fp8 = fp8;
   if (!ctx.has_ctx || !fp8) return ctx;
+  if (module.kind == ModuleKind::kLayerNormMlpCheckpoint) {
+    // 2.20.2 layernorm_mlp.py:260-266, :740, :913-919, :990-1040 — with checkpoint=True the
+    // forward only snapshots the autocast state; its backward recomputes under that snapshot and
+    // owns the update when the flag was set at forward time. The flag is not consumed.
+    ctx.owns_update = first_;
+    ctx.origin = origin_;
+    ctx.deferred = true;
+    return ctx;
+  }
   // linear.py:1437-1442 (layernorm_linear.py:591-597, layernorm_mlp.py:911-919): the module reads
   // and consumes the first-module flag ...
   ctx.owns_update = first_;
@@ -221,10 +277,40 @@ ModuleCtx OwnershipModel::ModuleForward(const ModuleInfo& module) {
   first_ = false;
   // ... and linear.py:263-264: in the recompute phase the flag is put back, so every recomputed
   // module reads the same value.
-  if (semantics_ == Semantics::kTeLegacy && phase2_) {
+  if (phase2_) {
     first_ = ctx.owns_update;
     ctx.restored = true;
   }
+  return ctx;
+}
+
+StashTransition OwnershipModel::ModuleStash(const ModuleInfo& module) {
+  StashTransition t;
+  if (semantics_ != Semantics::kFixed) return t;
+  if (enabled_ && delayed_) {
+    t = FixedStash(module);
+    // A recompute that consumed a stash restores the module's metadata afterwards.
+    if (t.popped == 0) MarkWritten(fwd_written_, module.id);
+  }
+  Emit(v1::MODULE_FORWARD, module.id, RecomputingFrame());
+  return t;
+}
+
+ModuleCtx OwnershipModel::ModuleTakeOwnership(const ModuleInfo& module) {
+  ModuleCtx ctx;
+  ctx.module = module.id;
+  ctx.recompute_frame = RecomputingFrame();
+  ctx.has_ctx = grad_enabled() && module.requires_grad;
+  ctx.delayed = delayed_;
+  ctx.fp8 = enabled_;
+  // Only a DelayedScaling module owns the update: a module under another recipe would call TE's
+  // backward update for nothing (or for stale DelayedScaling buffers of other autocasts).
+  if (!ctx.has_ctx || !ctx.fp8 || !delayed_) return ctx;
+  // Every FP8 module with a backward node consumes the flag once, LayerNormMLP(checkpoint=True)
+  // included (its recompute replays the decision).
+  ctx.owns_update = first_;
+  ctx.origin = origin_;
+  first_ = false;
   return ctx;
 }
 
@@ -244,50 +330,60 @@ void OwnershipModel::LegacyStash(const ModuleInfo& module) {
       return;
     }
     --legacy_stash_[m];
+    popped_ = true;
     Emit(v1::STASH_POP, m, RecomputingFrame());
     return;
   }
   // base.py:1618, :1635-1636 — otherwise self.fp8 follows the global state, and only a training
-  // module inside a recompute region stashes.
+  // module inside a recompute region stashes. 2.20.2 base.py:1635: any module, training or not.
   module_fp8_[m] = enabled_;
-  if (module.training && region_ && enabled_ && delayed_) {
+  const bool stashes = module.training || semantics_ == Semantics::kTe220;
+  if (stashes && region_ && enabled_ && delayed_) {
     ++legacy_stash_[m];
     Emit(v1::STASH_PUSH, m, active_.empty() ? 0 : active_.back());
   }
 }
 
-void OwnershipModel::FixedStash(const ModuleInfo& module) {
+StashTransition OwnershipModel::FixedStash(const ModuleInfo& module) {
   // Every delayed-scaling module stashes into each enclosing original-forward frame, up to the
   // nearest frame being recomputed, from which it consumes its own stash strictly in FIFO order.
+  StashTransition t;
   for (size_t i = active_.size(); i-- > 0;) {
     Frame& f = *FindFrame(active_[i]);
     if (f.direct) continue;
     if (f.phase == 2) {
       if (f.stash.empty()) {
+        t.missing = true;
         Violate(v1::Violation::STASH_MISSING,
                 "module " + std::to_string(module.id) + " recomputes in frame " +
                     std::to_string(active_[i]) + " with no stashed metadata");
       } else {
         if (f.stash.front() != module.id) {
+          t.missing = true;
           Violate(v1::Violation::STASH_MISSING,
                   "module " + std::to_string(module.id) + " recomputes in frame " +
                       std::to_string(active_[i]) + " but the next stash belongs to module " +
                       std::to_string(f.stash.front()));
         }
         f.stash.pop_front();
+        t.popped = active_[i];
         Emit(v1::STASH_POP, module.id, active_[i]);
       }
-      return;
+      return t;
     }
     if (f.phase == 1) {
       f.stash.push_back(module.id);
+      t.pushed.push_back(active_[i]);
       Emit(v1::STASH_PUSH, module.id, active_[i]);
     }
   }
+  return t;
 }
 
 void OwnershipModel::ModuleBackward(const ModuleCtx& ctx) {
   Emit(v1::MODULE_BACKWARD, ctx.module, RecomputingFrame());
+  // An FP8 module's backward writes its gradients' amax before its owner update (if any) runs.
+  if (ctx.has_ctx && ctx.fp8 && ctx.delayed) MarkWritten(bwd_written_, ctx.module);
   // linear.py:1467-1470 — the owner's backward reduces and updates backward state.
   if (!ctx.owns_update || !ctx.delayed) return;
   UpdateCause cause;
@@ -303,7 +399,7 @@ void OwnershipModel::ModuleBackward(const ModuleCtx& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Checkpoint frames
 
-CheckpointEntry OwnershipModel::CheckpointEnter(CheckpointKind kind) {
+CheckpointEntry OwnershipModel::CheckpointEnter(CheckpointKind kind, bool inputs_require_grad) {
   const uint32_t id = frame_base_ + static_cast<uint32_t>(frames_.size()) + 1;
   frames_.emplace_back();
   Frame& f = frames_.back();
@@ -316,18 +412,34 @@ CheckpointEntry OwnershipModel::CheckpointEnter(CheckpointKind kind) {
   entry.frame = id;
   const bool caller_grad = grad_enabled();
 
-  if (semantics_ == Semantics::kTeLegacy) {
+  if (semantics_ != Semantics::kFixed) {
+    const bool te220 = semantics_ == Semantics::kTe220;
+    if (te220 && !caller_grad) {
+      // 2.20.2 distributed.py:750-755 — entered with autograd disabled, checkpoint() calls the
+      // function directly: no frame, no recompute globals touched.
+      f.direct = true;
+      entry.direct = true;
+      active_.push_back(id);
+      Emit(v1::CHECKPOINT_ENTER, kNone, id, 1);
+      return entry;
+    }
     if (kIsReentrant(kind)) {
       PushGradEntry(false, false);  // distributed.py:375 — `with torch.no_grad()`
     } else {
       f.fp8 = enabled_;  // distributed.py:794-795 — captured before the callable runs
       f.delayed = delayed_;
     }
-    // distributed.py:264-269 — activation_recompute_forward(True, False).__enter__.
-    region_ = true;
-    phase2_ = false;
-    queue_.push_back({first_, origin_});
-    entry.records_node = caller_grad;
+    if (te220 && kIsReentrant(kind) && !inputs_require_grad) {
+      // 2.20.2 distributed.py:375-382 — no input needs grad: the callable runs under no_grad
+      // without activation_recompute_forward, and no backward node is recorded.
+      f.detached = true;
+    } else {
+      // distributed.py:264-269 — activation_recompute_forward(True, False).__enter__.
+      region_ = true;
+      phase2_ = false;
+      queue_.push_back({first_, origin_});
+    }
+    entry.records_node = caller_grad && !f.detached;
   } else {
     // Fixed: with autograd disabled at entry no recompute can ever happen, and inside a
     // non-reentrant recompute the graph is discarded: run the callable directly.
@@ -336,6 +448,17 @@ CheckpointEntry OwnershipModel::CheckpointEnter(CheckpointKind kind) {
     if (!caller_grad || in_discarded_recompute) {
       f.direct = true;
       entry.direct = true;
+      active_.push_back(id);
+      Emit(v1::CHECKPOINT_ENTER, kNone, id, 1);
+      return entry;
+    }
+    if (kIsReentrant(kind) && !inputs_require_grad) {
+      // Its output needs no grad: no backward node, never recomputed. The callable runs under
+      // the checkpoint's no_grad, so nothing inside can take ownership; no reservation, no stash.
+      f.direct = true;
+      f.detached = true;
+      entry.direct = true;
+      PushGradEntry(false, false);
       active_.push_back(id);
       Emit(v1::CHECKPOINT_ENTER, kNone, id, 1);
       return entry;
@@ -365,10 +488,15 @@ void OwnershipModel::CheckpointExit(uint32_t frame, bool failed) {
     return;
   }
   active_.pop_back();
-  if (semantics_ == Semantics::kTeLegacy) {
-    // distributed.py:273-276 — the recompute globals are plain flags, reset on any exit.
-    region_ = false;
-    phase2_ = false;
+  if (semantics_ != Semantics::kFixed && f->direct) {
+    f->phase = 3;
+  } else if (semantics_ != Semantics::kFixed) {
+    // distributed.py:273-276 — the recompute globals are plain flags, reset on any exit (2.20.2:
+    // only when activation_recompute_forward was entered).
+    if (!f->detached) {
+      region_ = false;
+      phase2_ = false;
+    }
     if (kIsReentrant(f->kind)) {
       PopGrad();
       f->fp8 = enabled_;  // distributed.py:393-400 — read after the callable returned
@@ -377,6 +505,7 @@ void OwnershipModel::CheckpointExit(uint32_t frame, bool failed) {
     f->completed_forward = !failed;
     f->valid = !failed;
   } else if (f->direct) {
+    if (f->detached) PopGrad();
     f->phase = 3;
   } else {
     if (kIsReentrant(f->kind)) PopGrad();
@@ -394,7 +523,7 @@ void OwnershipModel::CheckpointExit(uint32_t frame, bool failed) {
   Emit(v1::CHECKPOINT_EXIT, kNone, frame, 1, failed);
 }
 
-bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure) {
+bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure, bool own_autocast) {
   Frame* f = FindFrame(frame);
   if (!f || f->direct || !f->valid || !f->completed_forward || f->phase != 1) {
     std::string why = !f                      ? "was never entered"
@@ -406,7 +535,7 @@ bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure) {
             "recompute of checkpoint frame " + std::to_string(frame) + " that " + why);
     return false;
   }
-  if (semantics_ == Semantics::kTeLegacy) {
+  if (semantics_ != Semantics::kFixed) {
     PushGradEntry(true, true);  // distributed.py:441 — enable_grad
     // distributed.py:264-271 — activation_recompute_forward(True, True) pops the first entry of
     // the process-wide list (FIFO), whichever checkpoint pushed it.
@@ -433,7 +562,7 @@ bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure) {
     f->phase = 2;
     active_.push_back(frame);
     Emit(v1::CHECKPOINT_ENTER, kNone, frame, 2);
-    AutocastEnter(f->fp8, f->delayed);  // distributed.py:446
+    if (own_autocast) AutocastEnter(f->fp8, f->delayed);  // distributed.py:446
     return true;
   }
 
@@ -461,25 +590,26 @@ bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure) {
   origin_ = {OwnerSource::kReservation, frame};
   f->reserved = false;
   Emit(v1::CHECKPOINT_ENTER, kNone, frame, 2, inject_entry_failure);
-  AutocastEnter(f->fp8, f->delayed);  // a recompute scope: no boundary, no forward update
+  // A recompute scope: no boundary, no forward update.
+  if (own_autocast) AutocastEnter(f->fp8, f->delayed);
   if (inject_entry_failure) {
-    RecomputeExit(frame, /*failed=*/true);
+    RecomputeExit(frame, /*failed=*/true, own_autocast);
     return false;
   }
   return true;
 }
 
-void OwnershipModel::RecomputeExit(uint32_t frame, bool failed) {
+void OwnershipModel::RecomputeExit(uint32_t frame, bool failed, bool own_autocast) {
   Frame* f = FindFrame(frame);
   if (!f || f->phase != 2) {
     Violate(v1::Violation::UNBALANCED,
             "recompute of frame " + std::to_string(frame) + " exits but was not entered");
     return;
   }
-  if (semantics_ == Semantics::kTeLegacy) {
+  if (semantics_ != Semantics::kFixed) {
     // Exit order is the reverse of distributed.py:441-446: the autocast first (it may update
     // forward state), then the recompute flags, then grad mode.
-    AutocastExit(failed);
+    if (own_autocast) AutocastExit(failed);
     region_ = phase2_ = false;
     PopGrad();
     if (!active_.empty() && active_.back() == frame) active_.pop_back();
@@ -513,7 +643,7 @@ void OwnershipModel::RecomputeExit(uint32_t frame, bool failed) {
     Emit(v1::CHECKPOINT_EXIT, kNone, frame, 2, true);
     return;
   }
-  AutocastExit(false);
+  if (own_autocast) AutocastExit(false);
   if (!f->stash.empty()) {
     Violate(v1::Violation::STASH_LEFT_OVER,
             std::to_string(f->stash.size()) + " stashed entries of checkpoint frame " +
@@ -529,6 +659,34 @@ void OwnershipModel::RecomputeExit(uint32_t frame, bool failed) {
   origin_ = t.origin;
   f->phase = 3;
   Emit(v1::CHECKPOINT_EXIT, kNone, frame, 2);
+}
+
+void OwnershipModel::AbandonFrame(uint32_t frame) {
+  Frame* f = FindFrame(frame);
+  if (!f || f->phase != 1) return;
+  for (uint32_t a : active_) {
+    if (a == frame) return;
+  }
+  f->valid = false;
+  f->reserved = false;
+  f->stash.clear();
+  f->phase = 3;
+}
+
+void OwnershipModel::CompactFrames() {
+  size_t k = 0;
+  while (k < frames_.size()) {
+    const Frame& f = frames_[k];
+    const uint32_t id = frame_base_ + static_cast<uint32_t>(k) + 1;
+    bool open = false;
+    for (uint32_t a : active_) open = open || a == id;
+    for (const Transaction& t : transactions_) open = open || t.frame == id;
+    if (open || !(f.phase == 3 || !f.valid || f.direct)) break;
+    ++k;
+  }
+  if (k == 0) return;
+  frames_.erase(frames_.begin(), frames_.begin() + static_cast<std::ptrdiff_t>(k));
+  frame_base_ += static_cast<uint32_t>(k);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -561,7 +719,7 @@ void OwnershipModel::EndMicrobatch() {
     transactions_.clear();
     depth_ = 0;
   }
-  if (semantics_ == Semantics::kTeLegacy) {
+  if (semantics_ != Semantics::kFixed) {
     size_t stash_total = 0;
     for (uint32_t n : legacy_stash_) stash_total += n;
     if (stash_total > legacy_stash_reported_) {

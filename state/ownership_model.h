@@ -6,6 +6,12 @@
 //  * kFixed: ownership saved and restored per checkpoint frame (see README.md, "Fixed semantics").
 //  * kTeLegacy: what Transformer Engine's PyTorch code does at commit 172bd93 (comments cite
 //    transformer_engine/pytorch/<file>:<line> at that commit).
+//  * kTe220: the Transformer Engine 2.20 release (2.20.2): kTeLegacy plus its checkpoint changes
+//    (comments citing "2.20.2 <file>:<line>").
+//
+// Beside the update counts the model tracks which updates advance state: an update advances the
+// modules whose amax (of its direction) was written since their last update; one that advances
+// none is a no-op (TE's update kernel leaves a history alone when no new amax arrived).
 //
 // The model also tracks autograd grad mode, because TE's decisions depend on it. It is driven by
 // the scenario runner (scenario_runner.h) and by the runtime; every call is O(1) amortised except
@@ -50,6 +56,7 @@ struct UpdateCause {
   uint32_t owner_frame = 0;     // frame whose recompute ran the owning forward; 0 none
   bool owner_restored = false;  // te-legacy: the flag was restored after the owner read it
   OwnerOrigin origin;           // how the owner's flag became available
+  uint32_t advanced = 0;        // modules whose state this update advanced (0: a no-op)
 };
 
 // One transition, compact (the runner converts to v1::Event only on output).
@@ -76,6 +83,15 @@ struct ModuleCtx {
   bool fp8 = false;     // it ran in FP8 (te-legacy: the module's possibly stale self.fp8)
   bool raised = false;  // te-legacy: the forward raised (recompute without a stash)
   OwnerOrigin origin;
+  bool deferred = false;  // te: LayerNormMLP(checkpoint=True) peeked the flag without consuming
+};
+
+// What a module's recompute-metadata transition did (fixed semantics), for drivers that keep the
+// metadata themselves: the frame it consumed a stash from (0: none) and the frames it stashed into.
+struct StashTransition {
+  uint32_t popped = 0;
+  bool missing = false;  // a stash was due but the frame's FIFO was empty or out of order
+  std::vector<uint32_t> pushed;
 };
 
 struct ModuleInfo {
@@ -87,7 +103,7 @@ struct ModuleInfo {
 
 struct CheckpointEntry {
   uint32_t frame = 0;         // id, 1-based
-  bool direct = false;        // fixed: the callable runs directly (grad disabled at entry)
+  bool direct = false;        // the callable runs without a frame (grad disabled at entry, ...)
   bool records_node = false;  // a backward node for the frame exists after exit (runner hint)
 };
 
@@ -115,15 +131,32 @@ class OwnershipModel {
   // ---- modules ----
   ModuleCtx ModuleForward(const ModuleInfo& module);
   void ModuleBackward(const ModuleCtx& ctx);
+  // Fixed semantics in two steps, for drivers whose module forward reaches the two points at
+  // different times (the Python patch of TE): ModuleForward is exactly ModuleStash, then (when a
+  // backward node exists and the module runs in FP8) ModuleTakeOwnership.
+  StashTransition ModuleStash(const ModuleInfo& module);
+  ModuleCtx ModuleTakeOwnership(const ModuleInfo& module);
 
   // ---- checkpoint frames ----
-  CheckpointEntry CheckpointEnter(CheckpointKind kind);
+  // `inputs_require_grad`: some tensor input of the checkpointed call requires grad (a reentrant
+  // checkpoint whose inputs need none records no backward node and is never recomputed).
+  CheckpointEntry CheckpointEnter(CheckpointKind kind, bool inputs_require_grad = true);
   void CheckpointExit(uint32_t frame, bool failed);
   // Phase 2. Returns false (and leaves the state as it was) when the recompute cannot start: an
   // unknown or invalidated frame, an injected entry failure, or (te-legacy) an empty first-module
   // list, which TE raises on.
-  bool RecomputeEnter(uint32_t frame, bool inject_entry_failure = false);
-  void RecomputeExit(uint32_t frame, bool failed);
+  // `own_autocast`: the recompute opens (and closes) its autocast itself; false for drivers whose
+  // framework opens it as a separate, nested step (then AutocastEnter / AutocastExit follow).
+  bool RecomputeEnter(uint32_t frame, bool inject_entry_failure = false, bool own_autocast = true);
+  void RecomputeExit(uint32_t frame, bool failed, bool own_autocast = true);
+
+  // A frame whose recompute can never happen any more (its autograd graph was freed before its
+  // backward ran): its stash and reservation are dropped without a violation. No-op for open,
+  // recomputing or finished frames.
+  void AbandonFrame(uint32_t frame);
+  // Forgets the leading frames that can never be used again (finished, invalidated or direct), for
+  // drivers that never end a microbatch; O(frames forgotten).
+  void CompactFrames();
 
   // ---- microbatches ----
   void BeginMicrobatch(uint32_t index);
@@ -138,6 +171,15 @@ class OwnershipModel {
   // ---- observations ----
   uint64_t forward_updates() const { return forward_updates_; }
   uint64_t backward_updates() const { return backward_updates_; }
+  // Updates that advanced at least one module's state.
+  uint64_t forward_advancing_updates() const { return forward_advancing_; }
+  uint64_t backward_advancing_updates() const { return backward_advancing_; }
+  // Fixed semantics: a module forward now consumes a stash (a frame is being recomputed), and an
+  // enclosing frame records metadata (a non-direct frame is open), as TE's globals
+  // _ACTIVATION_RECOMPUTE_PHASE and _IN_ACTIVATION_RECOMPUTE_REGION should read.
+  bool recompute_phase() const { return RecomputingFrame() != 0; }
+  bool recompute_region() const;
+  size_t frame_stash_size(uint32_t frame) const;
   const std::vector<ModelEvent>& events() const { return events_; }
   std::vector<ModelEvent>* mutable_events() { return &events_; }
   void set_record_events(bool record) { record_events_ = record; }
@@ -163,6 +205,7 @@ class OwnershipModel {
     CheckpointKind kind = CheckpointKind::kReentrant;
     uint8_t phase = 0;  // 1 original forward, 2 recompute, 3 done
     bool direct = false;
+    bool detached = false;  // reentrant, no input requires grad: runs under no_grad, no frame
     bool valid = true;
     bool completed_forward = false;
     // Ownership.
@@ -207,7 +250,9 @@ class OwnershipModel {
   void PushGradEntry(bool enabled, bool logical) { grad_.push_back({enabled, logical}); }
 
   void OpenFixedBoundary();
-  void FixedStash(const ModuleInfo& module);
+  StashTransition FixedStash(const ModuleInfo& module);
+  void MarkWritten(std::vector<uint8_t>& dirty, uint32_t module);
+  uint32_t TakeWritten(std::vector<uint8_t>& dirty);
   void LegacyStash(const ModuleInfo& module);
 
   Semantics semantics_;
@@ -242,9 +287,18 @@ class OwnershipModel {
   size_t legacy_stash_reported_ = 0;
   size_t queue_reported_ = 0;
   bool ctx_raised_ = false;
+  bool popped_ = false;  // the module forward in progress consumed a stash (its amax is restored)
+
+  // Modules whose forward / backward amax was written since the last update of that direction.
+  std::vector<uint8_t> fwd_written_;
+  std::vector<uint8_t> bwd_written_;
+  std::vector<uint32_t> fwd_written_ids_;  // the marked modules, to clear only those
+  std::vector<uint32_t> bwd_written_ids_;
 
   uint64_t forward_updates_ = 0;
   uint64_t backward_updates_ = 0;
+  uint64_t forward_advancing_ = 0;
+  uint64_t backward_advancing_ = 0;
   bool record_events_ = true;
   std::vector<ModelEvent> events_;
   std::vector<v1::Violation> violations_;

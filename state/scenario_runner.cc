@@ -106,7 +106,7 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
     case OpKind::kCheckpoint: {
       const bool entry_requires_grad = act_requires_grad_;
       const bool caller_grad = model_.grad_enabled();
-      const CheckpointEntry entry = model_.CheckpointEnter(op.checkpoint);
+      const CheckpointEntry entry = model_.CheckpointEnter(op.checkpoint, entry_requires_grad);
       Context inner = cx;
       inner.recompute = false;
       inner.top_level = false;
@@ -239,6 +239,8 @@ RunOutcome Runner::Run(uint32_t microbatches) {
     tape_.clear();
     const uint64_t f0 = model_.forward_updates();
     const uint64_t b0 = model_.backward_updates();
+    const uint64_t fa0 = model_.forward_advancing_updates();
+    const uint64_t ba0 = model_.backward_advancing_updates();
     const size_t e0 = model_.events().size();
     const uint32_t first_frame = model_.next_frame_id();
     model_.BeginMicrobatch(mb_);
@@ -260,6 +262,8 @@ RunOutcome Runner::Run(uint32_t microbatches) {
     m.step = step;
     m.forward_updates = model_.forward_updates() - f0;
     m.backward_updates = model_.backward_updates() - b0;
+    m.forward_advancing = model_.forward_advancing_updates() - fa0;
+    m.backward_advancing = model_.backward_advancing_updates() - ba0;
     m.aborted = !ok;
     if (!ok) {
       v1::Violation v;
@@ -285,6 +289,15 @@ RunOutcome Runner::Run(uint32_t microbatches) {
 }
 
 }  // namespace
+
+ExtraUpdates ClassifyExtra(uint64_t updates, uint64_t advancing, uint64_t expected) {
+  ExtraUpdates e;
+  if (updates <= expected) return e;
+  const uint64_t extra = updates - expected;
+  e.harmful = std::min(extra, advancing > expected ? advancing - expected : 0);
+  e.wasted = extra - e.harmful;
+  return e;
+}
 
 bool RunOutcome::passed() const {
   if (!violations.empty()) return false;
@@ -317,6 +330,16 @@ v1::ModelResult ToModelResult(const CompiledScenario& scenario, const RunOutcome
                     m.backward_updates == outcome.expect_backward;
     out->set_verdict(ok ? v1::PASS : v1::FAIL);
     for (const auto& e : m.explanations) out->add_explanations(e);
+    const ExtraUpdates f =
+        ClassifyExtra(m.forward_updates, m.forward_advancing, outcome.expect_forward);
+    const ExtraUpdates b =
+        ClassifyExtra(m.backward_updates, m.backward_advancing, outcome.expect_backward);
+    out->set_harmful_forward(static_cast<uint32_t>(f.harmful));
+    out->set_harmful_backward(static_cast<uint32_t>(b.harmful));
+    out->set_wasted_forward(static_cast<uint32_t>(f.wasted));
+    out->set_wasted_backward(static_cast<uint32_t>(b.wasted));
+    r.set_harmful_updates(r.harmful_updates() + f.harmful + b.harmful);
+    r.set_wasted_updates(r.wasted_updates() + f.wasted + b.wasted);
   }
   for (const auto& v : outcome.violations) *r.add_violations() = v;
   r.set_verdict(outcome.passed() ? v1::PASS : v1::FAIL);

@@ -27,8 +27,19 @@ struct MicrobatchOutcome {
   uint64_t forward_updates = 0;
   uint64_t backward_updates = 0;
   bool aborted = false;  // an exception escaped the microbatch
+  // Updates that advanced some module's state (the rest changed nothing).
+  uint64_t forward_advancing = 0;
+  uint64_t backward_advancing = 0;
   std::vector<std::string> explanations;
 };
+
+// Of the updates beyond `expected` in one direction, those that advanced state (harmful) and those
+// that changed nothing (wasted): harmful = advancing updates beyond the expected ones.
+struct ExtraUpdates {
+  uint64_t harmful = 0;
+  uint64_t wasted = 0;
+};
+ExtraUpdates ClassifyExtra(uint64_t updates, uint64_t advancing, uint64_t expected);
 
 struct RunOutcome {
   Semantics semantics = Semantics::kFixed;

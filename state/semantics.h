@@ -7,18 +7,49 @@
 
 namespace fp8audit::state {
 
-enum class Semantics : uint8_t { kFixed, kTeLegacy };
+// kFixed: the corrected ownership. kTeLegacy: Transformer Engine at commit 172bd93 (named
+// "te-172bd93"; "te-legacy" is accepted as an alias). kTe220: the Transformer Engine 2.20 release
+// (read from 2.20.2's source): 172bd93 plus the checkpoint changes that release carries.
+enum class Semantics : uint8_t { kFixed, kTeLegacy, kTe220 };
 enum class CheckpointKind : uint8_t { kReentrant, kNonReentrant };
-enum class ModuleKind : uint8_t { kLinear, kLayerNormLinear, kLayerNormMlp };
+// kLayerNormMlpCheckpoint: a LayerNormMLP built with checkpoint=True (its own recompute).
+enum class ModuleKind : uint8_t {
+  kLinear,
+  kLayerNormLinear,
+  kLayerNormMlp,
+  kLayerNormMlpCheckpoint
+};
 
 constexpr std::string_view SemanticsName(Semantics s) {
-  return s == Semantics::kFixed ? "fixed" : "te-legacy";
+  switch (s) {
+    case Semantics::kFixed:
+      return "fixed";
+    case Semantics::kTeLegacy:
+      return "te-172bd93";
+    case Semantics::kTe220:
+      return "te-2.20";
+  }
+  return "fixed";
 }
 constexpr std::optional<Semantics> ParseSemantics(std::string_view name) {
   if (name == "fixed") return Semantics::kFixed;
-  if (name == "te-legacy") return Semantics::kTeLegacy;
+  if (name == "te-172bd93" || name == "te-legacy") return Semantics::kTeLegacy;
+  if (name == "te-2.20") return Semantics::kTe220;
   return std::nullopt;
 }
+// Every name ParseSemantics accepts, for --help and error messages.
+inline constexpr std::string_view kSemanticsNames = "fixed, te-2.20, te-172bd93 (alias te-legacy)";
+
+// The semantics that model a Transformer Engine release, from its version string as
+// transformer_engine.__version__ spells it ("2.20.2", "2.20.0.dev0+abc"); nullopt when no
+// semantics was read from that release.
+constexpr std::optional<Semantics> SemanticsForTeVersion(std::string_view version) {
+  if (version.substr(0, 5) == "2.20." || version == "2.20") return Semantics::kTe220;
+  return std::nullopt;
+}
+// True for the semantics of a Transformer Engine release or commit (not the fixed model).
+constexpr bool IsTeSemantics(Semantics s) { return s != Semantics::kFixed; }
+
 constexpr std::string_view CheckpointKindName(CheckpointKind k) {
   return k == CheckpointKind::kReentrant ? "reentrant" : "non-reentrant";
 }

@@ -51,7 +51,7 @@ TEST(ModelCommand, LayoutJsonHasSemanticsAndPerMicrobatchCounts) {
   ASSERT_EQ(r.code, 0) << r.err;
   v1::ModelResult result;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &result).ok()) << r.out;
-  EXPECT_EQ(result.semantics(), "te-legacy");
+  EXPECT_EQ(result.semantics(), "te-172bd93");  // "te-legacy" is its alias
   ASSERT_EQ(result.microbatches_size(), 2);
   EXPECT_EQ(result.microbatches(0).forward_updates(), 29u);
   EXPECT_EQ(result.microbatches(0).backward_updates(), 196u);

@@ -109,9 +109,12 @@ TEST_P(BothSemantics, LayerNormLinearAndLayerNormMlpOwnLikeLinear) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ownership, BothSemantics,
-                         ::testing::Values(Semantics::kFixed, Semantics::kTeLegacy),
+                         ::testing::Values(Semantics::kFixed, Semantics::kTeLegacy,
+                                           Semantics::kTe220),
                          [](const auto& info) {
-                           return info.param == Semantics::kFixed ? "Fixed" : "TeLegacy";
+                           return info.param == Semantics::kFixed      ? "Fixed"
+                                  : info.param == Semantics::kTeLegacy ? "TeLegacy"
+                                                                       : "Te220";
                          });
 
 // ---- Nested autocast exit -------------------------------------------------------------------
@@ -450,4 +453,277 @@ TEST_P(BothSemantics, ModulesAddedLaterAreTrackedLikeTheFirstOnes) {
 }
 
 }  // namespace
+// ---- Semantics names -------------------------------------------------------------------------
+
+TEST(SemanticsNames, EveryNameParsesAndTeLegacyIsAnAliasOfTheCommit) {
+  EXPECT_EQ(ParseSemantics("fixed"), Semantics::kFixed);
+  EXPECT_EQ(ParseSemantics("te-2.20"), Semantics::kTe220);
+  EXPECT_EQ(ParseSemantics("te-172bd93"), Semantics::kTeLegacy);
+  EXPECT_EQ(ParseSemantics("te-legacy"), Semantics::kTeLegacy);
+  EXPECT_FALSE(ParseSemantics("te-2.19"));
+  for (Semantics s : {Semantics::kFixed, Semantics::kTeLegacy, Semantics::kTe220}) {
+    EXPECT_EQ(ParseSemantics(SemanticsName(s)), s);
+  }
+}
+
+TEST(SemanticsNames, TeVersionsMapToTheirRelease) {
+  EXPECT_EQ(SemanticsForTeVersion("2.20.2"), Semantics::kTe220);
+  EXPECT_EQ(SemanticsForTeVersion("2.20.0.dev0+abc"), Semantics::kTe220);
+  EXPECT_FALSE(SemanticsForTeVersion("2.2.0"));
+  EXPECT_FALSE(SemanticsForTeVersion("2.21.0"));
+  EXPECT_FALSE(SemanticsForTeVersion(""));
+}
+
+// ---- te-2.20: the release's checkpoint changes --------------------------------------------------
+
+TEST(Te220Stash, EvalModuleStashesAndItsRecomputePops) {
+  OwnershipModel m(Semantics::kTe220, 1);
+  m.AutocastEnter(true, true);
+  const uint32_t frame = m.CheckpointEnter(CheckpointKind::kReentrant).frame;
+  m.ModuleForward(Mod(0, /*training=*/false));
+  EXPECT_EQ(m.stashed(0), 1u);
+  m.CheckpointExit(frame, false);
+  m.AutocastExit(false);
+  ASSERT_TRUE(m.RecomputeEnter(frame));
+  EXPECT_FALSE(m.ModuleForward(Mod(0, false)).raised);
+  m.RecomputeExit(frame, false);
+  EXPECT_EQ(m.stashed(0), 0u);
+  m.EndMicrobatch();
+  EXPECT_TRUE(m.violations().empty());
+}
+
+TEST(Te220Checkpoint, EnteredWithoutGradRunsDirectlyAndLeavesNoFlagOrStash) {
+  OwnershipModel m(Semantics::kTe220, 1);
+  m.PushGrad(false);
+  m.AutocastEnter(true, true);
+  const CheckpointEntry e = m.CheckpointEnter(CheckpointKind::kReentrant);
+  EXPECT_TRUE(e.direct);
+  m.ModuleForward(Mod(0));
+  m.CheckpointExit(e.frame, false);
+  m.AutocastExit(false);
+  m.PopGrad();
+  EXPECT_EQ(m.first_module_queue_size(), 0u);
+  EXPECT_EQ(m.stashed(0), 0u);
+  m.EndMicrobatch();
+  EXPECT_TRUE(m.violations().empty());
+}
+
+TEST(Te220Checkpoint, DirectNestedCheckpointKeepsTheEnclosingRegionSoLaterModulesStash) {
+  // 172bd93 resets the recompute region when the nested checkpoint exits; 2.20 runs it directly.
+  for (Semantics s : {Semantics::kTeLegacy, Semantics::kTe220}) {
+    OwnershipModel m(s, 2);
+    m.AutocastEnter(true, true);
+    const uint32_t outer = m.CheckpointEnter(CheckpointKind::kReentrant).frame;
+    const CheckpointEntry inner = m.CheckpointEnter(CheckpointKind::kReentrant);
+    m.ModuleForward(Mod(0));
+    m.CheckpointExit(inner.frame, false);
+    m.ModuleForward(Mod(1));
+    m.CheckpointExit(outer, false);
+    m.AutocastExit(false);
+    EXPECT_EQ(m.stashed(1), s == Semantics::kTe220 ? 1u : 0u) << SemanticsName(s);
+    EXPECT_EQ(m.first_module_queue_size(), s == Semantics::kTe220 ? 1u : 2u) << SemanticsName(s);
+  }
+}
+
+TEST(Te220Checkpoint, ReentrantCheckpointWhoseInputsNeedNoGradRecordsNoFrame) {
+  OwnershipModel m(Semantics::kTe220, 1);
+  m.AutocastEnter(true, true);
+  const CheckpointEntry e =
+      m.CheckpointEnter(CheckpointKind::kReentrant, /*inputs_require_grad=*/false);
+  EXPECT_FALSE(e.records_node);
+  EXPECT_FALSE(m.grad_enabled());  // still under the checkpoint's no_grad
+  m.ModuleForward(Mod(0));
+  m.CheckpointExit(e.frame, false);
+  EXPECT_TRUE(m.grad_enabled());
+  EXPECT_EQ(m.first_module_queue_size(), 0u);
+  EXPECT_EQ(m.stashed(0), 0u);
+  EXPECT_TRUE(m.first_module_available());  // nothing inside could take it
+}
+
+TEST(FixedOwnership, ReentrantCheckpointWhoseInputsNeedNoGradLeavesOwnershipOutside) {
+  OwnershipModel m(Semantics::kFixed, 2);
+  m.AutocastEnter(true, true);
+  const CheckpointEntry e =
+      m.CheckpointEnter(CheckpointKind::kReentrant, /*inputs_require_grad=*/false);
+  EXPECT_TRUE(e.direct);
+  EXPECT_FALSE(m.ModuleForward(Mod(0)).has_ctx);
+  m.CheckpointExit(e.frame, false);
+  EXPECT_TRUE(m.ModuleForward(Mod(1)).owns_update);
+  m.AutocastExit(false);
+  m.EndMicrobatch();
+  EXPECT_TRUE(m.violations().empty());
+}
+
+TEST(FixedOwnership, InnerAutocastBehindADirectCheckpointIsStillReservedByTheFrame) {
+  // reentrant frame -> checkpoint entered without grad (direct) -> FP8 autocast: the boundary
+  // belongs to the reentrant frame, whose recompute hands it to the first recomputed module.
+  OwnershipModel m(Semantics::kFixed, 1);
+  const uint32_t frame = m.CheckpointEnter(CheckpointKind::kReentrant).frame;
+  const CheckpointEntry direct = m.CheckpointEnter(CheckpointKind::kReentrant);
+  ASSERT_TRUE(direct.direct);
+  m.AutocastEnter(true, true);
+  m.ModuleForward(Mod(0));
+  m.AutocastExit(false);
+  m.CheckpointExit(direct.frame, false);
+  m.CheckpointExit(frame, false);
+  EXPECT_EQ(m.forward_updates(), 1u);
+  ASSERT_TRUE(m.RecomputeEnter(frame));
+  const CheckpointEntry again = m.CheckpointEnter(CheckpointKind::kReentrant);
+  ASSERT_FALSE(again.direct);
+  m.AutocastEnter(true, true);
+  m.ModuleForward(Mod(0));  // under the nested frame's no_grad
+  m.AutocastExit(false);
+  m.CheckpointExit(again.frame, false);
+  m.RecomputeExit(frame, false);
+  ASSERT_TRUE(m.RecomputeEnter(again.frame));
+  m.AutocastEnter(true, true);
+  const ModuleCtx owner = m.ModuleForward(Mod(0));
+  m.AutocastExit(false);
+  m.RecomputeExit(again.frame, false);
+  m.ModuleBackward(owner);
+  EXPECT_EQ(m.forward_updates(), 1u);
+  EXPECT_EQ(m.backward_updates(), 1u);
+}
+
+TEST(FixedOwnership, ForwardSplitIntoStashAndOwnershipEqualsModuleForward) {
+  for (bool split : {false, true}) {
+    OwnershipModel m(Semantics::kFixed, 2);
+    m.AutocastEnter(true, true);
+    const uint32_t frame = m.CheckpointEnter(CheckpointKind::kNonReentrant).frame;
+    ModuleCtx c0, c1;
+    if (split) {
+      EXPECT_EQ(m.ModuleStash(Mod(0)).pushed, std::vector<uint32_t>{frame});
+      c0 = m.ModuleTakeOwnership(Mod(0));
+      m.ModuleStash(Mod(1));
+      c1 = m.ModuleTakeOwnership(Mod(1));
+    } else {
+      c0 = m.ModuleForward(Mod(0));
+      c1 = m.ModuleForward(Mod(1));
+    }
+    EXPECT_TRUE(c0.owns_update);
+    EXPECT_FALSE(c1.owns_update);
+    m.CheckpointExit(frame, false);
+    m.AutocastExit(false);
+    ASSERT_TRUE(m.RecomputeEnter(frame, false, /*own_autocast=*/!split));
+    if (split) {
+      m.AutocastEnter(true, true);
+      const StashTransition t = m.ModuleStash(Mod(0));
+      EXPECT_EQ(t.popped, frame);
+      EXPECT_FALSE(t.missing);
+      EXPECT_FALSE(m.ModuleTakeOwnership(Mod(0)).owns_update);
+      EXPECT_EQ(m.ModuleStash(Mod(1)).popped, frame);
+      m.AutocastExit(false);
+    } else {
+      m.ModuleForward(Mod(0));
+      m.ModuleForward(Mod(1));
+    }
+    m.RecomputeExit(frame, false, /*own_autocast=*/!split);
+    EXPECT_EQ(m.forward_updates(), 1u);
+    m.EndMicrobatch();
+    EXPECT_TRUE(m.violations().empty()) << split;
+  }
+}
+
+TEST(FixedStash, PhaseAndRegionFollowTheOpenFrames) {
+  OwnershipModel m(Semantics::kFixed, 1);
+  EXPECT_FALSE(m.recompute_region());
+  m.AutocastEnter(true, true);
+  const uint32_t frame = m.CheckpointEnter(CheckpointKind::kReentrant).frame;
+  EXPECT_TRUE(m.recompute_region());
+  EXPECT_FALSE(m.recompute_phase());
+  m.ModuleForward(Mod(0));
+  EXPECT_EQ(m.frame_stash_size(frame), 1u);
+  m.CheckpointExit(frame, false);
+  EXPECT_FALSE(m.recompute_region());
+  m.AutocastExit(false);
+  ASSERT_TRUE(m.RecomputeEnter(frame));
+  EXPECT_TRUE(m.recompute_phase());
+  m.RecomputeExit(frame, false);
+  EXPECT_FALSE(m.recompute_phase());
+}
+
+// ---- LayerNormMLP(checkpoint=True) ----------------------------------------------------------
+
+TEST(TeLegacyOwnership, LayerNormMlpWithCheckpointPeeksTheFlagSoTheNextModuleOwnsToo) {
+  for (Semantics s : {Semantics::kTeLegacy, Semantics::kTe220}) {
+    OwnershipModel m(s, 2);
+    m.AutocastEnter(true, true);
+    const ModuleCtx mlp = m.ModuleForward(Mod(0, true, ModuleKind::kLayerNormMlpCheckpoint));
+    const ModuleCtx fc = m.ModuleForward(Mod(1));
+    m.AutocastExit(false);
+    EXPECT_TRUE(mlp.owns_update);
+    EXPECT_TRUE(fc.owns_update);
+    m.ModuleBackward(fc);
+    m.ModuleBackward(mlp);
+    EXPECT_EQ(m.backward_updates(), 2u) << SemanticsName(s);
+  }
+}
+
+TEST(FixedOwnership, LayerNormMlpWithCheckpointAsFirstModuleOwnsTheOnlyBackwardUpdate) {
+  OwnershipModel m(Semantics::kFixed, 2);
+  m.AutocastEnter(true, true);
+  const ModuleCtx mlp = m.ModuleForward(Mod(0, true, ModuleKind::kLayerNormMlpCheckpoint));
+  const ModuleCtx fc = m.ModuleForward(Mod(1));
+  m.AutocastExit(false);
+  EXPECT_TRUE(mlp.owns_update);
+  EXPECT_FALSE(fc.owns_update);
+  m.ModuleBackward(fc);
+  m.ModuleBackward(mlp);
+  EXPECT_EQ(m.backward_updates(), 1u);
+}
+
+TEST(FixedOwnership, OnlyADelayedScalingModuleTakesTheOwnership) {
+  OwnershipModel m(Semantics::kFixed, 2);
+  m.AutocastEnter(true, true);
+  m.AutocastEnter(true, /*delayed_scaling=*/false);
+  EXPECT_FALSE(m.ModuleForward(Mod(0)).owns_update);  // current scaling: TE's update is a no-op
+  m.AutocastExit(false);
+  EXPECT_TRUE(m.ModuleForward(Mod(1)).owns_update);
+  m.AutocastExit(false);
+}
+
+// ---- Which updates advance state --------------------------------------------------------------
+
+TEST_P(BothSemantics, AnUpdateAdvancesOnlyModulesWrittenSinceTheLastOne) {
+  OwnershipModel m(GetParam(), 2);
+  m.AutocastEnter(true, true);
+  const ModuleCtx c0 = m.ModuleForward(Mod(0));
+  m.ModuleForward(Mod(1));
+  m.AutocastExit(false);  // forward update: both forward amaxes were written
+  EXPECT_EQ(m.forward_updates(), 1u);
+  EXPECT_EQ(m.forward_advancing_updates(), 1u);
+  m.AutocastEnter(true, true);
+  m.AutocastExit(false);  // nothing ran: a no-op
+  EXPECT_EQ(m.forward_updates(), 2u);
+  EXPECT_EQ(m.forward_advancing_updates(), 1u);
+  m.ModuleBackward(c0);  // owner: its own gradient amax was written just before
+  EXPECT_EQ(m.backward_advancing_updates(), 1u);
+}
+
+TEST(TeLegacyOwnership, RecomputeUpdatesThatFollowARestoredStashAreNoOps) {
+  // Reentrant per layer: the recompute autocast exits update forward state, but every
+  // recomputed module restored its stashed metadata, so no forward amax is new.
+  for (Semantics s : {Semantics::kTeLegacy, Semantics::kTe220}) {
+    OwnershipModel m(s, 2);
+    m.AutocastEnter(true, true);
+    const uint32_t f0 = m.CheckpointEnter(CheckpointKind::kReentrant).frame;
+    m.ModuleForward(Mod(0));
+    m.CheckpointExit(f0, false);
+    const uint32_t f1 = m.CheckpointEnter(CheckpointKind::kReentrant).frame;
+    m.ModuleForward(Mod(1));
+    m.CheckpointExit(f1, false);
+    m.AutocastExit(false);
+    for (uint32_t f : {f1, f0}) {
+      ASSERT_TRUE(m.RecomputeEnter(f));
+      const ModuleCtx c = m.ModuleForward(Mod(f == f0 ? 0 : 1));
+      m.RecomputeExit(f, false);
+      m.ModuleBackward(c);
+    }
+    EXPECT_EQ(m.forward_updates(), 3u);
+    EXPECT_EQ(m.forward_advancing_updates(), 1u);
+    EXPECT_EQ(m.backward_updates(), 2u);
+    EXPECT_EQ(m.backward_advancing_updates(), 2u);
+  }
+}
+
 }  // namespace fp8audit::state

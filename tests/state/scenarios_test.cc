@@ -85,6 +85,103 @@ TEST(ExampleScenarios, TeLegacyCrashesOnEvalModulesUnderCheckpoint) {
   }
 }
 
+TEST(ExampleScenarios, Te220CountsPerExample) {
+  // TE 2.20.2 stashes for eval modules and runs a checkpoint entered without grad directly, so
+  // the cases 172bd93 crashes on run (with 172bd93's duplicate counts); the rest are unchanged.
+  const std::map<std::string, Counts> expected = {
+      {"no_checkpoint.textproto", {1, 1}},
+      {"non_reentrant_single.textproto", {2, 1}},
+      {"non_reentrant_per_layer.textproto", {4, 1}},
+      {"reentrant_single.textproto", {2, 3}},
+      {"reentrant_per_layer.textproto", {4, 3}},
+      {"nested_reentrant.textproto", {3, 2}},
+      {"decoder_28x7_reentrant_per_layer.textproto", {29, 196}},
+      {"inner_autocast_reentrant.textproto", {0, 3}},
+      {"eval_modules_reentrant.textproto", {2, 3}},
+      {"eval_modules_non_reentrant.textproto", {2, 1}},
+      {"mode_change_eval_to_train.textproto", {2, 3}},
+      {"mode_change_train_to_eval.textproto", {2, 3}},
+      {"no_grad_checkpoint.textproto", {2, 3}},
+  };
+  for (const auto& [name, counts] : expected) {
+    const RunOutcome r = RunFile(name, Semantics::kTe220);
+    ASSERT_FALSE(r.microbatches.empty()) << name;
+    for (size_t m = 0; m < r.microbatches.size(); ++m) {
+      EXPECT_EQ(At(r, m), counts) << name << " microbatch " << m;
+      EXPECT_FALSE(r.microbatches[m].aborted) << name;
+    }
+  }
+}
+
+TEST(ExampleScenarios, Te220LeavesNestedStashesOverButNoneForNoGradCheckpoints) {
+  auto left_over = [](const RunOutcome& r) {
+    int n = 0;
+    for (const auto& v : r.violations) n += v.kind() == v1::Violation::STASH_LEFT_OVER;
+    return n;
+  };
+  EXPECT_GT(left_over(RunFile("nested_reentrant.textproto", Semantics::kTe220)), 0);
+  EXPECT_EQ(left_over(RunFile("no_grad_checkpoint.textproto", Semantics::kTe220)), 0);
+  EXPECT_GT(left_over(RunFile("no_grad_checkpoint.textproto", Semantics::kTeLegacy)), 0);
+}
+
+TEST(ModelResultEffects, ExtraRecomputeForwardUpdatesAreWastedAndPerLayerBackwardOnesHarmful) {
+  // Reentrant per layer (4/3): the three recompute autocast exits follow restored stashes (no new
+  // forward amax), while each backward update follows a fresh gradient amax of its layer.
+  for (Semantics s : {Semantics::kTeLegacy, Semantics::kTe220}) {
+    std::string error;
+    auto sc = LoadAndCompileScenario(kDir + "reentrant_per_layer.textproto", &error);
+    ASSERT_TRUE(sc) << error;
+    RunOptions o;
+    o.semantics = s;
+    const v1::ModelResult r = ToModelResult(*sc, RunScenario(*sc, o));
+    ASSERT_FALSE(r.microbatches().empty());
+    for (const auto& m : r.microbatches()) {
+      EXPECT_EQ(m.wasted_forward(), 3u);
+      EXPECT_EQ(m.harmful_forward(), 0u);
+      EXPECT_EQ(m.harmful_backward(), 2u);
+      EXPECT_EQ(m.wasted_backward(), 0u);
+    }
+    EXPECT_EQ(r.harmful_updates(), 2u * r.microbatches_size());
+    EXPECT_EQ(r.wasted_updates(), 3u * r.microbatches_size());
+  }
+}
+
+TEST(ModelResultEffects, FixedSemanticsHasNoExtraUpdates) {
+  std::string error;
+  auto sc = LoadAndCompileScenario(kDir + "decoder_28x7_reentrant_per_layer.textproto", &error);
+  ASSERT_TRUE(sc) << error;
+  const v1::ModelResult r = ToModelResult(*sc, RunScenario(*sc, RunOptions{}));
+  EXPECT_EQ(r.harmful_updates(), 0u);
+  EXPECT_EQ(r.wasted_updates(), 0u);
+}
+
+TEST(ModelResultEffects, ClassifyExtraSplitsOnlyTheUpdatesBeyondTheExpected) {
+  EXPECT_EQ(ClassifyExtra(1, 1, 1).harmful + ClassifyExtra(1, 1, 1).wasted, 0u);
+  EXPECT_EQ(ClassifyExtra(29, 1, 1).wasted, 28u);
+  EXPECT_EQ(ClassifyExtra(29, 1, 1).harmful, 0u);
+  EXPECT_EQ(ClassifyExtra(196, 196, 1).harmful, 195u);
+  EXPECT_EQ(ClassifyExtra(0, 0, 1).wasted, 0u);
+  EXPECT_EQ(ClassifyExtra(4, 2, 1).harmful, 1u);
+  EXPECT_EQ(ClassifyExtra(4, 2, 1).wasted, 2u);
+}
+
+TEST(ModelResultEffects, ExplanationsSayWhetherAnExtraUpdateChangesState) {
+  std::string error;
+  auto sc = LoadAndCompileScenario(kDir + "reentrant_per_layer.textproto", &error);
+  ASSERT_TRUE(sc) << error;
+  RunOptions o;
+  o.semantics = Semantics::kTe220;
+  const RunOutcome r = RunScenario(*sc, o);
+  ASSERT_FALSE(r.microbatches.empty());
+  int wasted = 0, harmful = 0;
+  for (const auto& e : r.microbatches[0].explanations) {
+    wasted += e.find("[wasted:") != std::string::npos;
+    harmful += e.find("[harmful: advances 1 module'") != std::string::npos;
+  }
+  EXPECT_EQ(wasted, 3);
+  EXPECT_EQ(harmful, 2);
+}
+
 TEST(ExampleScenarios, FailedRecomputeRollsBackAndLaterMicrobatchesPass) {
   for (const auto& name : kFailureScenarios) {
     const RunOutcome r = RunFile(name, Semantics::kFixed);

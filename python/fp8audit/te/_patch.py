@@ -1,0 +1,612 @@
+"""The fixed FP8 ownership applied to an installed Transformer Engine.
+
+The C++ ownership model (state/, fixed semantics) holds the first-module flag and decides every
+transition; the replaced TE functions report transitions to it and apply its decisions:
+
+- The flag: FP8GlobalStateManager.quantization_state's class becomes a subclass whose
+  `is_first_fp8_module` reads the model's flag and ignores writes, so TE's depth-0 re-arm, its
+  autocast snapshot restores and the modules' recompute-phase put-backs change nothing; the only
+  way to consume it is `is_first_fp8_module()`, which asks the model.
+- Autocast: autocast_enter tells the model (an autocast inside a recompute is a recompute scope);
+  autocast_exit runs the forward update only when the model says so.
+- Checkpoint frames: activation_recompute_forward's __enter__/__exit__ (every instance, whoever
+  made it) open and close the model's frames and recomputes (with rollback on exceptions) and set
+  TE's recompute globals from the model; _CheckpointFunction and get_activation_recompute_contexts
+  pair each recompute with its own frame.
+- Recompute metadata: per-frame FIFOs (the model says where a module forward pushes and pops).
+- LayerNormMLP(checkpoint=True): its forward consumes the flag like any module; its recompute in
+  backward replays that decision; its private stash stays TE's.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import inspect
+import os
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+
+from . import _fingerprint, _targets
+from ._model import Model
+
+UNATTRIBUTED = 0  # module id for ownership reads whose module is not known
+
+
+class PatchRefused(RuntimeError):
+    """fp8audit.te.patch() changed nothing; the message says why, in one line."""
+
+
+class VerifyError(AssertionError):
+    """In verify mode: what TE did differs from the ownership model."""
+
+
+class _Tls(threading.local):
+    def __init__(self) -> None:
+        self.replay: Optional[bool] = None  # LayerNormMLP recompute: the forward's decision
+        self.mlp_private = False  # inside _LayerNormMLP.forward/_recompute: TE's own stash
+        self.pending_ctx: Any = None  # _CheckpointFunction ctx whose frame is being entered
+        self.recompute_frame: Optional[int] = None  # frame a _CheckpointFunction backward redoes
+        self.approved_forward = 0  # forward updates the model decided, not yet performed
+        self.module = UNATTRIBUTED  # module of the last stash transition
+        self.outer: List[Tuple[Optional[bool], bool]] = []  # saved at recompute entries
+
+
+def _resolve(te_modules: Dict[str, Any], target: str) -> Tuple[Any, str, Any]:
+    """(owner object, attribute name, raw attribute value) of `module:qualname`."""
+    module, qualname = target.split(":")
+    owner = te_modules[module]
+    parts = qualname.split(".")
+    for part in parts[:-1]:
+        owner = getattr(owner, part)
+    name = parts[-1]
+    raw = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    return owner, name, raw
+
+
+def _te_modules() -> Dict[str, Any]:
+    out = {}
+    for module in ("quantization", "distributed", "module.base", "module.linear",
+                   "module.layernorm_linear", "module.layernorm_mlp"):
+        out[module] = importlib.import_module(f"{_targets.PACKAGE}.{module}")
+    return out
+
+
+def _te_version() -> str:
+    te = sys.modules.get("transformer_engine") or importlib.import_module("transformer_engine")
+    return str(getattr(te, "__version__", "unknown"))
+
+
+def _upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
+    """A sign that TE already carries an ownership fix of its own (PR #3213 or alike)."""
+    dist, quant = mods["distributed"], mods["quantization"]
+    if hasattr(dist, "_ActivationRecomputeState"):
+        return "distributed._ActivationRecomputeState"
+    params = inspect.signature(dist.activation_recompute_forward.__init__).parameters
+    if "reserve_first_fp8_module" in params:
+        return "activation_recompute_forward(reserve_first_fp8_module=...)"
+    if "_recompute" in getattr(quant.autocast, "__slots__", ()) or "_recompute" in \
+            inspect.signature(quant.autocast.__init__).parameters:
+        return "autocast(_recompute=...)"
+    return None
+
+
+def check(version: Optional[str] = None) -> List[str]:
+    """Why the installed TE cannot be patched (empty: it can). Imports TE's PyTorch modules."""
+    mods = _te_modules()
+    version = version or _te_version()
+    fix = _upstream_fix(mods)
+    if fix is not None:
+        return [f"transformer_engine {version} already carries an upstream ownership fix ({fix}); "
+                "fp8audit.te leaves it alone"]
+    table = _targets.VERIFIED.get(version)
+    if table is None:
+        known = ", ".join(sorted(_targets.VERIFIED)) or "none"
+        return [f"transformer_engine {version} is not a release fp8audit.te was verified on "
+                f"(verified: {known})"]
+    problems = []
+    for target in _targets.TARGETS:
+        try:
+            _, _, raw = _resolve(mods, target)
+            found = _fingerprint.of_object(raw)
+        except (AttributeError, KeyError, OSError, TypeError, SyntaxError) as e:
+            problems.append(f"{target} cannot be read ({type(e).__name__}: {e})")
+            continue
+        if found != table.get(target):
+            problems.append(f"{target} differs from transformer_engine {version}'s verified source")
+    return problems
+
+
+class Controller:
+    """The installed patch: the model, the per-frame stashes and the originals to restore."""
+
+    def __init__(self, mods: Dict[str, Any], version: str, verify: bool) -> None:
+        self.mods = mods
+        self.version = version
+        self.verify = verify
+        self.model = Model("fixed")
+        self.lock = threading.RLock()
+        self.tls = _Tls()
+        self.module_ids: Dict[int, int] = {}
+        self.stash: Dict[int, Deque[Tuple[int, Any]]] = {}
+        self.transactions: List[Tuple[int, List[Tuple[int, Any]]]] = []
+        self.unpaired: Deque[int] = collections.deque()  # frames whose recompute has no link
+        self.owners = 0  # ownerships granted whose backward update has not run yet
+        self.pending: set = set()  # frames (with a known graph) whose recompute has not run
+        self.violations: List[str] = []
+        self.originals: List[Tuple[Any, str, Any]] = []
+        self.state_class: Any = None
+        self.owned_class: Any = None
+        self.counts = {"forward": 0, "backward": 0}
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def grad() -> bool:
+        import torch
+
+        return torch.is_grad_enabled()
+
+    def module_id(self, fp8_meta: Dict[str, Any]) -> int:
+        key = id(fp8_meta)
+        mid = self.module_ids.get(key)
+        if mid is None:
+            mid = self.module_ids[key] = len(self.module_ids) + 1
+        return mid
+
+    def problem(self, message: str) -> None:
+        self.violations.append(message)
+        if self.verify:
+            raise VerifyError(f"fp8audit.te verify: {message}")
+
+    def collect(self) -> None:
+        for v in self.model.take_violations():
+            self.problem(f"ownership model: {v}")
+
+    def sync_globals(self) -> None:
+        dist = self.mods["distributed"]
+        dist._IN_ACTIVATION_RECOMPUTE_REGION = self.model.recompute_region
+        dist._ACTIVATION_RECOMPUTE_PHASE = self.model.recompute_phase
+        self._globals = (dist._IN_ACTIVATION_RECOMPUTE_REGION, dist._ACTIVATION_RECOMPUTE_PHASE)
+
+    def check_globals(self) -> None:
+        if not self.verify:
+            return
+        dist = self.mods["distributed"]
+        now = (dist._IN_ACTIVATION_RECOMPUTE_REGION, dist._ACTIVATION_RECOMPUTE_PHASE)
+        if now != (self.model.recompute_region, self.model.recompute_phase):
+            self.problem(f"TE's recompute globals (region, phase) are {now}, the model's "
+                         f"{(self.model.recompute_region, self.model.recompute_phase)}")
+
+    def check_depth(self) -> None:
+        if not self.verify:
+            return
+        qstate = self.mods["quantization"].FP8GlobalStateManager.quantization_state
+        if qstate.autocast_depth != self.model.autocast_depth:
+            self.problem(f"TE's autocast depth is {qstate.autocast_depth}, the model's "
+                         f"{self.model.autocast_depth}")
+
+    def frame_gone(self, frame: int) -> None:
+        """The frame's graph was freed: it can never be recomputed (a forward whose backward
+        never ran, a backward that failed). Its stash is dropped."""
+        with self.lock:
+            if self.model is None:
+                return
+            self.model.abandon_frame(frame)
+            self.pending.discard(frame)
+            if not self.model.frame_stash(frame):
+                self.stash.pop(frame, None)
+
+    # ---- the flag ----------------------------------------------------------------------------
+
+    def make_owned_class(self, state_class: Any) -> Any:
+        controller = self
+
+        class OwnedFP8GlobalState(state_class):  # type: ignore[misc, valid-type]
+            __slots__ = ()
+
+            @property  # type: ignore[misc]
+            def is_first_fp8_module(self) -> bool:
+                return controller.model.first_module
+
+            @is_first_fp8_module.setter
+            def is_first_fp8_module(self, value: bool) -> None:
+                del value  # the model owns the flag: TE's own writes change nothing
+
+        OwnedFP8GlobalState.__qualname__ = state_class.__qualname__
+        return OwnedFP8GlobalState
+
+    # ---- replacements --------------------------------------------------------------------------
+
+    def build(self) -> List[Tuple[Any, str, Any]]:
+        """(owner, name, new raw value) for every replacement; nothing is assigned here."""
+        q, d = self.mods["quantization"], self.mods["distributed"]
+        mlp = self.mods["module.layernorm_mlp"]
+        mgr = q.FP8GlobalStateManager
+        c = self
+        orig = {t: _resolve(self.mods, t)[2] for t in _targets.REPLACED}
+
+        def fn(target: str) -> Callable[..., Any]:
+            raw = orig[target]
+            return getattr(raw, "__func__", raw)
+
+        autocast_enter = fn("quantization:FP8GlobalStateManager.autocast_enter")
+        reduce_update = fn("quantization:FP8GlobalStateManager.reduce_and_update_fp8_tensors")
+        copy_stash = fn("quantization:FP8GlobalStateManager.copy_forward_fp8_meta_tensors_for_recompute")
+        pop_stash = fn("quantization:FP8GlobalStateManager.get_old_fp8_meta_tensors_for_recompute")
+        reset = fn("quantization:FP8GlobalStateManager.reset")
+        ckpt_forward = fn("distributed:_CheckpointFunction.forward")
+        ckpt_backward = fn("distributed:_CheckpointFunction.backward")
+        mlp_forward = fn("module.layernorm_mlp:_LayerNormMLP.forward")
+        mlp_recompute = fn("module.layernorm_mlp:_LayerNormMLP._recompute")
+        has_delayed = q._has_delayed_scaling_state
+
+        def p_autocast_enter(cls, enabled=False, calibrating=False, fp8_recipe=None,
+                             fp8_group=None, _graph=False):
+            autocast_enter(cls, enabled, calibrating, fp8_recipe, fp8_group, _graph)
+            recipe = cls.quantization_state.fp8_recipe
+            # A custom recipe may carry DelayedScaling requests (TE keeps global buffers for
+            # them): treated as DelayedScaling; for one without, the update is TE's no-op.
+            custom = getattr(recipe, "custom", None)
+            delayed = bool(recipe is not None and (recipe.delayed() or (custom and custom()))) \
+                and not _graph
+            with c.lock:
+                c.model.autocast_enter(bool(enabled), delayed, c.grad())
+                c.check_depth()
+
+        def p_autocast_exit(cls, enabled, _graph):
+            with c.lock:
+                cls.quantization_state.autocast_depth -= 1
+                update = c.model.autocast_exit(False, c.grad())
+                c.check_depth()
+                c.collect()
+            if update and not _graph:
+                c.tls.approved_forward += 1
+                cls.reduce_and_update_fp8_tensors(forward=True)
+
+        def p_is_first_fp8_module(cls):
+            if c.tls.replay is not None:
+                return c.tls.replay
+            # TE asks only where a backward node exists (grad was on at the module's entry; a
+            # custom Function's forward itself runs with grad off).
+            with c.lock:
+                owns = c.model.take_ownership(c.tls.module, True)
+                c.owners += owns
+                return owns
+
+        def p_reduce_and_update(cls, forward=True):
+            if forward:
+                if c.tls.approved_forward > 0:
+                    c.tls.approved_forward -= 1
+                    c.counts["forward"] += 1
+                else:  # not an autocast exit's update (e.g. an optimizer's own): not ours
+                    pass
+            else:
+                with c.lock:
+                    c.counts["backward"] += 1
+                    if c.owners > 0:
+                        c.owners -= 1
+                        c.model.owner_backward(UNATTRIBUTED)
+                    else:
+                        c.problem("a backward update ran that no module owned in the model")
+            return reduce_update(cls, forward)
+
+        def stash_transition(fp8_meta):
+            import torch
+
+            with c.lock:
+                mid = c.module_id(fp8_meta)
+                c.tls.module = mid
+                missing, popped, pushed = c.model.module_stash(mid, c.grad())
+                scaling = fp8_meta["scaling_fwd"]
+                if popped:
+                    fifo = c.stash.get(popped)
+                    if missing or not fifo or fifo[0][0] != mid:
+                        c.collect()
+                        raise RuntimeError(
+                            f"fp8audit.te: a module recomputes in checkpoint frame {popped} "
+                            "without FP8 metadata stashed by its original forward (the recompute "
+                            "diverged from the forward)")
+                    _, used = fifo.popleft()
+                    fp8_meta["updated_amax_history_fwd"] = scaling.amax_history.clone()
+                    fp8_meta["updated_scale_fwd"] = scaling.scale.clone()
+                    with torch.no_grad():
+                        scaling.amax_history.copy_(used[0])
+                        scaling.scale.copy_(used[1])
+                else:
+                    used = (scaling.amax_history.clone(), scaling.scale.clone())
+                for frame in pushed:
+                    c.stash.setdefault(frame, collections.deque()).append((mid, used))
+                if c.verify:
+                    for frame in pushed + ([popped] if popped else []):
+                        n = len(c.stash.get(frame, ()))
+                        if n != c.model.frame_stash(frame):
+                            c.problem(f"frame {frame} holds {n} stashes, the model "
+                                      f"{c.model.frame_stash(frame)}")
+                c.collect()
+
+        def p_copy_stash(cls, fp8_meta):
+            if c.tls.mlp_private:
+                return copy_stash(cls, fp8_meta)
+            if not has_delayed(fp8_meta):
+                return None
+            stash_transition(fp8_meta)
+            return None
+
+        def p_pop_stash(cls, fp8_meta):
+            if c.tls.mlp_private:
+                return pop_stash(cls, fp8_meta)
+            if not has_delayed(fp8_meta):
+                return None
+            stash_transition(fp8_meta)
+            return None
+
+        def p_reset(cls):
+            reset(cls)
+            cls.quantization_state.__class__ = c.owned_class
+
+        def p_enter(self):
+            with c.lock:
+                c.check_globals()
+                if not self.activation_recompute:
+                    self._fp8audit_frame_entered = None
+                    return None
+                if not self.recompute_phase:
+                    grad = c.grad()
+                    # TE enters a reentrant frame inside its own no_grad; non-reentrant frames
+                    # are entered under the caller's grad mode.
+                    reentrant = getattr(self, "_fp8audit_reentrant", not grad)
+                    frame, _direct = c.model.checkpoint_enter(reentrant, caller_grad=True if
+                                                              reentrant else grad)
+                    pair = getattr(self, "_fp8audit_pair", None)
+                    owner = None  # the object whose lifetime is the frame's autograd graph
+                    if pair is not None:
+                        pair._fp8audit_frame = frame
+                        owner = pair
+                    elif c.tls.pending_ctx is not None:
+                        owner = c.tls.pending_ctx
+                        owner._fp8audit_frame = frame
+                        c.tls.pending_ctx = None
+                    else:
+                        c.unpaired.append(frame)
+                    if owner is not None and not _direct:
+                        c.pending.add(frame)
+                    if owner is not None:
+                        try:
+                            weakref.finalize(owner, c.frame_gone, frame)
+                        except TypeError:  # not weak-referenceable: the frame stays known
+                            pass
+                else:
+                    frame = getattr(self, "_fp8audit_frame", None)
+                    if frame is None and c.tls.recompute_frame is not None:
+                        frame, c.tls.recompute_frame = c.tls.recompute_frame, None
+                    if frame is None and c.unpaired:
+                        frame = c.unpaired.popleft()
+                    if frame is None or not c.model.recompute_enter(frame):
+                        why = "; ".join(c.model.take_violations()) or "no frame to recompute"
+                        raise RuntimeError(f"fp8audit.te: a checkpoint recompute cannot start "
+                                           f"({why})")
+                    c.transactions.append((frame, list(c.stash.get(frame, ()))))
+                    # A recompute may start inside LayerNormMLP's own backward recompute (a
+                    # saved tensor unpacked there): the modules it runs are not that module's.
+                    c.tls.outer.append((c.tls.replay, c.tls.mlp_private))
+                    c.tls.replay, c.tls.mlp_private = None, False
+                self._fp8audit_frame_entered = frame
+                c.sync_globals()
+                c.collect()
+            return None
+
+        def p_exit(self, *exc_details):
+            failed = bool(exc_details and exc_details[0] is not None)
+            frame = getattr(self, "_fp8audit_frame_entered", None)
+            if frame is None:
+                return None
+            with c.lock:
+                self._fp8audit_frame_entered = None
+                if not self.recompute_phase:
+                    c.model.checkpoint_exit(frame, failed)
+                    if failed:
+                        c.stash.pop(frame, None)
+                        c.pending.discard(frame)
+                else:
+                    c.model.recompute_exit(frame, failed)
+                    if c.tls.outer:
+                        c.tls.replay, c.tls.mlp_private = c.tls.outer.pop()
+                    tframe, saved = c.transactions.pop()
+                    if failed:
+                        c.stash[tframe] = collections.deque(saved)
+                    else:
+                        c.stash.pop(frame, None)
+                        c.pending.discard(frame)
+                c.sync_globals()
+                c.collect()
+            return None
+
+        def p_get_contexts():
+            forward_ctx = d.activation_recompute_forward(activation_recompute=True,
+                                                         recompute_phase=False)
+            recompute_ctx = d.activation_recompute_forward(activation_recompute=True,
+                                                           recompute_phase=True)
+            forward_ctx._fp8audit_reentrant = False
+            forward_ctx._fp8audit_pair = recompute_ctx
+            return forward_ctx, recompute_ctx
+
+        def p_ckpt_forward(ctx, *args, **kwargs):
+            previous, c.tls.pending_ctx = c.tls.pending_ctx, ctx
+            try:
+                return ckpt_forward(ctx, *args, **kwargs)
+            finally:
+                c.tls.pending_ctx = previous
+
+        def p_ckpt_backward(ctx, *args):
+            previous = c.tls.recompute_frame
+            c.tls.recompute_frame = getattr(ctx, "_fp8audit_frame", None)
+            try:
+                return ckpt_backward(ctx, *args)
+            finally:
+                c.tls.recompute_frame = previous
+
+        def p_mlp_forward(ctx, *args):
+            previous, c.tls.mlp_private = c.tls.mlp_private, True
+            try:
+                out = mlp_forward(ctx, *args)
+            finally:
+                c.tls.mlp_private = previous
+            # checkpoint=True: the forward only snapshotted the autocast state; it takes part in
+            # ownership here, like any module, and its backward recompute replays the decision.
+            if ctx is not None and getattr(ctx, "checkpoint", False) and \
+                    hasattr(ctx, "autocast_state") and not hasattr(ctx, "_fp8audit_owns"):
+                fp8 = bool(getattr(ctx, "other_args", {}).get("fp8", False))
+                needs_grad = any(getattr(a, "requires_grad", False) for a in args)
+                ctx._fp8audit_owns = bool(fp8 and needs_grad and mgr.is_first_fp8_module())
+            return out
+
+        def p_mlp_recompute(ctx):
+            previous = (c.tls.replay, c.tls.mlp_private)
+            if getattr(ctx, "checkpoint", False):
+                c.tls.replay = getattr(ctx, "_fp8audit_owns", False)
+            c.tls.mlp_private = True
+            try:
+                return mlp_recompute(ctx)
+            finally:
+                c.tls.replay, c.tls.mlp_private = previous
+
+        new = {
+            "quantization:FP8GlobalStateManager.autocast_enter": classmethod(p_autocast_enter),
+            "quantization:FP8GlobalStateManager.autocast_exit": classmethod(p_autocast_exit),
+            "quantization:FP8GlobalStateManager.is_first_fp8_module":
+                classmethod(p_is_first_fp8_module),
+            "quantization:FP8GlobalStateManager.copy_forward_fp8_meta_tensors_for_recompute":
+                classmethod(p_copy_stash),
+            "quantization:FP8GlobalStateManager.get_old_fp8_meta_tensors_for_recompute":
+                classmethod(p_pop_stash),
+            "quantization:FP8GlobalStateManager.reduce_and_update_fp8_tensors":
+                classmethod(p_reduce_and_update),
+            "quantization:FP8GlobalStateManager.reset": classmethod(p_reset),
+            "distributed:activation_recompute_forward.__enter__": p_enter,
+            "distributed:activation_recompute_forward.__exit__": p_exit,
+            "distributed:get_activation_recompute_contexts": p_get_contexts,
+            "distributed:_CheckpointFunction.forward": staticmethod(p_ckpt_forward),
+            "distributed:_CheckpointFunction.backward": staticmethod(p_ckpt_backward),
+            "module.layernorm_mlp:_LayerNormMLP.forward": staticmethod(p_mlp_forward),
+            "module.layernorm_mlp:_LayerNormMLP._recompute": staticmethod(p_mlp_recompute),
+        }
+        for raw_new in new.values():
+            inner = getattr(raw_new, "__func__", raw_new)
+            inner.__fp8audit__ = True
+        del mlp
+        return [(_resolve(self.mods, t)[0], _resolve(self.mods, t)[1], new[t])
+                for t in _targets.REPLACED]
+
+    # ---- install / remove ----------------------------------------------------------------------
+
+    def install(self) -> None:
+        q = self.mods["quantization"]
+        mgr = q.FP8GlobalStateManager
+        plan = self.build()
+        self.state_class = type(mgr.quantization_state)
+        self.owned_class = self.make_owned_class(self.state_class)
+        flag = bool(mgr.quantization_state.is_first_fp8_module)
+        applied: List[Tuple[Any, str, Any]] = []
+        try:
+            for owner, name, value in plan:
+                applied.append((owner, name, owner.__dict__[name] if isinstance(owner, type)
+                                else getattr(owner, name)))
+                setattr(owner, name, value)
+            mgr.quantization_state.__class__ = self.owned_class
+        except Exception:
+            for owner, name, value in reversed(applied):
+                setattr(owner, name, value)
+            raise
+        self.originals = applied
+        del flag  # outside any autocast the flag is not used before the next depth-0 entry
+        self.sync_globals()
+
+    def remove(self) -> None:
+        mgr = self.mods["quantization"].FP8GlobalStateManager
+        state = mgr.quantization_state
+        if isinstance(state, self.owned_class):
+            state.__class__ = self.state_class
+        state.is_first_fp8_module = self.model.first_module
+        for owner, name, value in reversed(self.originals):
+            setattr(owner, name, value)
+        self.originals = []
+
+
+_lock = threading.Lock()
+_active: Optional[Controller] = None
+
+
+def _open_scope(mods: Dict[str, Any]) -> Optional[str]:
+    q, d = mods["quantization"], mods["distributed"]
+    depth = q.FP8GlobalStateManager.quantization_state.autocast_depth
+    if depth:
+        return f"an FP8 autocast is open (depth {depth})"
+    if d._IN_ACTIVATION_RECOMPUTE_REGION or d._ACTIVATION_RECOMPUTE_PHASE:
+        return "a checkpoint (activation recompute region) is open"
+    return None
+
+
+def patch(verify: Optional[bool] = None) -> Controller:
+    """Applies the fixed ownership to the installed TE (all or nothing); raises PatchRefused with
+    one line when it cannot. verify (default: FP8AUDIT_TE_VERIFY=1): raise VerifyError at the first
+    difference between what TE did and the model. Patching twice returns the active patch."""
+    global _active
+    if verify is None:
+        verify = os.environ.get("FP8AUDIT_TE_VERIFY", "") == "1"
+    with _lock:
+        if _active is not None:
+            _active.verify = bool(verify)
+            return _active
+        try:
+            mods = _te_modules()
+        except ImportError as e:
+            raise PatchRefused(f"fp8audit.te: Transformer Engine's PyTorch part does not import "
+                               f"({e})") from None
+        version = _te_version()
+        problems = check(version)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise PatchRefused(f"fp8audit.te: not patched: {problems[0]}{more}")
+        scope = _open_scope(mods)
+        if scope:
+            raise PatchRefused(f"fp8audit.te: not patched: {scope}; patch before training starts")
+        controller = Controller(mods, version, bool(verify))
+        controller.install()
+        _active = controller
+    _announce(version)
+    return controller
+
+
+def unpatch() -> bool:
+    """Restores TE's own functions; False when nothing was patched. Refuses (PatchRefused) while
+    an autocast or checkpoint is open."""
+    global _active
+    with _lock:
+        if _active is None:
+            return False
+        scope = _open_scope(_active.mods) or (
+            "a checkpoint frame or recompute is open" if _active.model.open_frames else None) or (
+            f"{len(_active.pending)} checkpoint(s) await their recompute (run backward first)"
+            if _active.pending else None)
+        if scope:
+            raise PatchRefused(f"fp8audit.te: not unpatched: {scope}")
+        _active.remove()
+        _active = None
+    os.environ.pop("FP8AUDIT_TE_PATCHED", None)
+    return True
+
+
+def active() -> Optional[Controller]:
+    return _active
+
+
+def _announce(version: str) -> None:
+    """Marks the process as patched: the environment (inherited by children) and one NVTX mark
+    `fp8audit.patch te=<version> semantics=fixed` that the agent can record."""
+    os.environ["FP8AUDIT_TE_PATCHED"] = version
+    from fp8audit.hook import mark
+
+    mark(f"fp8audit.patch te={version} semantics=fixed")

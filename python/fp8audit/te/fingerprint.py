@@ -1,0 +1,44 @@
+"""python -m fp8audit.te.fingerprint TE_PYTORCH_DIR [--check VERSION]
+
+Prints the fingerprint of every function fp8audit.te replaces or relies on, read from a
+Transformer Engine source tree (the transformer_engine/pytorch directory of a wheel or checkout,
+nothing imported). With --check, compares them with the table verified for VERSION and exits 1 on
+any difference, 2 on unusable input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import _fingerprint, _targets
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fp8audit.te.fingerprint",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("directory", type=Path)
+    p.add_argument("--check", metavar="VERSION")
+    args = p.parse_args(argv)
+    try:
+        found = _fingerprint.of_source_tree(args.directory, _targets.TARGETS)
+    except (OSError, SyntaxError) as e:
+        print(f"fp8audit.te.fingerprint: {e}", file=sys.stderr)
+        return 2
+    if args.check is None:
+        for target, fp in found.items():
+            print(f'    "{target}": "{fp}",')
+        return 0
+    table = _targets.VERIFIED.get(args.check)
+    if table is None:
+        print(f"fp8audit.te.fingerprint: no verified table for {args.check}", file=sys.stderr)
+        return 2
+    bad = [t for t in _targets.TARGETS if found.get(t) != table.get(t)]
+    for t in bad:
+        print(f"differs: {t}")
+    print(f"{len(_targets.TARGETS) - len(bad)}/{len(_targets.TARGETS)} match {args.check}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

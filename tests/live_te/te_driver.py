@@ -1,0 +1,172 @@
+"""Runs state/ scenarios (their JSON form) and fixed layouts on a TE-like package: real torch
+autograd, real checkpointing, counting reduce_and_update_fp8_tensors calls per microbatch. Used by
+the CPU tests on the stand-in (tests/python) and by te_fix.py on the GPU with real TE."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Tuple
+
+import torch
+
+
+class Injected(RuntimeError):
+    """An exception a scenario's `fail` op raises."""
+
+
+class Counter:
+    def __init__(self, manager: Any) -> None:
+        self.manager = manager
+        self.counts = {"forward": 0, "backward": 0}
+        self._original = manager.__dict__["reduce_and_update_fp8_tensors"]
+        counter = self
+
+        def counting(cls, forward: bool = True):
+            # A call with no DelayedScaling buffer of its direction is a no-op (TE calls it for
+            # every recipe); count the updates, as the agent and the model do.
+            prefix = "forward" if forward else "backward"
+            buffers = cls.quantization_state.global_amax_history_buffer
+            if any(k.startswith(prefix) and v for k, v in buffers.items()):
+                counter.counts[prefix] += 1
+            return counter._original.__func__(cls, forward)
+
+        manager.reduce_and_update_fp8_tensors = classmethod(counting)
+
+    def take(self) -> Tuple[int, int]:
+        out = (self.counts["forward"], self.counts["backward"])
+        self.counts["forward"] = self.counts["backward"] = 0
+        return out
+
+    def remove(self) -> None:
+        self.manager.reduce_and_update_fp8_tensors = self._original
+
+
+def make_module(te: Any, kind: str, hidden: int) -> torch.nn.Module:
+    if kind == "LAYERNORM_LINEAR":
+        return te.LayerNormLinear(hidden, hidden)
+    if kind == "LAYERNORM_MLP":
+        return te.LayerNormMLP(hidden, 2 * hidden)
+    if kind == "LAYERNORM_MLP_CHECKPOINT":
+        return te.LayerNormMLP(hidden, 2 * hidden, checkpoint=True)
+    return te.Linear(hidden, hidden)
+
+
+class ScenarioRun:
+    """One scenario (protobuf JSON of fp8audit.v1.Scenario) on `te`."""
+
+    def __init__(self, te: Any, recipe_mod: Any, scenario_json: str, hidden: int = 16,
+                 tokens: int = 8, device: str = "cpu") -> None:
+        self.device = device
+        self.te = te
+        self.recipes = recipe_mod
+        self.sc: Dict[str, Any] = json.loads(scenario_json)
+        self.hidden, self.tokens = hidden, tokens
+        torch.manual_seed(0)
+        self.modules = {m["name"]: make_module(te, m.get("kind", "LINEAR"), hidden).to(device)
+                        for m in self.sc.get("modules", [])}
+        for m in self.sc.get("modules", []):
+            if m.get("frozen"):
+                for p in self.modules[m["name"]].parameters():
+                    p.requires_grad_(False)
+        self.default_delayed = self.sc.get("recipe", {}).get("kind") != "CURRENT_SCALING"
+        self.backward_inside = self.sc.get("backward") == "INSIDE_AUTOCAST"
+        self.has_backward_op = '"backward"' in json.dumps(self.sc.get("program", []))
+        self.mb = 0
+        self.depth = 0
+        self.errors: List[str] = []
+
+    def recipe(self, delayed: bool) -> Any:
+        return self.recipes.DelayedScaling() if delayed else self.recipes.Float8CurrentScaling()
+
+    def fires(self, fail: Dict[str, Any]) -> bool:
+        mbs = fail.get("microbatches")
+        return not mbs or self.mb in mbs
+
+    def run(self, ops: List[Dict[str, Any]], x: torch.Tensor, recompute: bool,
+            top: bool) -> torch.Tensor:
+        for op in ops:
+            x = self.one(op, x, recompute, top)
+        return x
+
+    def backward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.requires_grad:
+            (x.float() * x.float()).mean().backward()
+        return x.detach().requires_grad_(not self.sc.get("input_no_grad", False))
+
+    def one(self, op: Dict[str, Any], x: torch.Tensor, recompute: bool, top: bool):
+        te = self.te
+        if "call" in op:
+            return self.modules[op["call"]["module"]](x)
+        if "autocast" in op:
+            a = op["autocast"]
+            delayed = (a["recipe"].get("kind") != "CURRENT_SCALING" if "recipe" in a
+                       else self.default_delayed)
+            self.depth += 1
+            try:
+                with te.autocast(enabled=not a.get("disabled", False), recipe=self.recipe(delayed)):
+                    x = self.run(a.get("body", []), x, recompute, top)
+                    if (top and self.backward_inside and not self.has_backward_op
+                            and self.depth == 1):
+                        x = self.backward(x)
+            finally:
+                self.depth -= 1
+            return x
+        if "checkpoint" in op:
+            c = op["checkpoint"]
+            calls = {"n": 0}
+
+            def body(t: torch.Tensor) -> torch.Tensor:
+                calls["n"] += 1
+                return self.run(c.get("body", []), t, calls["n"] > 1 or recompute, False)
+
+            return te.checkpoint(body, x, use_reentrant=c.get("kind") != "NON_REENTRANT")
+        if "grad_mode" in op:
+            g = op["grad_mode"]
+            with torch.set_grad_enabled(g.get("enabled", False)):
+                y = self.run(g.get("body", []), x, recompute, top)
+            return y if g.get("enabled", False) else x
+        if "fail" in op:
+            f = op["fail"]
+            where = f.get("where", "ORIGINAL_FORWARD")
+            here = recompute if where in ("RECOMPUTE", "RECOMPUTE_ENTRY") else not recompute
+            if here and self.fires(f):
+                raise Injected(f"{where} in microbatch {self.mb}")
+            return x
+        if "try" in op:
+            try:
+                return self.run(op["try"].get("body", []), x, recompute, top)
+            except Injected:
+                return x
+        if "backward" in op:
+            return self.backward(x)
+        if "repeat" in op:
+            for _ in range(op["repeat"].get("count", 0)):
+                x = self.run(op["repeat"].get("body", []), x, recompute, top)
+            return x
+        raise ValueError(f"unknown op {op}")
+
+    def microbatch(self) -> bool:
+        """One microbatch; False when an exception escaped it."""
+        for m in self.sc.get("modules", []):
+            self.modules[m["name"]].train(not m.get("eval", False))
+        x = torch.randn(self.tokens, self.hidden, device=self.device,
+                        requires_grad=not self.sc.get("input_no_grad", False))
+        try:
+            y = self.run(self.sc.get("program", []), x, False, True)
+            for change in self.sc.get("after_forward", []):
+                self.modules[change["module"]].train(not change.get("eval", False))
+            if not self.has_backward_op and not self.backward_inside:
+                self.backward(y)
+        except Exception as e:  # an injected failure, or TE's own error it caused
+            self.errors.append(f"microbatch {self.mb}: {type(e).__name__}: {e}")
+            return False
+        return True
+
+    def counts(self, counter: Counter, microbatches: int = 0) -> List[Tuple[int, int]]:
+        out = []
+        n = microbatches or self.sc.get("microbatches", 1)
+        for self.mb in range(n):
+            counter.take()
+            self.microbatch()
+            out.append(counter.take())
+        return out

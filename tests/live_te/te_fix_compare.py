@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Turns te_fix.py's JSON lines into the README table of issue 14's live acceptance.
+
+Per layout and backward placement: TE's counter unpatched against the model's te-2.20 prediction
+(tests/live_te/scenarios/<layout>.textproto) and, when given, the agent's counts; TE's counter
+patched against the fixed model (1/1) and the agent; stash left; bitwise equality with the
+no-checkpoint twin; where unpatched duplicates first changed FP8 state. Also the scenario rows
+(state/scenarios on real TE) and the timing line. Exit 1 when any row disagrees, 2 on bad input.
+
+  te_fix_compare.py OUT/fix_after.jsonl OUT/fix_inside.jsonl [--agent OUT/agent_after.jsonl=OUT/agent_after.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import OrderedDict
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+Counts = Tuple[int, int]
+
+
+def fail(message: str) -> None:
+    print(f"te_fix_compare.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_lines(path: Path) -> List[dict]:
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+    return []
+
+
+def cell(values: List[Counts]) -> str:
+    distinct = sorted(set(tuple(v) for v in values))
+    return " ".join(f"{f}/{b}" for f, b in distinct) if distinct else "-"
+
+
+def predict(layout: str, semantics: str, n: int, backward: str) -> List[Counts]:
+    from fp8audit.te import _model
+
+    path = HERE / "scenarios" / f"{layout}.textproto"
+    if backward == "inside":
+        with tempfile.NamedTemporaryFile("w", suffix=".textproto", delete=False) as f:
+            f.write(path.read_text() + "\nbackward: INSIDE_AUTOCAST\n")
+            path = Path(f.name)
+    return _model.run_scenario(str(path), semantics, n)
+
+
+def agent_microbatches(report: Path) -> List[Counts]:
+    try:
+        data = json.loads(report.read_text())
+        (rank,) = data["ranks"]
+        return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
+                for m in rank["microbatches"]]
+    except (OSError, ValueError, KeyError) as e:
+        fail(f"{report}: {e}")
+    return []
+
+
+def split_agent(lines: List[dict], flat: List[Counts], report: Path) -> Dict[tuple, List[Counts]]:
+    """The agent saw, per layout and mode, the run's microbatches then the twin's."""
+    out: Dict[tuple, List[Counts]] = {}
+    i = 0
+    for line in lines:
+        if line["kind"] != "layout":
+            continue
+        n = line["microbatches"]
+        out[(line["layout"], line["mode"])] = flat[i:i + n]
+        i += 2 * n
+    if i != len(flat):
+        fail(f"{report}: the agent saw {len(flat)} microbatches, the runs had {i}")
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("results", nargs="+", type=Path, help="te_fix.py JSON lines")
+    p.add_argument("--agent", action="append", default=[], metavar="JSONL=REPORT",
+                   help="a te_fix.py --markers run under fp8audit run and its JSON report")
+    args = p.parse_args(argv)
+    agents: Dict[Path, Path] = {}
+    for spec in args.agent:
+        jsonl, _, report = spec.partition("=")
+        agents[Path(jsonl)] = Path(report)
+
+    rows: "OrderedDict[tuple, dict]" = OrderedDict()
+    scenarios: List[dict] = []
+    timings: List[dict] = []
+    agent_counts: Dict[tuple, List[Counts]] = {}
+    for path in list(args.results) + list(agents):
+        lines = read_lines(path)
+        by_hook = any(line.get("patched_by_hook") for line in lines if line["kind"] == "layout")
+        if path in agents:
+            for (layout, mode), counts in split_agent(
+                    lines, agent_microbatches(agents[path]), agents[path]).items():
+                placement = next(line["backward_placement"] for line in lines
+                                 if line["kind"] == "layout")
+                agent_counts[(placement, layout, "patched" if by_hook else mode)] = counts
+            if path not in args.results:
+                continue
+        for line in lines:
+            if line["kind"] == "scenario":
+                scenarios.append(line)
+            elif line["kind"] == "timing":
+                timings.append(line)
+            elif line["kind"] in ("microbatch", "layout"):
+                mode = "patched" if by_hook else line["mode"]
+                row = rows.setdefault((line["backward_placement"], line["layout"]), {})
+                row.setdefault(mode, {"mbs": [], "layout": None})
+                if line["kind"] == "microbatch":
+                    row[mode]["mbs"].append(line)
+                else:
+                    row[mode]["layout"] = line
+
+    disagreements = 0
+    print("| backward | layout | TE unpatched | model te-2.20 | agent unpatched | TE patched "
+          "| model fixed | agent patched | stash left (patched) | = twin (patched) "
+          "| unpatched state first differs | agree |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (placement, layout), modes in rows.items():
+        un = modes.get("unpatched", {"mbs": [], "layout": None})
+        pa = modes.get("patched", {"mbs": [], "layout": None})
+        te_un = [(m["forward"], m["backward"]) for m in un["mbs"]]
+        te_pa = [(m["forward"], m["backward"]) for m in pa["mbs"]]
+        n = max(len(te_un), len(te_pa))
+        model_un = predict(layout, "te-2.20", n, placement) if te_un else []
+        model_pa = predict(layout, "fixed", n, placement) if te_pa else []
+        ag_un = agent_counts.get((placement, layout, "unpatched"))
+        ag_pa = agent_counts.get((placement, layout, "patched"))
+        stash = max((m["stash_left"] for m in pa["mbs"]), default=None)
+        comparable = pa["layout"] and pa["layout"]["twin_comparable"]
+        twin = all(m["state_equal"] and m["loss_equal"] and m["x_grad_equal"] and m["grads_equal"]
+                   for m in pa["mbs"]) if pa["mbs"] else None
+        first = un["layout"]["first_state_change"] if un["layout"] else None
+        agree = ((not te_un or te_un == model_un) and (not te_pa or te_pa == model_pa)
+                 and (ag_un is None or cell(ag_un) == cell(te_un))
+                 and (ag_pa is None or cell(ag_pa) == cell(te_pa))
+                 and (stash in (None, 0)) and (twin is not False or not comparable))
+        disagreements += not agree
+        print(f"| {placement} | {layout} | {cell(te_un)} | {cell(model_un)} | "
+              f"{cell(ag_un) if ag_un is not None else 'not run'} | {cell(te_pa)} | "
+              f"{cell(model_pa)} | {cell(ag_pa) if ag_pa is not None else 'not run'} | "
+              f"{stash if stash is not None else '-'} | "
+              f"{'n/a' if not comparable else ('yes' if twin else 'NO')} | "
+              f"{'never' if first is None else 'microbatch %d, tensor %d' % (first['microbatch'], first['tensor'])} | "
+              f"{'yes' if agree else 'NO'} |")
+    if scenarios:
+        print("\n| scenario (state/scenarios) | mode | TE | model | agree |\n|---|---|---|---|---|")
+        for s in scenarios:
+            semantics = "fixed" if s["mode"] == "patched" else "te-2.20"
+            path = ROOT / "state" / "scenarios" / f"{s['scenario']}.textproto"
+            from fp8audit.te import _model
+
+            model = _model.run_scenario(str(path), semantics, len(s["counts"]))
+            counts = [tuple(c) for c in s["counts"]]
+            ok = counts == model
+            disagreements += not ok
+            print(f"| {s['scenario']} | {s['mode']} | {cell(counts)} | {cell(model)} | "
+                  f"{'yes' if ok else 'NO'} |")
+    for t in timings:
+        print(f"\nstep time, 28x7 decoder (H={t['hidden']}, {t['tokens']} tokens), "
+              f"{t['rounds']} alternating rounds in one process: unpatched "
+              + " ".join(f"{v:.1f}" for v in t["unpatched_ms"]) + " ms, patched "
+              + " ".join(f"{v:.1f}" for v in t["patched_ms"]) + f" ms; ratio x{t['ratio']:.3f}")
+    return 1 if disagreements else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

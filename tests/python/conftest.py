@@ -1,0 +1,56 @@
+"""pytest setup: the fp8audit package from python/, the CPU stand-in of Transformer Engine, and
+the stand-in's fingerprints registered as a verified release (computed from its source files)."""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+STANDIN = HERE / "standin"
+sys.path[:0] = [str(ROOT / "python"), str(STANDIN), str(ROOT / "tests" / "live_te")]
+
+torch = pytest.importorskip("torch")
+
+from fp8audit.te import _fingerprint, _targets  # noqa: E402
+
+STANDIN_VERSION = "2.20.2+standin"
+_targets.VERIFIED[STANDIN_VERSION] = {
+    k: v for k, v in _fingerprint.of_source_tree(
+        STANDIN / "transformer_engine" / "pytorch", _targets.TARGETS).items() if v is not None}
+
+
+def reset_te() -> None:
+    """A fresh stand-in TE state, as a new process would have."""
+    from transformer_engine.pytorch import distributed
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager
+
+    FP8GlobalStateManager.reset()
+    distributed.activation_recompute_forward._is_first_fp8_module.clear()
+    distributed._IN_ACTIVATION_RECOMPUTE_REGION = False
+    distributed._ACTIVATION_RECOMPUTE_PHASE = False
+
+
+@pytest.fixture(autouse=True)
+def clean_te():
+    import fp8audit.te
+
+    if fp8audit.te.is_patched():
+        fp8audit.te.unpatch()
+    reset_te()
+    os.environ.pop("FP8AUDIT_TE_VERIFY", None)
+    yield
+    reset_te()  # a failing test may leave scopes open; the state is rebuilt before unpatching
+    if fp8audit.te.is_patched():
+        fp8audit.te.unpatch()
+    reset_te()
+
+
+@pytest.fixture
+def patched():
+    import fp8audit.te
+
+    controller = fp8audit.te.patch(verify=True)
+    yield controller

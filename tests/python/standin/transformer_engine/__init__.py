@@ -1,0 +1,8 @@
+"""A CPU stand-in of Transformer Engine 2.20.2's FP8 state handling, written for fp8audit's tests.
+
+Same module paths, class and function names, signatures and state-handling behaviour as TE
+2.20.2's pieces that fp8audit.te replaces or relies on (quantization.py, distributed.py,
+module/base.py, linear.py, layernorm_linear.py, layernorm_mlp.py); the numerics are a simple
+fake-FP8 (scaled rounding) so that scales matter. Not TE's code."""
+
+__version__ = "2.20.2+standin"

@@ -1,0 +1,1 @@
+from .quantization import FP8GlobalStateManager  # noqa: F401  (older import path)

@@ -1,0 +1,217 @@
+"""Stand-in of TE 2.20.2's quantization.py: the process-global FP8 state, autocast and the
+DelayedScaling amax/scale update (a CPU re-implementation)."""
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+import torch
+
+from ..common.recipe import DelayedScaling, Recipe
+
+
+def get_default_fp8_recipe() -> Recipe:
+    return DelayedScaling()
+
+
+@dataclass(slots=True)
+class FP8GlobalState:
+    fp8_enabled: bool = False
+    fp8_calibration: bool = False
+    fp8_recipe: Optional[Recipe] = None
+    fp8_distributed_group: Any = None
+    is_first_fp8_module: bool = False
+    fp8_graph_capturing: bool = False
+    autocast_depth: int = 0
+    global_amax_history_buffer: Dict[str, list] = field(default_factory=dict)
+    global_scale_buffer: Dict[str, list] = field(default_factory=dict)
+    fp8_tensors_recompute_buffer: list = field(default_factory=list)
+    autocast_arguments: Dict[str, Any] = field(default_factory=dict)
+
+
+def _has_delayed_scaling_state(fp8_meta: Dict[str, Any]) -> bool:
+    return fp8_meta["recipe"].delayed()
+
+
+def _fp8_max(recipe: Recipe, forward: bool) -> float:
+    return recipe.fp8_format.max_fwd if forward else recipe.fp8_format.max_bwd
+
+
+def _update_one(history: torch.Tensor, scale: torch.Tensor, fp8_max: float, recipe) -> None:
+    """One tensor set's DelayedScaling update. Columns whose newest amax (row 0) is zero got no
+    new amax since the last update and are left alone."""
+    fresh = history[0] != 0
+    if not bool(fresh.any()):
+        return
+    if recipe.amax_compute_algo == "most_recent":
+        amax = history[0].clone()
+    else:
+        amax = history.max(dim=0).values
+    rolled = torch.roll(history, -1, 0)
+    rolled[0] = 0
+    new_scale = torch.where(amax > 0, fp8_max / amax / (2.0 ** recipe.margin), scale)
+    history.copy_(torch.where(fresh, rolled, history))
+    scale.copy_(torch.where(fresh, new_scale, scale))
+
+
+class FP8GlobalStateManager:
+    quantization_state = FP8GlobalState()
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.quantization_state = FP8GlobalState()
+
+    @staticmethod
+    def get_buffer_key(forward: bool, recipe: Recipe) -> str:
+        return ("forward_" if forward else "backward_") + repr(recipe)
+
+    @classmethod
+    def add_fp8_tensors_to_global_buffer(cls, fp8_meta: Dict[str, Any]) -> None:
+        if not _has_delayed_scaling_state(fp8_meta) or "buffer_index" in fp8_meta:
+            return
+        fp8_meta["buffer_index"] = True
+        qstate = cls.quantization_state
+        for forward in (True, False):
+            state = fp8_meta["scaling_fwd" if forward else "scaling_bwd"]
+            key = cls.get_buffer_key(forward, fp8_meta["recipe"])
+            qstate.global_amax_history_buffer.setdefault(key, []).append(state.amax_history)
+            qstate.global_scale_buffer.setdefault(key, []).append(state.scale)
+            qstate.autocast_arguments[repr(fp8_meta["recipe"])] = fp8_meta["recipe"]
+
+    @classmethod
+    def is_fp8_enabled(cls) -> bool:
+        return cls.quantization_state.fp8_enabled
+
+    @classmethod
+    def is_fp8_calibration(cls) -> bool:
+        return cls.quantization_state.fp8_calibration
+
+    @classmethod
+    def fp8_graph_capturing(cls) -> bool:
+        return cls.quantization_state.fp8_graph_capturing
+
+    @classmethod
+    def is_first_fp8_module(cls):
+        value = cls.quantization_state.is_first_fp8_module
+        cls.quantization_state.is_first_fp8_module = False
+        return value
+
+    @classmethod
+    def get_fp8_recipe(cls) -> Recipe:
+        recipe = cls.quantization_state.fp8_recipe
+        return recipe if recipe is not None else get_default_fp8_recipe()
+
+    @classmethod
+    def get_autocast_state(cls) -> tuple:
+        s = cls.quantization_state
+        return (s.fp8_enabled, s.fp8_calibration, s.fp8_recipe, s.fp8_distributed_group,
+                s.is_first_fp8_module, s.fp8_graph_capturing)
+
+    @classmethod
+    def set_autocast_state(cls, state: tuple) -> None:
+        s = cls.quantization_state
+        (s.fp8_enabled, s.fp8_calibration, s.fp8_recipe, s.fp8_distributed_group,
+         s.is_first_fp8_module, s.fp8_graph_capturing) = state
+
+    @classmethod
+    def reduce_and_update_fp8_tensors(cls, forward: bool = True) -> None:
+        qstate = cls.quantization_state
+        for key, histories in qstate.global_amax_history_buffer.items():
+            if key.startswith("forward_") != forward:
+                continue
+            recipe = qstate.autocast_arguments[key.split("_", 1)[1]]
+            for history, scale in zip(histories, qstate.global_scale_buffer[key]):
+                _update_one(history, scale, _fp8_max(recipe, forward), recipe)
+
+    @classmethod
+    def autocast_enter(cls, enabled: bool = False, calibrating: bool = False,
+                       fp8_recipe: Optional[Recipe] = None, fp8_group: Any = None,
+                       _graph: bool = False) -> None:
+        recipe = get_default_fp8_recipe() if fp8_recipe is None else fp8_recipe
+        s = cls.quantization_state
+        s.fp8_enabled = enabled
+        s.fp8_calibration = calibrating
+        s.fp8_recipe = recipe
+        s.fp8_distributed_group = fp8_group
+        s.fp8_graph_capturing = _graph
+        if s.autocast_depth == 0:
+            s.is_first_fp8_module = True
+        s.autocast_depth += 1
+
+    @classmethod
+    def autocast_exit(cls, enabled: bool, _graph: bool) -> None:
+        s = cls.quantization_state
+        s.autocast_depth -= 1
+        if enabled and s.autocast_depth == 0 and not _graph and torch.is_grad_enabled():
+            cls.reduce_and_update_fp8_tensors(forward=True)
+
+    @classmethod
+    def copy_forward_fp8_meta_tensors_for_recompute(cls, fp8_meta: Dict[str, Any]) -> None:
+        if not _has_delayed_scaling_state(fp8_meta):
+            return
+        snapshot = [fp8_meta["scaling_fwd"].amax_history.clone(),
+                    fp8_meta["scaling_fwd"].scale.clone()]
+        buffers = cls.quantization_state.fp8_tensors_recompute_buffer
+        position = fp8_meta.get("global_fp8_buffer_pos_fwd_recompute")
+        if position is None:
+            buffers.append(deque())
+            position = fp8_meta["global_fp8_buffer_pos_fwd_recompute"] = len(buffers) - 1
+        buffers[position].append(snapshot)
+
+    @classmethod
+    def get_old_fp8_meta_tensors_for_recompute(cls, fp8_meta: Dict[str, Any]) -> None:
+        if not _has_delayed_scaling_state(fp8_meta):
+            return
+        scaling = fp8_meta["scaling_fwd"]
+        fp8_meta["updated_amax_history_fwd"] = scaling.amax_history.clone()
+        fp8_meta["updated_scale_fwd"] = scaling.scale.clone()
+        position = fp8_meta["global_fp8_buffer_pos_fwd_recompute"]  # KeyError: never stashed
+        history, scale = cls.quantization_state.fp8_tensors_recompute_buffer[position].popleft()
+        scaling.amax_history.copy_(history)
+        scaling.scale.copy_(scale)
+
+    @staticmethod
+    def restore_fp8_meta_tensors(fp8_meta: Dict[str, Any]) -> None:
+        if not _has_delayed_scaling_state(fp8_meta):
+            return
+        fp8_meta["scaling_fwd"].amax_history.copy_(fp8_meta["updated_amax_history_fwd"])
+        fp8_meta["scaling_fwd"].scale.copy_(fp8_meta["updated_scale_fwd"])
+
+
+class autocast:
+    __slots__ = ("_enabled", "_calibrating", "_recipe", "_amax_reduction_group", "_graph",
+                 "_fp8_state")
+
+    def __init__(self, enabled: bool = True, calibrating: bool = False,
+                 recipe: Optional[Recipe] = None, amax_reduction_group: Any = None,
+                 _graph: bool = False) -> None:
+        self._enabled = enabled
+        self._calibrating = calibrating
+        self._recipe = recipe
+        self._amax_reduction_group = amax_reduction_group
+        self._graph = _graph
+        self._fp8_state = None
+
+    def __enter__(self) -> "autocast":
+        if self._fp8_state is not None:
+            raise RuntimeError("autocast entered twice")
+        self._fp8_state = FP8GlobalStateManager.get_autocast_state()
+        FP8GlobalStateManager.autocast_enter(enabled=self._enabled, calibrating=self._calibrating,
+                                             fp8_recipe=self._recipe,
+                                             fp8_group=self._amax_reduction_group,
+                                             _graph=self._graph)
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
+        try:
+            FP8GlobalStateManager.set_autocast_state(self._fp8_state)
+            FP8GlobalStateManager.autocast_exit(self._enabled, _graph=self._graph)
+        finally:
+            self._fp8_state = None
+
+
+def fp8_autocast(enabled: bool = True, calibrating: bool = False,
+                 fp8_recipe: Optional[Recipe] = None, fp8_group: Any = None,
+                 _graph: bool = False) -> autocast:
+    return autocast(enabled=enabled, calibrating=calibrating, recipe=fp8_recipe,
+                    amax_reduction_group=fp8_group, _graph=_graph)

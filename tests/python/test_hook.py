@@ -1,0 +1,175 @@
+"""The Python hook that `fp8audit run --fix-te` installs: sitecustomize first on PYTHONPATH chains
+the job's own sitecustomize, patches TE when transformer_engine.pytorch is imported (never
+earlier), in child processes too, and a refusal is one line on stderr while the job goes on.
+Also `fp8audit run --fix-te` itself, where the executable is built."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+HOOK_SITE = ROOT / "python" / "fp8audit" / "hook" / "site"
+STANDIN = HERE / "standin"
+
+JOB = textwrap.dedent("""
+    import json, os, subprocess, sys
+    import torch
+    print(json.dumps({"te_imported_at_start": "transformer_engine" in sys.modules}), flush=True)
+    if "--no-te" in sys.argv:
+        sys.exit(0)
+    import transformer_engine.pytorch as te
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager as M
+    counts = {"forward": 0, "backward": 0}
+    real = M.reduce_and_update_fp8_tensors
+    def counting(forward=True):
+        counts["forward" if forward else "backward"] += 1
+        return real(forward=forward)
+    M.reduce_and_update_fp8_tensors = counting
+    torch.manual_seed(0)
+    layers = [te.Linear(16, 16) for _ in range(3)]
+    x = torch.randn(8, 16, requires_grad=True)
+    with te.autocast():
+        for layer in layers:
+            x = te.checkpoint(layer, x, use_reentrant=True)
+    x.sum().backward()
+    import fp8audit.te
+    print(json.dumps({"counts": [counts["forward"], counts["backward"]],
+                      "patched": fp8audit.te.is_patched(),
+                      "env": os.environ.get("FP8AUDIT_TE_PATCHED"),
+                      "chained": os.environ.get("CHAINED_SITECUSTOMIZE")}), flush=True)
+    if "--child" in sys.argv:
+        subprocess.run([sys.executable, __file__], check=True)
+""")
+
+CHAINED = textwrap.dedent(f"""
+    import os
+    os.environ["CHAINED_SITECUSTOMIZE"] = "ran"
+    if os.environ.get("REGISTER_STANDIN"):
+        from pathlib import Path
+        from fp8audit.te import _fingerprint, _targets
+        _targets.VERIFIED["2.20.2+standin"] = {{
+            k: v for k, v in _fingerprint.of_source_tree(
+                Path({str(STANDIN / "transformer_engine" / "pytorch")!r}),
+                _targets.TARGETS).items() if v is not None}}
+""")
+
+
+def ours(result):
+    """fp8audit's lines on stderr (torch may warn about its own optional dependencies)."""
+    return [line for line in result.stderr.splitlines() if line.startswith("fp8audit")]
+
+
+def job(tmp_path, *args, hook="te-fix", register=True, pythonpath=None, cmd=None):
+    (tmp_path / "chain").mkdir(exist_ok=True)
+    (tmp_path / "chain" / "sitecustomize.py").write_text(CHAINED)
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    env = dict(os.environ)
+    env.pop("FP8AUDIT_TE_PATCHED", None)
+    path = pythonpath if pythonpath is not None else [str(HOOK_SITE), str(ROOT / "python")]
+    env["PYTHONPATH"] = os.pathsep.join(path + [str(STANDIN), str(tmp_path / "chain")])
+    if hook is not None:
+        env["FP8AUDIT_PYHOOK"] = hook
+    if register:
+        env["REGISTER_STANDIN"] = "1"
+    command = (cmd or []) + [sys.executable, str(script), *args]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return result, lines
+
+
+def test_the_hook_patches_te_on_import_and_chains_the_jobs_sitecustomize(tmp_path):
+    result, lines = job(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert lines[0] == {"te_imported_at_start": False}
+    assert lines[1] == {"counts": [1, 1], "patched": True, "env": "2.20.2+standin",
+                        "chained": "ran"}
+    assert ours(result) == []
+
+
+def test_child_processes_are_patched_too(tmp_path):
+    result, lines = job(tmp_path, "--child")
+    assert result.returncode == 0, result.stderr
+    patched = [line for line in lines if "counts" in line]
+    assert len(patched) == 2 and all(line["counts"] == [1, 1] for line in patched)
+
+
+def test_without_the_feature_nothing_is_patched(tmp_path):
+    result, lines = job(tmp_path, hook=None)
+    assert result.returncode == 0, result.stderr
+    assert lines[1]["patched"] is False and lines[1]["counts"] == [4, 3]
+    assert lines[1]["chained"] == "ran"
+
+
+def test_a_refusal_is_one_line_and_the_job_runs_unpatched(tmp_path):
+    result, lines = job(tmp_path, register=False)
+    assert result.returncode == 0, result.stderr
+    assert lines[1]["patched"] is False and lines[1]["counts"] == [4, 3]
+    err = ours(result)
+    assert len(err) == 1 and err[0].startswith("fp8audit: --fix-te: fp8audit.te: not patched:")
+    assert "2.20.2+standin is not a release" in err[0]
+
+
+def test_te_is_never_imported_by_the_hook(tmp_path):
+    result, lines = job(tmp_path, "--no-te")
+    assert result.returncode == 0, result.stderr
+    assert lines == [{"te_imported_at_start": False}]
+
+
+def test_an_unknown_feature_is_reported_once_and_ignored(tmp_path):
+    result, lines = job(tmp_path, hook="te-fix,bogus")
+    assert result.returncode == 0
+    assert lines[1]["patched"] is True
+    assert result.stderr.count("unknown python hook feature(s) bogus") == 1
+
+
+def test_fp8audit_run_fix_te_patches_an_unmodified_job(tmp_path):
+    binary = Path(os.environ.get("FP8AUDIT_BIN", ROOT / "build" / "bin" / "fp8audit"))
+    if not binary.is_file():
+        pytest.skip(f"{binary} is not built")
+    env_agent = os.environ.get("FP8AUDIT_MODEL_LIB")
+    if not env_agent:
+        pytest.skip("FP8AUDIT_MODEL_LIB is not set")
+    os.environ["FP8AUDIT_AGENT"] = env_agent  # any loadable library stands in for the agent here
+    try:
+        result, lines = job(tmp_path, pythonpath=[],
+                            cmd=[str(binary), "run", "--fix-te", "--out", str(tmp_path / "t"), "--"])
+    finally:
+        os.environ.pop("FP8AUDIT_AGENT")
+    # No GPU, so no trace: `run` exits 2 after the job, whose own output is what is checked.
+    assert lines[1]["patched"] is True and lines[1]["counts"] == [1, 1], result.stderr
+
+
+def test_fp8audit_run_fix_te_without_its_python_package_is_a_usage_error(tmp_path):
+    binary = Path(os.environ.get("FP8AUDIT_BIN", ROOT / "build" / "bin" / "fp8audit"))
+    lib = os.environ.get("FP8AUDIT_MODEL_LIB")
+    if not binary.is_file() or not lib:
+        pytest.skip("fp8audit or FP8AUDIT_MODEL_LIB missing")
+    env = dict(os.environ, FP8AUDIT_AGENT=lib, FP8AUDIT_PYTHON_DIR=str(tmp_path))
+    result = subprocess.run([str(binary), "run", "--fix-te", "--out", str(tmp_path / "t"), "--",
+                             "true"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"fp8audit run: --fix-te: fp8audit's Python package not found (looked in {tmp_path}; "
+        "set FP8AUDIT_PYTHON_DIR to the directory holding fp8audit/)"]
+    env = dict(os.environ, FP8AUDIT_AGENT=lib, FP8AUDIT_MODEL_LIB=str(tmp_path / "none.so"))
+    env.pop("FP8AUDIT_PYTHON_DIR", None)
+    result = subprocess.run([str(binary), "run", "--fix-te", "--out", str(tmp_path / "t"), "--",
+                             "true"], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "FP8AUDIT_MODEL_LIB=" in result.stderr and "is not a file" in result.stderr
+
+
+def test_te_version_feature_marks_without_importing_torch_cuda(tmp_path, monkeypatch):
+    import fp8audit.hook as hook
+
+    marks = []
+    monkeypatch.setattr(hook, "mark", marks.append)
+    hook._te_version(type("M", (), {"__version__": "2.20.2"}))
+    assert marks == ["fp8audit.te te=2.20.2"]
