@@ -323,6 +323,21 @@ v1::ModelResult ToModelResult(const CompiledScenario& scenario, const RunOutcome
   return r;
 }
 
+v1::ModelResult ToModelResult(const CompiledScenario& scenario, RunOutcome&& outcome) {
+  std::vector<std::vector<std::string>> explanations(outcome.microbatches.size());
+  for (size_t i = 0; i < explanations.size(); ++i) {
+    explanations[i].swap(outcome.microbatches[i].explanations);
+  }
+  outcome.events = {};
+  v1::ModelResult r = ToModelResult(scenario, outcome);
+  for (size_t i = 0; i < explanations.size(); ++i) {
+    for (std::string& e : explanations[i])
+      r.mutable_microbatches(static_cast<int>(i))->add_explanations(std::move(e));
+    explanations[i] = {};
+  }
+  return r;
+}
+
 v1::Event ToTraceEvent(const CompiledScenario& scenario, const ModelEvent& event) {
   v1::Event e;
   e.set_kind(event.kind);

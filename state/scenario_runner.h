@@ -43,8 +43,9 @@ struct RunOutcome {
 
 RunOutcome RunScenario(const CompiledScenario& scenario, const RunOptions& options);
 
-// The `fp8audit model` result message.
+// The `fp8audit model` result message (from an rvalue: the explanations are moved, not copied).
 v1::ModelResult ToModelResult(const CompiledScenario& scenario, const RunOutcome& outcome);
+v1::ModelResult ToModelResult(const CompiledScenario& scenario, RunOutcome&& outcome);
 
 // Converts model events to trace events (source MODEL), for traces and reports.
 v1::Event ToTraceEvent(const CompiledScenario& scenario, const ModelEvent& event);

@@ -125,5 +125,23 @@ TEST(ModelCommand, TraceOutWritesTheModelEventsAsAReadableTrace) {
   std::filesystem::remove(path);
 }
 
+TEST(ModelCommand, CompareTabulatesTeLegacyAndFixedPerScenario) {
+  const Result r = RunCli("model --compare --check " + kScenarios + "reentrant_single.textproto " +
+                          kScenarios + "no_checkpoint.textproto");
+  EXPECT_EQ(r.code, 0) << r.err;  // --check judges the fixed column
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
+  EXPECT_EQ(r.out.rfind("scenario", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("te-legacy fwd/bwd"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 2/3 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+}
+
+TEST(ModelCommand, SeveralScenariosWithoutCompareExit2) {
+  const Result r = RunCli("model " + kScenarios + "reentrant_single.textproto " + kScenarios +
+                          "no_checkpoint.textproto");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "fp8audit model: several scenarios need --compare\n");
+}
+
 }  // namespace
 }  // namespace fp8audit
