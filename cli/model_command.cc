@@ -123,9 +123,15 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   scenario->excludes(layers);
   sub->footer(
-      "Give either SCENARIO (several with --compare) or --layers.\n"
-      "Exit codes: 0 prediction printed; 2 bad flags or malformed scenario (one line naming\n"
-      "file:line:column); 3 with --check when a microbatch differs from the expectation.");
+      std::string("Give either SCENARIO (several with --compare) or --layers.\n") +
+      "Limits: a scenario file of at most " + std::to_string(state::kMaxScenarioBytes >> 20) +
+      " MiB, ops nested at most " + std::to_string(state::kMaxOpNesting) +
+      " deep, module names of at most " + std::to_string(state::kMaxNameBytes) +
+      " bytes;\nat most " + std::to_string(state::kMaxExpandedOps) +
+      " ops executed per run (repeats, recomputes, microbatches and modules included).\n"
+      "Exit codes: 0 prediction printed; 2 bad flags, malformed scenario (one line naming\n"
+      "file:line:column) or a limit exceeded; 3 with --check when a microbatch differs from the\n"
+      "expectation.");
   sub->callback([flags, exit_code, sub] {
     if (flags->scenarios.empty() && flags->layers == 0) {
       throw CLI::RequiredError("SCENARIO or --layers");

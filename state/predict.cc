@@ -28,11 +28,28 @@ namespace {
   va_end(args);
 }
 
+// Compiles the input and checks the run asked for against the limits.
 std::optional<CompiledScenario> Load(const ModelRequest& request, const std::string& path,
                                      std::string* error) {
-  if (!path.empty()) return LoadAndCompileScenario(path, error);
+  if (!path.empty()) {
+    std::optional<CompiledScenario> sc = LoadAndCompileScenario(path, error);
+    if (sc && request.microbatches && !CheckLimits(*sc, request.microbatches, error, path)) {
+      return std::nullopt;
+    }
+    return sc;
+  }
   LayoutSpec spec = request.layout;
   spec.microbatches = request.microbatches ? request.microbatches : 1;
+  // A lower bound (each module declared, reset and called once per microbatch), checked before
+  // the layout is built; compilation counts the rest.
+  const uint64_t modules = uint64_t{spec.layers} * spec.linears_per_layer;
+  if (2 * modules * spec.microbatches > kMaxExpandedOps) {
+    *error = "<layout>: " + std::to_string(spec.microbatches) + " microbatches of " +
+             std::to_string(spec.layers) + " layers x " + std::to_string(spec.linears_per_layer) +
+             " Linear modules exceed the limit of " + std::to_string(kMaxExpandedOps) +
+             " ops executed";
+    return std::nullopt;
+  }
   return CompileScenario(MakeLayout(spec), error, "<layout>");
 }
 
