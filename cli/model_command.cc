@@ -1,11 +1,6 @@
 // `fp8audit model`: predicts FP8 state updates per microbatch for a scenario or a generated
 // checkpointing layout, under the fixed or Transformer Engine's current semantics.
-#include <google/protobuf/util/json_util.h>
-
-#include <algorithm>
-#include <cstdio>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,10 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "proto/trace_io.h"
-#include "state/layouts.h"
-#include "state/scenario.h"
-#include "state/scenario_runner.h"
+#include "state/predict.h"
 
 namespace fp8audit::cli {
 
@@ -39,187 +31,41 @@ struct ModelFlags {
   uint32_t max_explanations = 20;
 };
 
-void PrintText(const v1::ModelResult& r, const state::RunOutcome& outcome, uint32_t max_lines) {
-  std::printf("scenario:  %s\n", r.scenario().c_str());
-  std::printf("semantics: %s   expected per microbatch: forward %u, backward %u\n\n",
-              r.semantics().c_str(), outcome.expect_forward, outcome.expect_backward);
-  std::printf("%10s %6s %8s %9s  %s\n", "microbatch", "step", "forward", "backward", "verdict");
-  uint32_t failing = 0;
-  const v1::MicrobatchResult* first_failing = nullptr;
-  for (const auto& m : r.microbatches()) {
-    const bool pass = m.verdict() == v1::PASS;
-    std::printf("%10u %6u %8u %9u  %s\n", m.index(), m.step(), m.forward_updates(),
-                m.backward_updates(), pass ? "ok" : "FAIL");
-    if (!pass) {
-      ++failing;
-      if (!first_failing) first_failing = &m;
-    }
+state::ModelRequest ToRequest(const ModelFlags& f) {
+  state::ModelRequest request;
+  request.scenarios = f.scenarios;
+  request.compare = f.compare;
+  request.semantics = *state::ParseSemantics(f.semantics);
+  request.microbatches = f.microbatches;
+  request.trace_out = f.trace_out;
+  if (f.scenarios.empty()) {
+    request.layout.layers = f.layers;
+    request.layout.linears_per_layer = f.linears_per_layer;
+    request.layout.checkpoint = *state::ParseCheckpointMode(f.checkpoint);
+    request.layout.segments = *state::ParseSegments(f.segments);
+    request.layout.eval = f.eval;
+    request.layout.backward_inside_autocast = f.backward == "inside";
   }
-  if (first_failing && first_failing->explanations_size() > 0) {
-    std::printf("\nwhy (microbatch %u):\n", first_failing->index());
-    int shown = 0;
-    for (const auto& e : first_failing->explanations()) {
-      if (shown++ == static_cast<int>(max_lines)) {
-        std::printf("  ... and %d more (--format json lists them all)\n",
-                    first_failing->explanations_size() - static_cast<int>(max_lines));
-        break;
-      }
-      std::printf("  %s\n", e.c_str());
-    }
-  }
-  if (r.violations_size() > 0) {
-    std::printf("\nviolations:\n");
-    for (const auto& v : r.violations()) {
-      std::printf("  microbatch %u: %s: %s\n", v.microbatch(),
-                  v1::Violation::Kind_Name(v.kind()).c_str(), v.message().c_str());
-    }
-  }
-  std::printf("\nverdict: %s", r.verdict() == v1::PASS ? "PASS" : "FAIL");
-  if (failing) {
-    std::printf(" (%u of %d microbatches differ from %u/%u)", failing, r.microbatches_size(),
-                outcome.expect_forward, outcome.expect_backward);
-  }
-  if (r.violations_size()) std::printf(" (%d violations)", r.violations_size());
-  std::printf("\n");
-}
-
-bool WriteTrace(const std::string& path, const state::CompiledScenario& sc,
-                const state::RunOutcome& outcome, std::string* error) {
-  auto writer = TraceFileWriter::Create(path, error);
-  if (!writer) return false;
-  v1::TraceRecord header;
-  auto* h = header.mutable_header();
-  h->set_schema_version(1);
-  h->set_rank(-1);
-  h->add_command("fp8audit");
-  h->add_command("model");
-  h->set_agent_version(FP8AUDIT_VERSION);
-  h->set_expect_forward(outcome.expect_forward);
-  h->set_expect_backward(outcome.expect_backward);
-  h->set_markers("model");
-  std::string buffer;
-  AppendRecord(header, &buffer);
-  v1::TraceRecord record;
-  uint64_t seq = 0;
-  for (const auto& e : outcome.events) {
-    *record.mutable_event() = state::ToTraceEvent(sc, e);
-    record.mutable_event()->set_timestamp_ns(++seq);
-    AppendRecord(record, &buffer);
-    if (buffer.size() > (1u << 20)) {
-      if (!writer->WriteFramed(buffer)) break;
-      buffer.clear();
-    }
-  }
-  v1::TraceRecord footer;
-  footer.mutable_footer()->set_events(outcome.events.size());
-  AppendRecord(footer, &buffer);
-  if (!writer->WriteFramed(buffer)) {
-    *error = path + ": write failed";
-    return false;
-  }
-  return true;
-}
-
-// "F/B" when every microbatch agrees, else the list.
-std::string CountsCell(const state::RunOutcome& r) {
-  std::vector<std::string> cells;
-  for (const auto& m : r.microbatches) {
-    cells.push_back(m.aborted ? std::string("raised")
-                              : std::to_string(m.forward_updates) + "/" +
-                                    std::to_string(m.backward_updates));
-  }
-  std::string cell;
-  const bool uniform =
-      std::all_of(cells.begin(), cells.end(), [&](const auto& c) { return c == cells[0]; });
-  for (const auto& c : cells) {
-    cell += (cell.empty() ? "" : ",") + c;
-    if (uniform) break;
-  }
-  if (!r.violations.empty()) cell += " +" + std::to_string(r.violations.size()) + " viol.";
-  return cell;
-}
-
-std::optional<state::CompiledScenario> Load(const ModelFlags& f, const std::string& path,
-                                            std::string* error) {
-  if (!path.empty()) return state::LoadAndCompileScenario(path, error);
-  state::LayoutSpec spec;
-  spec.layers = f.layers;
-  spec.linears_per_layer = f.linears_per_layer;
-  spec.checkpoint = *state::ParseCheckpointMode(f.checkpoint);
-  spec.segments = *state::ParseSegments(f.segments);
-  spec.eval = f.eval;
-  spec.backward_inside_autocast = f.backward == "inside";
-  spec.microbatches = f.microbatches ? f.microbatches : 1;
-  return state::CompileScenario(state::MakeLayout(spec), error, "<layout>");
-}
-
-// One row per scenario: counts per microbatch under te-legacy and fixed, side by side.
-int RunCompare(const ModelFlags& f) {
-  std::vector<std::string> inputs = f.scenarios;
-  if (inputs.empty()) inputs.push_back("");
-  std::printf("%-46s %-22s %-22s %s\n", "scenario", "te-legacy fwd/bwd", "fixed fwd/bwd",
-              "fixed verdict");
-  bool all_pass = true;
-  for (const std::string& path : inputs) {
-    std::string error;
-    const auto sc = Load(f, path, &error);
-    if (!sc) {
-      std::cerr << "fp8audit model: " << error << "\n";
-      return kExitUsage;
-    }
-    state::RunOptions o;
-    o.microbatches = f.microbatches;
-    o.semantics = state::Semantics::kTeLegacy;
-    const auto legacy = state::RunScenario(*sc, o);
-    o.semantics = state::Semantics::kFixed;
-    const auto fixed = state::RunScenario(*sc, o);
-    all_pass = all_pass && fixed.passed();
-    std::printf("%-46s %-22s %-22s %s\n", sc->name.c_str(), CountsCell(legacy).c_str(),
-                CountsCell(fixed).c_str(), fixed.passed() ? "PASS" : "FAIL");
-  }
-  std::cout.flush();
-  return f.check && !all_pass ? kExitViolation : kExitOk;
+  return request;
 }
 
 int RunModel(const ModelFlags& f) {
-  if (f.compare) return RunCompare(f);
-  if (f.scenarios.size() > 1) {
-    std::cerr << "fp8audit model: several scenarios need --compare\n";
-    return kExitUsage;
-  }
-  const auto semantics = state::ParseSemantics(f.semantics);
   std::string error;
-  std::optional<state::CompiledScenario> sc =
-      Load(f, f.scenarios.empty() ? std::string() : f.scenarios[0], &error);
-  if (!sc) {
+  const std::optional<state::ModelReport> report = state::Predict(ToRequest(f), &error);
+  if (!report) {
     std::cerr << "fp8audit model: " << error << "\n";
     return kExitUsage;
   }
-  state::RunOptions options;
-  options.semantics = *semantics;
-  options.microbatches = f.microbatches;
-  const state::RunOutcome outcome = state::RunScenario(*sc, options);
-  const v1::ModelResult result = state::ToModelResult(*sc, outcome);
-  if (!f.trace_out.empty() && !WriteTrace(f.trace_out, *sc, outcome, &error)) {
-    std::cerr << "fp8audit model: " << error << "\n";
-    return kExitUsage;
+  std::string out;
+  if (!state::RenderModel(
+          *report, f.format == "json" ? state::ModelFormat::kJson : state::ModelFormat::kText,
+          f.max_explanations, &out)) {
+    std::cerr << "fp8audit model: could not render JSON\n";
+    return kExitInternal;
   }
-  if (f.format == "json") {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions o;
-    o.preserve_proto_field_names = true;
-    o.always_print_primitive_fields = true;
-    o.add_whitespace = true;
-    if (!google::protobuf::util::MessageToJsonString(result, &json, o).ok()) {
-      std::cerr << "fp8audit model: could not render JSON\n";
-      return kExitInternal;
-    }
-    std::cout << json;
-  } else {
-    PrintText(result, outcome, f.max_explanations);
-  }
+  std::cout << out;
   std::cout.flush();
-  return f.check && result.verdict() != v1::PASS ? kExitViolation : kExitOk;
+  return f.check && !report->passed() ? kExitViolation : kExitOk;
 }
 
 }  // namespace
@@ -277,9 +123,15 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   scenario->excludes(layers);
   sub->footer(
-      "Give either SCENARIO (several with --compare) or --layers.\n"
-      "Exit codes: 0 prediction printed; 2 bad flags or malformed scenario (one line naming\n"
-      "file:line:column); 3 with --check when a microbatch differs from the expectation.");
+      std::string("Give either SCENARIO (several with --compare) or --layers.\n") +
+      "Limits: a scenario file of at most " + std::to_string(state::kMaxScenarioBytes >> 20) +
+      " MiB, ops nested at most " + std::to_string(state::kMaxOpNesting) +
+      " deep, module names of at most " + std::to_string(state::kMaxNameBytes) +
+      " bytes;\nat most " + std::to_string(state::kMaxExpandedOps) +
+      " ops executed per run (repeats, recomputes, microbatches and modules included).\n"
+      "Exit codes: 0 prediction printed; 2 bad flags, malformed scenario (one line naming\n"
+      "file:line:column) or a limit exceeded; 3 with --check when a microbatch differs from the\n"
+      "expectation.");
   sub->callback([flags, exit_code, sub] {
     if (flags->scenarios.empty() && flags->layers == 0) {
       throw CLI::RequiredError("SCENARIO or --layers");

@@ -44,7 +44,7 @@ class Runner {
   bool Recompute(Node& node, std::vector<Node>* tape);
   bool Fires(const Op& op) const {
     return op.microbatches.empty() ||
-           std::find(op.microbatches.begin(), op.microbatches.end(), mb_) != op.microbatches.end();
+           std::binary_search(op.microbatches.begin(), op.microbatches.end(), mb_);
   }
   bool EntryFails(const std::vector<Op>& body) const {
     for (const Op& op : body) {
@@ -61,6 +61,7 @@ class Runner {
   std::vector<Node> tape_;     // the microbatch's graph
   bool act_requires_grad_ = true;
   uint32_t mb_ = 0;
+  uint64_t ops_ = 0;  // ops executed (RunOutcome::ops_executed)
 };
 
 bool Runner::Exec(const std::vector<Op>& ops, const Context& cx) {
@@ -71,6 +72,7 @@ bool Runner::Exec(const std::vector<Op>& ops, const Context& cx) {
 }
 
 bool Runner::ExecOne(const Op& op, const Context& cx) {
+  ++ops_;
   switch (op.kind) {
     case OpKind::kCall: {
       const ModuleSpec& spec = sc_.modules[op.module];
@@ -165,6 +167,7 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
       return Backward();
     case OpKind::kRepeat:
       for (uint32_t i = 0; i < op.count; ++i) {
+        ++ops_;
         if (!Exec(op.body, cx)) return false;
       }
       return true;
@@ -244,6 +247,7 @@ RunOutcome Runner::Run(uint32_t microbatches) {
     const size_t e0 = model_.events().size();
     const uint32_t first_frame = model_.next_frame_id();
     model_.BeginMicrobatch(mb_);
+    ops_ += 1 + eval_.size();
 
     Context top;
     top.tape = &tape_;
@@ -284,6 +288,7 @@ RunOutcome Runner::Run(uint32_t microbatches) {
   }
   for (auto& v : *model_.mutable_violations()) out.violations.push_back(std::move(v));
   out.event_count = model_.events().size();
+  out.ops_executed = ops_;
   out.events = std::move(*model_.mutable_events());
   return out;
 }
@@ -343,6 +348,21 @@ v1::ModelResult ToModelResult(const CompiledScenario& scenario, const RunOutcome
   }
   for (const auto& v : outcome.violations) *r.add_violations() = v;
   r.set_verdict(outcome.passed() ? v1::PASS : v1::FAIL);
+  return r;
+}
+
+v1::ModelResult ToModelResult(const CompiledScenario& scenario, RunOutcome&& outcome) {
+  std::vector<std::vector<std::string>> explanations(outcome.microbatches.size());
+  for (size_t i = 0; i < explanations.size(); ++i) {
+    explanations[i].swap(outcome.microbatches[i].explanations);
+  }
+  outcome.events = {};
+  v1::ModelResult r = ToModelResult(scenario, outcome);
+  for (size_t i = 0; i < explanations.size(); ++i) {
+    for (std::string& e : explanations[i])
+      r.mutable_microbatches(static_cast<int>(i))->add_explanations(std::move(e));
+    explanations[i] = {};
+  }
   return r;
 }
 

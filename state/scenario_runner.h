@@ -49,13 +49,16 @@ struct RunOutcome {
   std::vector<v1::Violation> violations;
   std::vector<ModelEvent> events;  // empty unless recorded
   uint64_t event_count = 0;
+  uint64_t ops_executed = 0;  // as counted by kMaxExpandedOps: at most ExpandedOps()
   bool passed() const;
 };
 
+// Runs whatever it is given: callers check the microbatches they ask for with CheckLimits first.
 RunOutcome RunScenario(const CompiledScenario& scenario, const RunOptions& options);
 
-// The `fp8audit model` result message.
+// The `fp8audit model` result message (from an rvalue: the explanations are moved, not copied).
 v1::ModelResult ToModelResult(const CompiledScenario& scenario, const RunOutcome& outcome);
+v1::ModelResult ToModelResult(const CompiledScenario& scenario, RunOutcome&& outcome);
 
 // Converts model events to trace events (source MODEL), for traces and reports.
 v1::Event ToTraceEvent(const CompiledScenario& scenario, const ModelEvent& event);

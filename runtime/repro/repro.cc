@@ -126,6 +126,19 @@ bool Finite(const at::Tensor& t) { return at::isfinite(t.to(at::kFloat)).all().i
 bool Nonzero(const at::Tensor& t) { return t.ne(0).any().item<bool>(); }
 at::Tensor Snapshot(const at::Tensor& t) { return t.detach().to(at::kCPU).clone(); }
 
+// min(1, max_norm / (global gradient norm + 1e-6)) as a float scalar on the device (no host
+// synchronisation); 1 when max_norm is 0.
+at::Tensor ClipCoefficient(const std::vector<at::Tensor>& params, float max_norm,
+                           const at::Device& device) {
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device);
+  if (max_norm <= 0) return at::ones({}, opts);
+  at::Tensor squares = at::zeros({}, opts);
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) squares = squares + p.grad().to(at::kFloat).pow(2).sum();
+  }
+  return (max_norm / (squares.sqrt() + 1e-6)).clamp_max(1.0);
+}
+
 void SetTraining(Model& m, bool training) {
   for (auto& mod : m.modules) mod->train(training);
 }
@@ -221,7 +234,8 @@ ReproResult Run(const ReproOptions& o) {
           if (!o.inner_autocast) autocast = std::make_unique<Fp8Autocast>(true, o.recipe);
           y = Forward(o, model, x);
         }
-        const at::Tensor loss = y.to(at::kFloat).pow(2).sum() / static_cast<double>(o.tokens);
+        // Normalised: the mean square, whatever H and tokens are.
+        const at::Tensor loss = y.to(at::kFloat).pow(2).mean();
         if (o.switch_mode) SetTraining(model, o.eval_modules);
         loss.backward();
         if (o.switch_mode) SetTraining(model, !o.eval_modules);
@@ -238,6 +252,7 @@ ReproResult Run(const ReproOptions& o) {
       r.backward_updates.push_back(mgr.backward_updates() - b0);
       if ((mb + 1) % accumulation == 0 || mb + 1 == total) {
         at::NoGradGuard no_grad;
+        const at::Tensor step = o.lr * ClipCoefficient(params, o.max_grad_norm, device);
         for (const at::Tensor& p : params) {
           const at::Tensor g = p.grad();
           if (!g.defined()) {
@@ -249,7 +264,7 @@ ReproResult Run(const ReproOptions& o) {
             r.nonzero = r.nonzero && Nonzero(g);
             r.step_grads.push_back(Snapshot(g));
           }
-          p.sub_(g * o.lr);
+          p.sub_(g * step);
           p.mutable_grad().zero_();
         }
         mgr.Step();

@@ -57,7 +57,12 @@ struct ReproOptions {
   bool eval_modules = false;     // every module in eval mode
   bool switch_mode = false;      // flip train/eval between forward and backward (recompute)
   bool no_grad_forward = false;  // an extra forward under no_grad before each microbatch
+  // Training: loss = mean of y^2 (normalised: whatever H and tokens), plain SGD at `lr` on the
+  // gradients summed over `accumulation` microbatches, their global norm clipped to
+  // `max_grad_norm` (0: not clipped). Unnormalised and unclipped, the decoder-like stack diverges
+  // within tens of microbatches, in FP32 as in FP8 (runtime/README.md).
   float lr = 0.05f;
+  float max_grad_norm = 1.0f;
 };
 
 struct ReproResult {

@@ -3,7 +3,9 @@
 // --decoder-layers L, a decoder-like stack of L x 7 Linear-type modules), DelayedScaling HYBRID,
 // every checkpoint layout of the seeds, several seeds and microbatches with gradient
 // accumulation. Each logical microbatch is the NVTX range fp8audit.microbatch and each optimizer
-// step the mark fp8audit.step, so `fp8audit run -- fp8-repro ...` audits it.
+// step the mark fp8audit.step, so `fp8audit run -- fp8-repro ...` audits it. Training: loss =
+// mean(y^2), plain SGD (lr 0.05) with the global gradient norm clipped to 1, which keeps every
+// model size finite (runtime/README.md).
 //
 // Exit codes: 0 the runs completed (with --ownership fixed: and every microbatch had 1 forward and
 // 1 backward update, finite nonzero gradients and numerics bitwise identical to the run without
@@ -77,6 +79,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"hybrid", "e4m3"}));
   app.add_flag("--no-compare", no_compare,
                "skip the silent reference run without checkpointing (no bitwise comparison)");
+  app.footer(
+      "Training: loss = mean(y^2) per microbatch; one SGD step (lr 0.05, global gradient norm "
+      "clipped to 1) every --accumulation microbatches.\nExit codes: 0 the runs completed (fixed: "
+      "1/1 everywhere, finite nonzero gradients, identical numerics); 1 a run failed or a fixed "
+      "expectation did not hold; 2 bad flags.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

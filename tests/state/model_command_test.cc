@@ -1,6 +1,7 @@
 // `fp8audit model` end to end: output shapes and documented exit codes.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -11,6 +12,7 @@
 
 #include "fp8audit/report.pb.h"
 #include "proto/trace_io.h"
+#include "state/scenario.h"
 
 namespace fp8audit {
 namespace {
@@ -21,12 +23,13 @@ struct Result {
   std::string err;
 };
 
-Result RunCli(const std::string& args) {
+// `prefix` runs before the command in the same shell (limits).
+Result RunCli(const std::string& args, const std::string& prefix = "") {
   const std::string err_path =
       (std::filesystem::temp_directory_path() / ("fp8audit_model_err." + std::to_string(getpid())))
           .string();
   const std::string cmd =
-      std::string(FP8AUDIT_BINARY_DIR) + "/bin/fp8audit " + args + " 2>" + err_path;
+      prefix + std::string(FP8AUDIT_BINARY_DIR) + "/bin/fp8audit " + args + " 2>" + err_path;
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -122,6 +125,150 @@ TEST(ModelCommand, TraceOutWritesTheModelEventsAsAReadableTrace) {
   EXPECT_EQ(fwd, 3 * 2);  // 3 microbatches
   EXPECT_EQ(bwd, 3 * 3);
   EXPECT_GT(records, 2);
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommand, CompareTabulatesTeLegacyAndFixedPerScenario) {
+  const Result r = RunCli("model --compare --check " + kScenarios + "reentrant_single.textproto " +
+                          kScenarios + "no_checkpoint.textproto");
+  EXPECT_EQ(r.code, 0) << r.err;  // --check judges the fixed column
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
+  EXPECT_EQ(r.out.rfind("scenario", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("te-legacy fwd/bwd"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 2/3 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+}
+
+TEST(ModelCommand, SeveralScenariosWithoutCompareExit2) {
+  const Result r = RunCli("model " + kScenarios + "reentrant_single.textproto " + kScenarios +
+                          "no_checkpoint.textproto");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "fp8audit model: several scenarios need --compare\n");
+}
+
+// Hostile inputs run with 1 GiB of address space (not under AddressSanitizer, whose shadow memory
+// needs more) and a generous wall-clock stop, so that unbounded growth or a hang fails the test
+// instead of the machine.
+Result RunBounded(const std::string& args) {
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string limit;
+#else
+  const std::string limit = "ulimit -v 1048576; ";
+#endif
+  return RunCli(args, limit + "exec timeout -s KILL 300 ");
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("fp8audit_" + std::to_string(getpid()) + "_" + name))
+                               .string();
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+void ExpectOneLineExit2(const Result& r, const std::string& starts_with, const std::string& says) {
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("fp8audit model: " + starts_with, 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+const std::string kOpLimit =
+    "the limit of " + std::to_string(state::kMaxExpandedOps) + " ops executed";
+const std::string kModule = "modules { name: \"a\" }\n";
+const std::string kCallA = "call { module: \"a\" }";
+
+TEST(ModelCommandLimits, DeeplyNestedScenarioExits2WithOneLine) {
+  std::string program;
+  for (int i = 0; i < 3500; ++i) program += "autocast { body { ";
+  program += kCallA;
+  for (int i = 0; i < 3500; ++i) program += " } }";
+  const std::string path = WriteTemp("deep.textproto", kModule + "program { " + program + " }\n");
+  ExpectOneLineExit2(RunBounded("model " + path), path + ":2:", "nested more than 64 deep");
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, NestingJustPastTheLimitNamesTheLimit) {
+  std::string program;
+  for (int i = 0; i < 65; ++i) program += "repeat { count: 1 body { ";
+  program += kCallA;
+  for (int i = 0; i < 65; ++i) program += " } }";
+  const std::string path = WriteTemp("deep65.textproto", kModule + "program { " + program + " }\n");
+  ExpectOneLineExit2(RunBounded("model " + path), path + ":2:", "nested more than 64 deep");
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, HugeMicrobatchCountExits2) {
+  const std::string path =
+      WriteTemp("mb.textproto", kModule + "microbatches: 4294967295\nprogram { autocast { body { " +
+                                    kCallA + " } } }\n");
+  ExpectOneLineExit2(RunBounded("model " + path), path + ":2:", kOpLimit);
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, HugeRepeatCountExits2) {
+  const std::string path =
+      WriteTemp("repeat.textproto", kModule +
+                                        "program { autocast { body {\n repeat { count: "
+                                        "4294967295 body { " +
+                                        kCallA + " } } } } }\n");
+  ExpectOneLineExit2(RunBounded("model " + path), path, kOpLimit);
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, NestedRepeatsWhoseProductWrapsExit2) {
+  // 65536^4 = 2^64: a product kept in 64 bits without saturation would read 0.
+  std::string program = kCallA;
+  for (int i = 0; i < 4; ++i) program = "repeat { count: 65536 body { " + program + " } }";
+  const std::string path = WriteTemp(
+      "repeats.textproto", kModule + "program { autocast { body { " + program + " } } }\n");
+  ExpectOneLineExit2(RunBounded("model " + path), path, kOpLimit);
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, MicrobatchesFlagCountsAgainstTheLimit) {
+  const std::string path = WriteTemp(
+      "flag.textproto", kModule + "program { autocast { body { repeat { count: 100000 body { " +
+                            kCallA + " } } } } }\n");
+  EXPECT_EQ(RunBounded("model " + path + " --microbatches 1").code, 0);
+  ExpectOneLineExit2(RunBounded("model " + path + " --microbatches 1000000"), path, kOpLimit);
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, HugeLayoutExits2BeforeBuildingIt) {
+  ExpectOneLineExit2(RunBounded("model --layers 100000 --linears-per-layer 1000"), "<layout>",
+                     kOpLimit);
+}
+
+TEST(ModelCommandLimits, DevZeroExits2) {
+  ExpectOneLineExit2(RunBounded("model /dev/zero"), "/dev/zero:", "not a regular file");
+}
+
+TEST(ModelCommandLimits, FifoExits2WithoutWaitingForAWriter) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("fp8audit_" + std::to_string(getpid()) + "_fifo.textproto"))
+                               .string();
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  ExpectOneLineExit2(RunBounded("model " + path), path + ":", "not a regular file");
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, OversizedScenarioFileExits2) {
+  // A valid scenario padded with comments past the size limit.
+  std::string text = kModule + "program { autocast { body { " + kCallA + " } } }\n";
+  const std::string comment = "# " + std::string(1021, 'x') + "\n";
+  while (text.size() <= (4u << 20)) text += comment;
+  const std::string path = WriteTemp("big.textproto", text);
+  ExpectOneLineExit2(RunBounded("model " + path), path + ":", "larger than");
+  std::filesystem::remove(path);
+}
+
+TEST(ModelCommandLimits, UnknownEnumNumberExits2NamingIt) {
+  const std::string path =
+      WriteTemp("kind.textproto", "modules { name: \"a\" kind: 99 }\nprogram { autocast { body { " +
+                                      kCallA + " } } }\n");
+  ExpectOneLineExit2(RunBounded("model " + path), path + ":1:", "99");
   std::filesystem::remove(path);
 }
 

@@ -292,5 +292,177 @@ TEST(ScenarioRunner, FrozenModuleWithoutGradInputNeverOwns) {
   }
 }
 
+std::optional<CompiledScenario> CompileText(const std::string& text, std::string* error) {
+  return CompileScenarioText(text, "x.textproto", error);
+}
+
+TEST(ScenarioLimits, CompileRefusesNestingPastTheLimitEvenWithoutTheParser) {
+  // Built in code: the parser's recursion limit never saw it.
+  auto build = [](int depth) {
+    v1::Scenario s;
+    s.add_modules()->set_name("a");
+    v1::Op* op = s.add_program();
+    for (int i = 1; i < depth; ++i) op = op->mutable_grad_mode()->add_body();
+    op->mutable_call()->set_module("a");
+    return s;
+  };
+  std::string error;
+  EXPECT_TRUE(CompileScenario(build(kMaxOpNesting), &error)) << error;
+  EXPECT_FALSE(CompileScenario(build(kMaxOpNesting + 1), &error));
+  EXPECT_NE(error.find("more than " + std::to_string(kMaxOpNesting) + " deep"), std::string::npos)
+      << error;
+}
+
+TEST(ScenarioLimits, ParserRefusesDeepNestingWithALocation) {
+  std::string text = "modules { name: \"a\" }\nprogram { ";
+  for (int i = 0; i < 3500; ++i) text += "try { body { ";
+  text += "call { module: \"a\" }";
+  for (int i = 0; i < 3500; ++i) text += " } }";
+  text += " }\n";
+  std::string error;
+  EXPECT_FALSE(ParseScenarioText(text, "deep.textproto", &error));
+  EXPECT_EQ(error.rfind("deep.textproto:2:", 0), 0u) << error;
+  EXPECT_NE(error.find("nested more than " + std::to_string(kMaxOpNesting) + " deep"),
+            std::string::npos)
+      << error;
+}
+
+const std::string kOpLimit = "the limit of " + std::to_string(kMaxExpandedOps) + " ops executed";
+
+TEST(ScenarioLimits, ExpandedOpsAreCappedWithSaturation) {
+  std::string error;
+  // (2^16)^4 = 2^64 wraps to 0 in unchecked 64-bit arithmetic.
+  std::string ops = "call { module: \"a\" }";
+  for (int i = 0; i < 4; ++i) ops = "repeat { count: 65536 body { " + ops + " } }";
+  EXPECT_FALSE(CompileText("modules { name: \"a\" }\nprogram { " + ops + " }", &error));
+  EXPECT_NE(error.find(kOpLimit), std::string::npos) << error;
+
+  // Empty bodies cost their iterations.
+  EXPECT_FALSE(CompileText("program { repeat { count: 4294967295 } }", &error));
+  EXPECT_NE(error.find(kOpLimit), std::string::npos) << error;
+
+  EXPECT_FALSE(
+      CompileText("modules { name: \"a\" }\nmicrobatches: 4294967295\nprogram { call { "
+                  "module: \"a\" } }",
+                  &error));
+  EXPECT_EQ(error.rfind("x.textproto:2:", 0), 0u) << error;
+  EXPECT_NE(error.find(kOpLimit), std::string::npos) << error;
+
+  // Microbatches with nothing in them still count, and so does each module they reset.
+  EXPECT_FALSE(CompileText("microbatches: 4294967295", &error));
+  EXPECT_NE(error.find(kOpLimit), std::string::npos) << error;
+  std::string modules;
+  for (int i = 0; i < 1000; ++i) modules += "modules { name: \"m" + std::to_string(i) + "\" }\n";
+  EXPECT_TRUE(CompileText(modules + "microbatches: 999", &error)) << error;  // 999 x 1001
+  EXPECT_FALSE(CompileText(modules + "microbatches: 1000", &error));
+  EXPECT_NE(error.find(kOpLimit), std::string::npos) << error;
+}
+
+TEST(ScenarioLimits, ExpandedOpsCountRepeatsAndRecomputes) {
+  std::string error;
+  // A repeat (1) of 3 iterations, each: the iteration (1), a call (1), a checkpoint (1) holding a
+  // checkpoint (run twice: 2) holding a call (run three times: 3); the microbatch itself (1) and
+  // its reset of the one module (1).
+  const auto sc = CompileText(
+      "modules { name: \"a\" }\nmicrobatches: 5\nprogram { repeat { count: 3 body { call { "
+      "module: \"a\" } } body { checkpoint { body { checkpoint { body { call { module: \"a\" } } "
+      "} } } } } }",
+      &error);
+  ASSERT_TRUE(sc) << error;
+  EXPECT_EQ(sc->ops_per_microbatch, 2u + 1u + 3u * (1u + 1u + 1u + 2u + 3u));
+  EXPECT_EQ(ExpandedOps(*sc, 5), 5u * 27u);
+  EXPECT_TRUE(CheckLimits(*sc, kMaxExpandedOps / 27, &error)) << error;
+  EXPECT_FALSE(CheckLimits(*sc, kMaxExpandedOps / 27 + 1, &error, "here"));
+  EXPECT_EQ(error.rfind("here: ", 0), 0u) << error;
+  EXPECT_NE(error.find(kOpLimit), std::string::npos) << error;
+}
+
+TEST(ScenarioLimits, TheOpBoundHoldsForEveryExample) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kDir)) {
+    if (entry.path().extension() != ".textproto") continue;
+    ++files;
+    const std::string name = entry.path().filename().string();
+    std::string error;
+    const auto sc = LoadAndCompileScenario(kDir + name, &error);
+    ASSERT_TRUE(sc) << error;
+    for (Semantics s : {Semantics::kFixed, Semantics::kTeLegacy}) {
+      RunOptions o;
+      o.semantics = s;
+      const RunOutcome r = RunScenario(*sc, o);
+      EXPECT_GT(r.ops_executed, sc->microbatches) << name;
+      EXPECT_LE(r.ops_executed, ExpandedOps(*sc, sc->microbatches)) << name;
+    }
+  }
+  EXPECT_GE(files, 20);
+}
+
+// Proto3 enums are open: the text parser takes any number.
+TEST(ScenarioLimits, UnknownEnumNumbersAreErrorsWithTheirPosition) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"modules { name: \"a\" kind: 99 }\nprogram { call { module: \"a\" } }", "x.textproto:1:"},
+      {"modules { name: \"a\" }\nrecipe { kind: 7 }", "x.textproto:2:"},
+      {"modules { name: \"a\" }\nrecipe { format: 7 }", "x.textproto:2:"},
+      {"modules { name: \"a\" }\nbackward: 5", "x.textproto:2:"},
+      {"modules { name: \"a\" }\nprogram { autocast { recipe { kind: 9 } } }", "x.textproto:2:"},
+      {"modules { name: \"a\" }\nprogram { checkpoint {\n kind: 3 } }", "x.textproto:3:"},
+      {"modules { name: \"a\" }\nprogram { checkpoint { body { fail { where: 8 } } } }",
+       "x.textproto:2:"},
+  };
+  for (const auto& [text, where] : cases) {
+    std::string error;
+    EXPECT_FALSE(CompileText(text, &error)) << text;
+    EXPECT_EQ(error.rfind(where, 0), 0u) << text << " -> " << error;
+    EXPECT_NE(error.find("is not a known value"), std::string::npos) << error;
+  }
+}
+
+// Explanations and trace events repeat module names: a long one would multiply the output.
+TEST(ScenarioLimits, ModuleNamesAreBounded) {
+  std::string error;
+  const std::string longest(kMaxNameBytes, 'n');
+  EXPECT_TRUE(CompileText("modules { name: \"" + longest + "\" }", &error)) << error;
+  EXPECT_FALSE(CompileText("\nmodules { name: \"" + longest + "n\" }", &error));
+  EXPECT_EQ(error.rfind("x.textproto:2:", 0), 0u) << error;
+  EXPECT_NE(error.find("longer than " + std::to_string(kMaxNameBytes) + " bytes"),
+            std::string::npos)
+      << error;
+}
+
+// A fail op's microbatch list is searched at every execution: kept sorted and unique, each check
+// is logarithmic even for a list that fills the file limit.
+TEST(ScenarioLimits, FailMicrobatchListsAreSortedAndUnique) {
+  std::string error;
+  const auto sc = CompileText(
+      "modules { name: \"a\" }\nmicrobatches: 6\nprogram { autocast { body { try { body { call { "
+      "module: \"a\" } } body { fail { microbatches: [5, 0, 2, 0, 5] } } } } } }",
+      &error);
+  ASSERT_TRUE(sc) << error;
+  const Op& fail = sc->program.at(0).body.at(0).body.at(1);
+  ASSERT_EQ(fail.kind, OpKind::kFail);
+  EXPECT_EQ(fail.microbatches, (std::vector<uint32_t>{0, 2, 5}));
+  const RunOutcome r = RunScenario(*sc, {});
+  ASSERT_EQ(r.microbatches.size(), 6u);
+  // The failure inside the try discards the call's graph: no backward update where it fires.
+  for (uint32_t m = 0; m < 6; ++m) {
+    const bool fires = m == 0 || m == 2 || m == 5;
+    EXPECT_EQ(r.microbatches[m].backward_updates, fires ? 0u : 1u) << "microbatch " << m;
+  }
+}
+
+TEST(ScenarioFiles, NonRegularAndOversizedFilesAreRefusedBeforeReading) {
+  std::string error;
+  EXPECT_FALSE(LoadAndCompileScenario("/dev/zero", &error));
+  EXPECT_EQ(error, "/dev/zero: not a regular file");
+  EXPECT_FALSE(LoadScenarioFile("/", &error));
+  EXPECT_EQ(error, "/: not a regular file");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "fp8audit_oversized.textproto").string();
+  std::ofstream(path) << std::string(kMaxScenarioBytes + 1, ' ');
+  EXPECT_FALSE(LoadAndCompileScenario(path, &error));
+  EXPECT_NE(error.find("larger than"), std::string::npos) << error;
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace fp8audit::state

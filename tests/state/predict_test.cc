@@ -1,0 +1,105 @@
+// state::Predict and state::RenderModel: `fp8audit model` as one call and its renderings.
+#include "state/predict.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace fp8audit::state {
+namespace {
+
+const std::string kDir = std::string(FP8AUDIT_SOURCE_DIR) + "/state/scenarios/";
+
+ModelRequest Decoder28x7(Semantics semantics) {
+  ModelRequest request;
+  request.layout.layers = 28;
+  request.layout.linears_per_layer = 7;
+  request.layout.checkpoint = CheckpointMode::kReentrant;
+  request.layout.segments = Segments::kPerLayer;
+  request.semantics = semantics;
+  request.microbatches = 2;
+  return request;
+}
+
+TEST(Predict, RunsALayoutUnderTheRequestedSemantics) {
+  std::string error;
+  const auto legacy = Predict(Decoder28x7(Semantics::kTeLegacy), &error);
+  ASSERT_TRUE(legacy && legacy->prediction) << error;
+  const v1::ModelResult& r = legacy->prediction->result;
+  EXPECT_EQ(r.semantics(), "te-legacy");
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(1).forward_updates(), 29u);
+  EXPECT_EQ(r.microbatches(1).backward_updates(), 196u);
+  EXPECT_EQ(r.microbatches(1).explanations_size(), 28 + 195);
+  EXPECT_FALSE(legacy->passed());
+
+  const auto fixed = Predict(Decoder28x7(Semantics::kFixed), &error);
+  ASSERT_TRUE(fixed && fixed->prediction) << error;
+  EXPECT_EQ(fixed->prediction->result.microbatches(0).forward_updates(), 1u);
+  EXPECT_TRUE(fixed->passed());
+}
+
+TEST(Predict, ComparesEveryInputUnderBothSemantics) {
+  ModelRequest request;
+  request.compare = true;
+  request.scenarios = {kDir + "reentrant_single.textproto", kDir + "no_checkpoint.textproto"};
+  std::string error;
+  const auto report = Predict(request, &error);
+  ASSERT_TRUE(report) << error;
+  EXPECT_FALSE(report->prediction);
+  ASSERT_EQ(report->rows.size(), 2u);
+  const CompareRow& row = report->rows[0];
+  ASSERT_FALSE(row.te_legacy.microbatches.empty());
+  EXPECT_EQ(row.te_legacy.microbatches[0].forward, 2u);
+  EXPECT_EQ(row.te_legacy.microbatches[0].backward, 3u);
+  EXPECT_FALSE(row.te_legacy.passed);
+  EXPECT_EQ(row.fixed.microbatches[0].forward, 1u);
+  EXPECT_TRUE(row.fixed.passed);
+  EXPECT_TRUE(report->passed());  // judged on the fixed column
+
+  std::string table;
+  ASSERT_TRUE(RenderModel(*report, ModelFormat::kText, 20, &table));
+  EXPECT_EQ(table.rfind("scenario", 0), 0u) << table;
+  EXPECT_NE(table.find("2/3"), std::string::npos) << table;
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3) << table;
+}
+
+TEST(Predict, RefusesBadInputWithOneLine) {
+  ModelRequest request;
+  request.scenarios = {kDir + "reentrant_single.textproto", kDir + "no_checkpoint.textproto"};
+  std::string error;
+  EXPECT_FALSE(Predict(request, &error));
+  EXPECT_EQ(error, "several scenarios need --compare");
+  request.scenarios = {"/nonexistent.textproto"};
+  EXPECT_FALSE(Predict(request, &error));
+  EXPECT_EQ(error, "/nonexistent.textproto: cannot open the scenario file");
+}
+
+TEST(RenderModel, TextCapsTheExplanationsOfTheFirstFailingMicrobatch) {
+  std::string error;
+  const auto report = Predict(Decoder28x7(Semantics::kTeLegacy), &error);
+  ASSERT_TRUE(report) << error;
+  std::string text;
+  ASSERT_TRUE(RenderModel(*report, ModelFormat::kText, 2, &text));
+  EXPECT_NE(text.find("why (microbatch 0):"), std::string::npos) << text;
+  EXPECT_NE(text.find("  ... and 221 more (--format json lists them all)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("verdict: FAIL (2 of 2 microbatches differ from 1/1)"), std::string::npos)
+      << text;
+}
+
+TEST(RenderModel, JsonIsTheModelResult) {
+  std::string error;
+  const auto report = Predict(Decoder28x7(Semantics::kTeLegacy), &error);
+  ASSERT_TRUE(report) << error;
+  std::string json;
+  ASSERT_TRUE(RenderModel(*report, ModelFormat::kJson, 2, &json));
+  v1::ModelResult parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+  EXPECT_EQ(parsed.SerializeAsString(), report->prediction->result.SerializeAsString());
+}
+
+}  // namespace
+}  // namespace fp8audit::state
