@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "state/predict.h"
+#include "state/semantics.h"
 
 namespace fp8audit::cli {
 
@@ -76,14 +77,23 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       "model",
       "Predict global FP8 DelayedScaling state updates per logical microbatch for a scenario "
       "(Protobuf text format) or a generated checkpointing layout, under the fixed semantics "
-      "(always 1 forward, 1 backward) or Transformer Engine's current ones (te-legacy).");
+      "(always 1 forward, 1 backward) or a Transformer Engine release's (te-2.20: TE 2.20.x; "
+      "te-172bd93, alias te-legacy: TE at commit 172bd93).");
   auto* scenario = sub->add_option("scenario", flags->scenarios, "Scenario file(s) (.textproto)")
                        ->check(CLI::ExistingFile);
   sub->add_flag("--compare", flags->compare,
-                "Run each scenario (or the layout) under te-legacy and fixed semantics and print "
-                "one row each, side by side");
-  sub->add_option("--semantics", flags->semantics, "Ownership semantics")
-      ->check(CLI::IsMember({"fixed", "te-legacy"}))
+                "Run each scenario (or the layout) under te-172bd93, te-2.20 and fixed semantics "
+                "and print one row each, side by side");
+  sub->add_option("--semantics", flags->semantics,
+                  "Ownership semantics: " + std::string(state::kSemanticsNames))
+      ->check(
+          [](const std::string& name) {
+            return state::ParseSemantics(name)
+                       ? std::string()
+                       : "unknown semantics '" + name +
+                             "' (known: " + std::string(state::kSemanticsNames) + ")";
+          },
+          "SEMANTICS")
       ->capture_default_str();
   sub->add_option("--microbatches", flags->microbatches,
                   "Microbatches to run (default: the scenario's count, or 1 for a layout)")

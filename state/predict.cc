@@ -166,10 +166,11 @@ std::string CountsCell(const CompareColumn& r) {
 }
 
 void RenderCompare(const std::vector<CompareRow>& rows, std::string* out) {
-  Appendf(out, "%-46s %-22s %-22s %s\n", "scenario", "te-legacy fwd/bwd", "fixed fwd/bwd",
-          "fixed verdict");
+  Appendf(out, "%-46s %-22s %-22s %-22s %s\n", "scenario", "te-172bd93 fwd/bwd", "te-2.20 fwd/bwd",
+          "fixed fwd/bwd", "fixed verdict");
   for (const CompareRow& row : rows) {
-    Appendf(out, "%-46s %-22s %-22s %s\n", row.name.c_str(), CountsCell(row.te_legacy).c_str(),
+    Appendf(out, "%-46s %-22s %-22s %-22s %s\n", row.name.c_str(),
+            CountsCell(row.te_172bd93).c_str(), CountsCell(row.te_220).c_str(),
             CountsCell(row.fixed).c_str(), row.fixed.passed ? "PASS" : "FAIL");
   }
 }
@@ -203,7 +204,9 @@ std::optional<ModelReport> Predict(const ModelRequest& request, std::string* err
       CompareRow row;
       row.name = sc.name;
       options.semantics = Semantics::kTeLegacy;
-      row.te_legacy = Column(RunScenario(sc, options));
+      row.te_172bd93 = Column(RunScenario(sc, options));
+      options.semantics = Semantics::kTe220;
+      row.te_220 = Column(RunScenario(sc, options));
       options.semantics = Semantics::kFixed;
       row.fixed = Column(RunScenario(sc, options));
       report.rows.push_back(std::move(row));

@@ -43,10 +43,11 @@ struct CompareColumn {
   bool passed = false;
 };
 
-// One input under both semantics.
+// One input under each TE release's semantics and the fixed one.
 struct CompareRow {
   std::string name;
-  CompareColumn te_legacy;
+  CompareColumn te_172bd93;
+  CompareColumn te_220;
   CompareColumn fixed;
 };
 

@@ -163,9 +163,20 @@ std::optional<CompiledScenario> Compiler::Compile(std::string* error) {
     }
     ModuleSpec spec;
     spec.name = m.name();
-    spec.kind = m.kind() == v1::LAYERNORM_LINEAR ? ModuleKind::kLayerNormLinear
-                : m.kind() == v1::LAYERNORM_MLP  ? ModuleKind::kLayerNormMlp
-                                                 : ModuleKind::kLinear;
+    switch (m.kind()) {
+      case v1::LAYERNORM_LINEAR:
+        spec.kind = ModuleKind::kLayerNormLinear;
+        break;
+      case v1::LAYERNORM_MLP:
+        spec.kind = ModuleKind::kLayerNormMlp;
+        break;
+      case v1::LAYERNORM_MLP_CHECKPOINT:
+        spec.kind = ModuleKind::kLayerNormMlpCheckpoint;
+        break;
+      default:  // LINEAR; unknown numbers were refused by CheckEnums
+        spec.kind = ModuleKind::kLinear;
+        break;
+    }
     spec.eval = m.eval();
     spec.frozen = m.frozen();
     result_.modules.push_back(std::move(spec));

@@ -134,9 +134,30 @@ TEST(ModelCommand, CompareTabulatesTeLegacyAndFixedPerScenario) {
   EXPECT_EQ(r.code, 0) << r.err;  // --check judges the fixed column
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 3) << r.out;
   EXPECT_EQ(r.out.rfind("scenario", 0), 0u) << r.out;
-  EXPECT_NE(r.out.find("te-legacy fwd/bwd"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("te-172bd93 fwd/bwd"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" 2/3 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASS"), std::string::npos) << r.out;
+}
+
+// Every TE release the model knows is a --semantics name; an unknown one is a usage error.
+TEST(ModelCommand, SemanticsAcceptsEveryTeReleaseByName) {
+  for (const std::string name : {"fixed", "te-2.20", "te-172bd93", "te-legacy"}) {
+    const Result r = RunCli("model " + kScenarios +
+                            "reentrant_single.textproto --format json --semantics " + name);
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+  }
+  const Result bad =
+      RunCli("model " + kScenarios + "reentrant_single.textproto --semantics te-9.9");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("te-2.20"), std::string::npos) << bad.err;
+}
+
+// The comparison shows both TE releases beside the fixed semantics: they differ on eval modules.
+TEST(ModelCommand, CompareShowsEachTeReleaseBesideFixed) {
+  const Result r = RunCli("model --compare " + kScenarios + "eval_modules_reentrant.textproto");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("te-172bd93 fwd/bwd"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("te-2.20 fwd/bwd"), std::string::npos) << r.out;
 }
 
 TEST(ModelCommand, SeveralScenariosWithoutCompareExit2) {

@@ -28,7 +28,7 @@ TEST(Predict, RunsALayoutUnderTheRequestedSemantics) {
   const auto legacy = Predict(Decoder28x7(Semantics::kTeLegacy), &error);
   ASSERT_TRUE(legacy && legacy->prediction) << error;
   const v1::ModelResult& r = legacy->prediction->result;
-  EXPECT_EQ(r.semantics(), "te-legacy");
+  EXPECT_EQ(r.semantics(), "te-172bd93");
   ASSERT_EQ(r.microbatches_size(), 2);
   EXPECT_EQ(r.microbatches(1).forward_updates(), 29u);
   EXPECT_EQ(r.microbatches(1).backward_updates(), 196u);
@@ -51,10 +51,13 @@ TEST(Predict, ComparesEveryInputUnderBothSemantics) {
   EXPECT_FALSE(report->prediction);
   ASSERT_EQ(report->rows.size(), 2u);
   const CompareRow& row = report->rows[0];
-  ASSERT_FALSE(row.te_legacy.microbatches.empty());
-  EXPECT_EQ(row.te_legacy.microbatches[0].forward, 2u);
-  EXPECT_EQ(row.te_legacy.microbatches[0].backward, 3u);
-  EXPECT_FALSE(row.te_legacy.passed);
+  ASSERT_FALSE(row.te_172bd93.microbatches.empty());
+  EXPECT_EQ(row.te_172bd93.microbatches[0].forward, 2u);
+  EXPECT_EQ(row.te_172bd93.microbatches[0].backward, 3u);
+  EXPECT_FALSE(row.te_172bd93.passed);
+  ASSERT_FALSE(row.te_220.microbatches.empty());
+  EXPECT_EQ(row.te_220.microbatches[0].forward, 2u);
+  EXPECT_EQ(row.te_220.microbatches[0].backward, 3u);
   EXPECT_EQ(row.fixed.microbatches[0].forward, 1u);
   EXPECT_TRUE(row.fixed.passed);
   EXPECT_TRUE(report->passed());  // judged on the fixed column

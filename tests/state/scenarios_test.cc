@@ -464,5 +464,23 @@ TEST(ScenarioFiles, NonRegularAndOversizedFilesAreRefusedBeforeReading) {
   std::filesystem::remove(path);
 }
 
+// Every module kind of the schema compiles to its own kind, LayerNormMLP(checkpoint=True) too.
+TEST(ScenarioModules, EveryModuleKindCompilesToItsOwnKind) {
+  const std::vector<std::pair<std::string, ModuleKind>> cases = {
+      {"LINEAR", ModuleKind::kLinear},
+      {"LAYERNORM_LINEAR", ModuleKind::kLayerNormLinear},
+      {"LAYERNORM_MLP", ModuleKind::kLayerNormMlp},
+      {"LAYERNORM_MLP_CHECKPOINT", ModuleKind::kLayerNormMlpCheckpoint},
+  };
+  for (const auto& [name, kind] : cases) {
+    std::string error;
+    const auto sc = CompileText(
+        "modules { name: \"a\" kind: " + name + " }\nprogram { call { module: \"a\" } }", &error);
+    ASSERT_TRUE(sc) << name << ": " << error;
+    ASSERT_EQ(sc->modules.size(), 1u);
+    EXPECT_EQ(sc->modules[0].kind, kind) << name;
+  }
+}
+
 }  // namespace
 }  // namespace fp8audit::state
