@@ -74,8 +74,6 @@ LAYOUT_SCENARIOS = Path(__file__).resolve().parents[1] / "live_te" / "scenarios"
 def test_each_layouts_scenario_predicts_its_unpatched_counts(name, capsys):
     """tests/live_te/scenarios/<layout>.textproto is what the live table compares TE with: on the
     stand-in, the layout's unpatched counts equal the model's te-2.20 prediction per microbatch."""
-    if name == "layernorm-mlp-checkpoint":
-        pytest.xfail("state/scenario.cc reads LAYERNORM_MLP_CHECKPOINT as LINEAR until it maps it")
     lines = run(capsys, "--layout", name, "--mode", "unpatched")
     counts = [(line["forward"], line["backward"]) for line in lines if line["kind"] == "microbatch"]
     predicted = _model.run_scenario(str(LAYOUT_SCENARIOS / f"{name}.textproto"), "te-2.20",
