@@ -1,0 +1,69 @@
+// The writer: one thread that drains the per-thread rings every kFlushPeriodMs (or when asked),
+// orders and converts the events, feeds the live check and appends them to the trace file, which
+// it creates (with the header) when it starts. At shutdown it writes the footer.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace fp8audit::agent {
+
+class Agent;
+class TraceWriter;
+
+inline constexpr uint64_t kFlushPeriodMs = 100;
+inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle
+
+class WriterThread {
+ public:
+  explicit WriterThread(Agent& agent) : agent_(agent) {}
+  WriterThread(const WriterThread&) = delete;
+  WriterThread& operator=(const WriterThread&) = delete;
+
+  // Creates the wake pipe. False when it cannot (nothing is recorded then).
+  bool Init();
+  // Starts the thread (which creates the trace file) unless it was started before.
+  void Ensure();
+  bool not_started() const { return state_.load(std::memory_order_acquire) == kNotStarted; }
+  // Stopped or failed: nothing more is written.
+  bool finished() const { return state_.load(std::memory_order_acquire) >= kStopped; }
+
+  // At exit: the final cycle (everything, the footer), then joins the thread. Returns true when
+  // the live check asks the process to end with status 3 (fail-fast).
+  bool Stop();
+  // From a signal handler: asks for a flush (or, `final`, the footer) and waits at most 2 s.
+  void RequestFlushFromSignal(bool final);
+
+  // Fork: held across fork() (see lifecycle.h), and the child's fresh start (no thread, no file:
+  // a new one starts at the child's first event).
+  void LockForFork();
+  void UnlockAfterFork();
+  void ResetInChild();
+
+ private:
+  enum State : int { kNotStarted = 0, kRunning = 1, kStopped = 2, kFailed = 3 };
+  void StartLocked();
+  void Main();
+
+  Agent& agent_;
+  // cycle_mu_ is held while the thread works (allocating, writing), and across fork(), so a forked
+  // child never inherits an allocator lock the writer held (sanitizer or custom allocators without
+  // fork handlers).
+  std::mutex cycle_mu_;
+  std::mutex start_mu_;
+  std::atomic<int> state_{kNotStarted};
+  pthread_t thread_{};
+  int wake_fd_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint32_t> flush_request_{0};
+  std::atomic<uint32_t> flush_done_{0};
+  std::atomic<bool> fail_fast_exit_{false};
+  std::atomic<bool> started_{false};  // the thread is past its start-up
+  TraceWriter* writer_ = nullptr;     // owned by the thread; kept reachable
+  TraceWriter* abandoned_ = nullptr;  // a forked child's copy of the parent's writer
+};
+
+}  // namespace fp8audit::agent
