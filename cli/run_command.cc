@@ -33,6 +33,7 @@ struct RunArgs {
   ExpectFlags expect;
   bool fail_fast = false;
   bool self_profile = false;
+  std::string on_full = "wait";
   std::string patterns;
   uint32_t max_rows = 50;
   ProgressFlags progress;
@@ -98,6 +99,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   }
   if (args.fail_fast) env.emplace_back("FP8AUDIT_FAIL_FAST", "1");
   if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
+  env.emplace_back("FP8AUDIT_ON_FULL", args.on_full);
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
 
   const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
@@ -159,6 +161,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--self-profile", args->self_profile,
                 "the agent prints, at CMD's exit, how often its handlers ran and the host time "
                 "spent in them (FP8AUDIT_SELF_PROFILE=1)");
+  sub->add_option("--on-full", args->on_full,
+                  "what a thread of CMD does when its agent event buffer is full: wait (default) "
+                  "for the agent's writer, giving up after 2 s without writer progress, or drop "
+                  "the event; drops are counted in the trace and the audit is then incomplete "
+                  "(FP8AUDIT_ON_FULL)")
+      ->check(CLI::IsMember({"wait", "drop"}))
+      ->type_name("wait|drop");
   sub->add_option("--patterns", args->patterns,
                   "kernel-name patterns for the agent's classifier (FP8AUDIT_PATTERNS; checked "
                   "before CMD starts)")

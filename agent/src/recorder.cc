@@ -84,6 +84,9 @@ void Agent::InitOnce() {
   pid_ = static_cast<uint32_t>(::getpid());
   if (!rings_.Init()) return;
   if (!writer_.Init()) return;
+  RingOptions rings;
+  rings.on_full = config_.on_full;
+  rings_.Configure(rings, &writer_);
   InstallLifecycleHooks();
   enabled_.store(true, std::memory_order_release);
 }

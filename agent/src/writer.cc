@@ -63,6 +63,29 @@ std::vector<std::string> ReadCommandLine() {
   return args;
 }
 
+std::string DropCause(DropReason why, const RingOptions& o) {
+  const std::string full =
+      "a thread's buffer of " + std::to_string(o.capacity) + " events was full";
+  switch (why) {
+    case DropReason::kFull:
+      return full + " and FP8AUDIT_ON_FULL=drop (wait, the default, lets it wait for the writer)";
+    case DropReason::kStalled:
+      return full + " and the trace writer made no progress for " +
+             std::to_string(o.stall_ns / 1'000'000) + " ms";
+    case DropReason::kCannotWait:
+      return full +
+             " where it may not wait for the writer (the writer's own thread, a fork under "
+             "way, or the writer stopped)";
+    case DropReason::kReentrant:
+      return "a signal handler recorded while its thread was recording";
+    case DropReason::kNoMemory:
+      return "no memory for a thread's buffer";
+    case DropReason::kNone:
+      break;
+  }
+  return "unknown cause";
+}
+
 bool BlockAllSignals(sigset_t* previous) {
   sigset_t all;
   sigfillset(&all);
@@ -222,6 +245,10 @@ void WriterThread::StartLocked() {
 
 void WriterThread::Main() {
   prctl(PR_SET_NAME, "fp8audit-writer", 0, 0, 0);
+  tid_.store(CurrentTid(), std::memory_order_release);
+  if (pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0) {
+    cpu_clock_set_.store(true, std::memory_order_release);
+  }
   started_.store(true, std::memory_order_release);
   TraceWriter* writer = nullptr;
   {
@@ -249,6 +276,8 @@ void WriterThread::Main() {
     {
       std::lock_guard<std::mutex> lock(cycle_mu_);
       writer->Cycle(stop || requested, stop);
+      cycles_.fetch_add(1, std::memory_order_relaxed);
+      ReportDrops(*writer);
     }
     if (!stop && writer->fail_fast_now()) {
       std::lock_guard<std::mutex> lock(cycle_mu_);
@@ -271,11 +300,41 @@ void WriterThread::Main() {
   state_.store(kStopped, std::memory_order_release);
 }
 
+void WriterThread::ReportDrops(const TraceWriter& writer) {
+  if (drops_reported_) return;
+  Rings& rings = agent_.rings();
+  const uint64_t dropped = rings.Dropped();
+  if (dropped == 0) return;
+  drops_reported_ = true;
+  Agent::Warn("events dropped: " + std::to_string(dropped) + " so far in this process (" +
+              DropCause(rings.first_drop(), rings.options()) + "); the footer of " + writer.path() +
+              " counts every one and its audit is incomplete");
+}
+
+bool WriterThread::CanWaitFor(uint32_t tid) {
+  return state_.load(std::memory_order_acquire) == kRunning &&
+         tid != tid_.load(std::memory_order_acquire) &&
+         tid != forking_tid_.load(std::memory_order_acquire);
+}
+
+uint64_t WriterThread::Progress() {
+  uint64_t progress = cycles_.load(std::memory_order_relaxed);
+  timespec t{};
+  if (cpu_clock_set_.load(std::memory_order_acquire) && clock_gettime(cpu_clock_, &t) == 0) {
+    progress += static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+  }
+  return progress;
+}
+
+void WriterThread::Wake() {
+  const char b = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_[1], &b, 1);
+}
+
 bool WriterThread::Stop() {
   if (state_.load(std::memory_order_acquire) == kRunning) {
     stop_.store(true, std::memory_order_release);
-    const char b = 1;
-    [[maybe_unused]] ssize_t n = ::write(wake_fd_[1], &b, 1);
+    Wake();
     pthread_join(thread_, nullptr);
   }
   state_.store(kStopped, std::memory_order_release);
@@ -290,8 +349,7 @@ void WriterThread::RequestFlushFromSignal(bool final) {
   } else {
     target = flush_request_.fetch_add(1, std::memory_order_acq_rel) + 1;
   }
-  const char b = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_[1], &b, 1);
+  Wake();
   for (int i = 0; i < 200; ++i) {  // at most 2 s
     if (final ? state_.load(std::memory_order_acquire) != kRunning
               : flush_done_.load(std::memory_order_acquire) == target) {
@@ -303,6 +361,7 @@ void WriterThread::RequestFlushFromSignal(bool final) {
 }
 
 void WriterThread::LockForFork() {
+  forking_tid_.store(CurrentTid(), std::memory_order_release);  // it never waits for the writer
   cycle_mu_.lock();
   start_mu_.lock();
 }
@@ -310,6 +369,7 @@ void WriterThread::LockForFork() {
 void WriterThread::UnlockAfterFork() {
   start_mu_.unlock();
   cycle_mu_.unlock();
+  forking_tid_.store(0, std::memory_order_release);
 }
 
 void WriterThread::ResetInChild() {
@@ -323,6 +383,10 @@ void WriterThread::ResetInChild() {
   flush_done_.store(0);
   fail_fast_exit_.store(false);
   started_.store(false);
+  tid_.store(0);
+  cpu_clock_set_.store(false);
+  cycles_.store(0);
+  drops_reported_ = false;
   ::close(wake_fd_[0]);
   ::close(wake_fd_[1]);
   if (::pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) state_.store(kFailed);

@@ -1,13 +1,19 @@
-// The writer: one thread that drains the per-thread rings every kFlushPeriodMs (or when asked),
-// orders and converts the events, feeds the live check and appends them to the trace file, which
-// it creates (with the header) when it starts. At shutdown it writes the footer.
+// The writer: one thread that drains the per-thread rings every kFlushPeriodMs, or as soon as a
+// ring fills to its wake mark or a flush is asked for; orders and converts the events, feeds the
+// live check and appends them to the trace file, which it creates (with the header) when it
+// starts. At shutdown it writes the footer. It is the rings' consumer: a thread whose ring is full
+// waits for it (rings.h) unless that thread is the writer's own or is forking, or the writer is not
+// running; its progress is its CPU time. The first drop is reported once on stderr.
 #pragma once
 
 #include <pthread.h>
+#include <time.h>
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+
+#include "agent/src/rings.h"
 
 namespace fp8audit::agent {
 
@@ -17,7 +23,7 @@ class TraceWriter;
 inline constexpr uint64_t kFlushPeriodMs = 100;
 inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle
 
-class WriterThread {
+class WriterThread final : public RingConsumer {
  public:
   explicit WriterThread(Agent& agent) : agent_(agent) {}
   WriterThread(const WriterThread&) = delete;
@@ -43,10 +49,16 @@ class WriterThread {
   void UnlockAfterFork();
   void ResetInChild();
 
+  // RingConsumer.
+  bool CanWaitFor(uint32_t tid) override;
+  uint64_t Progress() override;
+  void Wake() override;
+
  private:
   enum State : int { kNotStarted = 0, kRunning = 1, kStopped = 2, kFailed = 3 };
   void StartLocked();
   void Main();
+  void ReportDrops(const TraceWriter& writer);
 
   Agent& agent_;
   // cycle_mu_ is held while the thread works (allocating, writing), and across fork(), so a forked
@@ -62,6 +74,12 @@ class WriterThread {
   std::atomic<uint32_t> flush_done_{0};
   std::atomic<bool> fail_fast_exit_{false};
   std::atomic<bool> started_{false};  // the thread is past its start-up
+  std::atomic<uint32_t> tid_{0};      // the writer thread's id once started
+  std::atomic<uint32_t> forking_tid_{0};
+  std::atomic<uint64_t> cycles_{0};
+  clockid_t cpu_clock_{};
+  std::atomic<bool> cpu_clock_set_{false};
+  bool drops_reported_ = false;       // writer thread only
   TraceWriter* writer_ = nullptr;     // owned by the thread; kept reachable
   TraceWriter* abandoned_ = nullptr;  // a forked child's copy of the parent's writer
 };

@@ -3,16 +3,20 @@
 // CUDA_INJECTION64_PATH (mode cuda-injection calls InitializeInjection as the driver would).
 //
 // Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
+//        | stress THREADS MILLISECONDS
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fp8audit/nvtx_events.h"
 
@@ -89,6 +93,33 @@ int CallInitializeInjection() {
   return init() == 1 ? 0 : 2;
 }
 
+// `threads` threads emit update marks as fast as they can for `ms` milliseconds (all start
+// together); prints "emitted N", the total.
+void Stress(int threads, long ms) {
+  std::atomic<bool> go{false};
+  std::vector<uint64_t> counts(static_cast<size_t>(threads), 0);
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&go, &counts, i, ms] {
+      while (!go.load()) std::this_thread::yield();
+      const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+      uint64_t n = 0;
+      while (std::chrono::steady_clock::now() < end) {
+        for (int k = 0; k < 64; ++k) ev::Update();
+        n += 64;
+      }
+      counts[static_cast<size_t>(i)] = n;
+    });
+  }
+  go.store(true);
+  uint64_t total = 0;
+  for (int i = 0; i < threads; ++i) {
+    pool[static_cast<size_t>(i)].join();
+    total += counts[static_cast<size_t>(i)];
+  }
+  std::printf("emitted %llu\n", static_cast<unsigned long long>(total));
+}
+
 void Ready() {
   std::printf("ready\n");
   std::fflush(stdout);
@@ -156,6 +187,12 @@ int main(int argc, char** argv) {
     for (long i = 0; i < n; ++i) ev::Update();
     return 0;
   }
-  std::fprintf(stderr, "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N\n");
+  if (mode == "stress" && argc > 3) {
+    Stress(std::atoi(argv[2]), std::strtol(argv[3], nullptr, 10));
+    return 0;
+  }
+  std::fprintf(stderr,
+               "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N|probe-toggle"
+               "|stress THREADS MILLISECONDS\n");
   return 2;
 }

@@ -294,14 +294,28 @@ TEST(AgentRoutes, ForkedChildWritesItsOwnFile) {
   EXPECT_TRUE(child->has_footer);
 }
 
-TEST(AgentRoutes, FloodDropsEventsAndCountsThem) {
-  const RunResult run = Emit("flood", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {"200000"});
+TEST(AgentRoutes, FloodInDropModeCountsWhatItDropsAndSaysSoOnce) {
+  const RunResult run = Emit(
+      "flood", {{"NVTX_INJECTION64_PATH", AgentPath()}, {"FP8AUDIT_ON_FULL", "drop"}}, {"200000"});
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
   ASSERT_EQ(run.traces.size(), 1u);
   const Trace& t = run.traces[0];
   ASSERT_TRUE(t.has_footer);
   EXPECT_EQ(t.events.size(), t.footer.events());
   EXPECT_EQ(t.footer.events() + t.footer.dropped(), 200000u);
+  EXPECT_EQ(run.stderr_lines().size(), t.footer.dropped() > 0 ? 1u : 0u) << run.stderr_text;
+}
+
+TEST(AgentRoutes, FloodInWaitModeKeepsEveryEvent) {
+  const RunResult run = Emit("flood", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {"200000"});
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  ASSERT_TRUE(t.has_footer);
+  EXPECT_EQ(t.footer.dropped(), 0u);
+  EXPECT_EQ(t.events.size(), 200000u);
+  EXPECT_EQ(t.footer.events(), 200000u);
+  EXPECT_EQ(run.stderr_text, "");
 }
 
 #if FP8AUDIT_AGENT_HAVE_AUDITOR
