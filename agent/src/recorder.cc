@@ -153,6 +153,12 @@ void Agent::SetCudaFacts(std::string gpu, std::string driver, std::string cuda) 
   if (!cuda.empty()) facts_.cuda = std::move(cuda);
 }
 
+void Agent::SetCupti(std::string path, uint32_t api_version) {
+  std::lock_guard<std::mutex> lock(facts_mu_);
+  facts_.cupti = std::move(path);
+  facts_.cupti_api_version = api_version;
+}
+
 CudaFacts Agent::cuda_facts() {
   std::lock_guard<std::mutex> lock(facts_mu_);
   return facts_;

@@ -67,11 +67,6 @@ struct ThreadState : ThreadRing {
   }
 };
 
-// Header facts about CUDA, filled by the kernel probe when it attaches.
-struct CudaFacts {
-  std::string gpu, driver, cuda;
-};
-
 class Agent final : public RecordSink {
  public:
   static Agent& Get();  // never destroyed
@@ -117,6 +112,7 @@ class Agent final : public RecordSink {
   void Shutdown();
 
   void SetCudaFacts(std::string gpu, std::string driver, std::string cuda);
+  void SetCupti(std::string path, uint32_t api_version);
   CudaFacts cuda_facts();
 
   Rings& rings() { return rings_; }

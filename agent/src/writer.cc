@@ -18,6 +18,7 @@
 #include "agent/src/converter.h"
 #include "agent/src/live_check.h"
 #include "agent/src/recorder.h"
+#include "proto/text_escape.h"
 #include "proto/trace_io.h"
 
 #ifndef FP8AUDIT_VERSION
@@ -94,6 +95,29 @@ bool BlockAllSignals(sigset_t* previous) {
 
 }  // namespace
 
+v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32_t pid,
+                                uint32_t parent_pid, const std::vector<std::string>& command,
+                                const CudaFacts& facts) {
+  v1::TraceHeader h;
+  h.set_schema_version(1);
+  h.set_host(host);
+  h.set_pid(pid);
+  h.set_rank(c.rank);
+  for (const std::string& arg : command) h.add_command(arg);
+  h.set_agent_version(FP8AUDIT_VERSION);
+  h.set_gpu(facts.gpu);
+  h.set_driver(facts.driver);
+  h.set_cuda(facts.cuda);
+  h.set_cupti(facts.cupti);
+  h.set_cupti_api_version(facts.cupti_api_version);
+  h.set_expect_forward(c.expect_forward);
+  h.set_expect_backward(c.expect_backward);
+  h.set_markers(c.markers_configured ? "nvtx" : "threads");
+  h.set_parent_pid(parent_pid);
+  EscapeNonUtf8Fields(&h);
+  return h;
+}
+
 // ---- The trace file: event conversion, live check (writer thread only) ------------------------
 
 class TraceWriter {
@@ -114,21 +138,9 @@ class TraceWriter {
     }
     v1::TraceRecord record;
     v1::TraceHeader* h = record.mutable_header();
-    h->set_schema_version(1);
-    h->set_host(agent_.host());
-    h->set_pid(agent_.pid());
-    h->set_rank(c.rank);
-    for (std::string& arg : ReadCommandLine()) h->add_command(std::move(arg));
-    h->set_agent_version(FP8AUDIT_VERSION);
-    const CudaFacts facts = agent_.cuda_facts();
-    h->set_gpu(facts.gpu);
-    h->set_driver(facts.driver);
-    h->set_cuda(facts.cuda);
+    *h = MakeTraceHeader(c, agent_.host(), agent_.pid(), agent_.parent_pid(), ReadCommandLine(),
+                         agent_.cuda_facts());
     h->set_start_unix_ns(UnixNs());
-    h->set_expect_forward(c.expect_forward);
-    h->set_expect_backward(c.expect_backward);
-    h->set_markers(c.markers_configured ? "nvtx" : "threads");
-    h->set_parent_pid(agent_.parent_pid());
     live_.OnHeader(*h);
     return Append(record) && Flush();
   }

@@ -12,13 +12,31 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <vector>
 
+#include "agent/src/config.h"
 #include "agent/src/rings.h"
+#include "fp8audit/trace.pb.h"
 
 namespace fp8audit::agent {
 
 class Agent;
 class TraceWriter;
+
+// Header facts about CUDA, filled by the kernel probe when it attaches.
+struct CudaFacts {
+  std::string gpu, driver, cuda;
+  std::string cupti;  // the CUPTI library loaded (path)
+  uint32_t cupti_api_version = 0;
+};
+
+// What a process's trace header says (`command`: its argv; `start_unix_ns` set by the caller).
+// Strings that are not UTF-8 (host, argv, facts) are escaped and marked (proto/text_escape.h).
+::fp8audit::v1::TraceHeader MakeTraceHeader(const Config& config, const std::string& host,
+                                            uint32_t pid, uint32_t parent_pid,
+                                            const std::vector<std::string>& command,
+                                            const CudaFacts& facts);
 
 inline constexpr uint64_t kFlushPeriodMs = 100;
 inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle

@@ -3,9 +3,10 @@
 // CUDA_INJECTION64_PATH (mode cuda-injection calls InitializeInjection as the driver would).
 //
 // Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
-//        | stress THREADS MILLISECONDS
+//        | stress THREADS MILLISECONDS | bytes ARG [HOSTNAME]  (ARG: only for argv)
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +121,25 @@ void Stress(int threads, long ms) {
   std::printf("emitted %llu\n", static_cast<unsigned long long>(total));
 }
 
+// A microbatch and a step under the configured names (FP8AUDIT_MICROBATCH_RANGE,
+// FP8AUDIT_STEP_MARK, which may be any bytes) and a module name that is not UTF-8. With `host`:
+// first becomes a new UTS namespace (inside a user namespace) named `host`; exit 77 when the
+// system does not allow that.
+int Bytes(const char* host) {
+  if (host != nullptr) {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) != 0 || sethostname(host, std::strlen(host)) != 0) {
+      std::printf("no namespaces\n");
+      return 77;
+    }
+  }
+  nvtxRangePushA(std::getenv("FP8AUDIT_MICROBATCH_RANGE"));
+  ev::ModuleForward("m\xfe\\x");
+  ev::UpdateForward();
+  nvtxRangePop();
+  nvtxMarkA(std::getenv("FP8AUDIT_STEP_MARK"));
+  return 0;
+}
+
 void Ready() {
   std::printf("ready\n");
   std::fflush(stdout);
@@ -187,12 +207,13 @@ int main(int argc, char** argv) {
     for (long i = 0; i < n; ++i) ev::Update();
     return 0;
   }
+  if (mode == "bytes" && argc > 2) return Bytes(argc > 3 ? argv[3] : nullptr);
   if (mode == "stress" && argc > 3) {
     Stress(std::atoi(argv[2]), std::strtol(argv[3], nullptr, 10));
     return 0;
   }
   std::fprintf(stderr,
                "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N|probe-toggle"
-               "|stress THREADS MILLISECONDS\n");
+               "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]\n");
   return 2;
 }
