@@ -128,14 +128,17 @@ class TraceWriter {
   bool Open() {
     const Config& c = agent_.config();
     MakeDirs(c.out_dir);
-    path_ = c.out_dir + "/" + agent_.host() + "." + std::to_string(agent_.pid()) +
-            (c.rank >= 0 ? ".rank" + std::to_string(c.rank) : "") + ".fp8trace";
+    // <host>.<pid>[.N][.rank<r>].fp8trace, created exclusively: a name already taken (a
+    // planted link, a trace of an earlier process with this pid) is left alone for the next N.
     std::string error;
-    file_ = TraceFileWriter::Create(path_, &error);
+    file_ = TraceFileWriter::CreateNew(
+        c.out_dir, agent_.host() + "." + std::to_string(agent_.pid()),
+        (c.rank >= 0 ? ".rank" + std::to_string(c.rank) : "") + ".fp8trace", &error);
     if (file_ == nullptr) {
       Agent::Warn("cannot write the trace: " + error + "; recording stops");
       return false;
     }
+    path_ = file_->path();
     v1::TraceRecord record;
     v1::TraceHeader* h = record.mutable_header();
     *h = MakeTraceHeader(c, agent_.host(), agent_.pid(), agent_.parent_pid(), ReadCommandLine(),

@@ -4,9 +4,12 @@
 //
 // Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
 //        | stress THREADS MILLISECONDS | bytes ARG [HOSTNAME]  (ARG: only for argv)
+//        | plant VICTIM
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +143,27 @@ int Bytes(const char* host) {
   return 0;
 }
 
+// Before its first NVTX call (the agent opens the trace there), plants at the trace's own name
+// <host>.<pid>.fp8trace in $FP8AUDIT_OUT a symbolic link to `victim`, and a file "kept" at the
+// first numbered name; then records the basic microbatches.
+int Plant(const char* victim) {
+  const char* out = std::getenv("FP8AUDIT_OUT");
+  if (out == nullptr || (mkdir(out, 0755) != 0 && errno != EEXIST)) return 2;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  for (char* p = host; *p != '\0'; ++p) {
+    if (*p == '/') *p = '_';
+  }
+  const std::string stem = std::string(out) + "/" + host + "." + std::to_string(getpid());
+  if (symlink(victim, (stem + ".fp8trace").c_str()) != 0) return 2;
+  FILE* kept = std::fopen((stem + ".1.fp8trace").c_str(), "wx");
+  if (kept == nullptr) return 2;
+  std::fputs("kept", kept);
+  std::fclose(kept);
+  BasicMicrobatches();
+  return 0;
+}
+
 void Ready() {
   std::printf("ready\n");
   std::fflush(stdout);
@@ -207,6 +231,7 @@ int main(int argc, char** argv) {
     for (long i = 0; i < n; ++i) ev::Update();
     return 0;
   }
+  if (mode == "plant" && argc > 2) return Plant(argv[2]);
   if (mode == "bytes" && argc > 2) return Bytes(argc > 3 ? argv[3] : nullptr);
   if (mode == "stress" && argc > 3) {
     Stress(std::atoi(argv[2]), std::strtol(argv[3], nullptr, 10));
@@ -214,6 +239,6 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N|probe-toggle"
-               "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]\n");
+               "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]|plant VICTIM\n");
   return 2;
 }

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -351,6 +352,37 @@ TEST(AgentRoutes, NamesMessagesAndArgvThatAreNotUtf8AreRecordedLosslessly) {
 
 TEST(AgentRoutes, AHostNameThatIsNotUtf8IsRecordedLosslessly) {
   ExpectBytesRecordedLosslessly("h\xff\\ost");
+}
+
+TEST(AgentRoutes, ATakenTraceNameIsLeftAloneAndAFreshOneChosen) {
+  char dir[] = "/tmp/fp8audit-victim-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string victim = std::string(dir) + "/victim";
+  std::ofstream(victim) << "precious";
+  const RunResult run = Emit("plant", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {victim});
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  EXPECT_EQ(run.stderr_text, "");
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious");  // the link was not followed
+
+  const Trace* fresh = nullptr;
+  for (const Trace& t : run.traces) {
+    if (!t.damaged && t.has_footer) fresh = &t;
+  }
+  ASSERT_NE(fresh, nullptr);
+  const std::string stem = run.out_dir + "/" + fresh->header.host() + "." + std::to_string(run.pid);
+  EXPECT_EQ(fresh->path, stem + ".2.fp8trace");
+  EXPECT_EQ(Kinds(*fresh), kBasicKinds);
+  struct stat st {};
+  ASSERT_EQ(lstat((stem + ".fp8trace").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));  // still the planted link
+  std::ifstream kept(stem + ".1.fp8trace");
+  std::string kept_text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept_text, "kept");
+  ASSERT_EQ(stat(fresh->path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0133, 0u);  // 0644 or tighter
+  std::filesystem::remove_all(dir);
 }
 
 TEST(AgentRoutes, FloodInDropModeCountsWhatItDropsAndSaysSoOnce) {
