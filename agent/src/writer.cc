@@ -69,7 +69,7 @@ std::string DropCause(DropReason why, const RingOptions& o) {
       "a thread's buffer of " + std::to_string(o.capacity) + " events was full";
   switch (why) {
     case DropReason::kFull:
-      return full + " and FP8AUDIT_ON_FULL=drop (wait, the default, lets it wait for the writer)";
+      return full + " under FP8AUDIT_ON_FULL=drop; the default, wait, lets it wait for the writer";
     case DropReason::kStalled:
       return full + " and the trace writer made no progress for " +
              std::to_string(o.stall_ns / 1'000'000) + " ms";

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -60,6 +61,7 @@ Flood RunFlood(const std::map<std::string, std::string>& extra_env) {
   o.timeout_s = 300;
   Flood f;
   f.run = RunProgram(o);
+  std::filesystem::remove_all(std::filesystem::path(f.run.out_dir).parent_path());  // large
   const std::string key = "emitted ";
   const size_t at = f.run.stdout_text.find(key);
   if (at != std::string::npos) {
