@@ -167,7 +167,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "the event; drops are counted in the trace and the audit is then incomplete "
                   "(FP8AUDIT_ON_FULL)")
       ->check(CLI::IsMember({"wait", "drop"}))
-      ->type_name("wait|drop");
+      ->type_name("MODE");
   sub->add_option("--patterns", args->patterns,
                   "kernel-name patterns for the agent's classifier (FP8AUDIT_PATTERNS; checked "
                   "before CMD starts)")
