@@ -35,6 +35,7 @@ struct RunArgs {
   bool fail_fast = false;
   bool self_profile = false;
   bool fix_te = false;
+  std::string on_full = "wait";
   std::string patterns;
   uint32_t max_rows = 50;
   ProgressFlags progress;
@@ -100,6 +101,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   }
   if (args.fail_fast) env.emplace_back("FP8AUDIT_FAIL_FAST", "1");
   if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
+  env.emplace_back("FP8AUDIT_ON_FULL", args.on_full);
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
   if (args.fix_te) {
     const auto hook = PythonHookEnvironment({"te-version", "te-fix"}, &error);
@@ -173,6 +175,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                 "apply the fixed FP8 update ownership to Transformer Engine in CMD and every "
                 "Python process it starts (fp8audit.te.patch() when TE is imported; verified TE "
                 "releases only, otherwise one line on stderr and TE runs unpatched)");
+  sub->add_option("--on-full", args->on_full,
+                  "what a thread of CMD does when its agent event buffer is full: wait (default) "
+                  "for the agent's writer, giving up after 2 s without writer progress, or drop "
+                  "the event; drops are counted in the trace and the audit is then incomplete "
+                  "(FP8AUDIT_ON_FULL)")
+      ->check(CLI::IsMember({"wait", "drop"}))
+      ->type_name("MODE");
   sub->add_option("--patterns", args->patterns,
                   "kernel-name patterns for the agent's classifier (FP8AUDIT_PATTERNS; checked "
                   "before CMD starts)")

@@ -33,6 +33,39 @@ std::unique_ptr<TraceFileWriter> TraceFileWriter::Create(const std::string& path
   return std::unique_ptr<TraceFileWriter>(new TraceFileWriter(fd, path));
 }
 
+std::unique_ptr<TraceFileWriter> TraceFileWriter::CreateNew(const std::string& dir,
+                                                            const std::string& stem,
+                                                            const std::string& suffix,
+                                                            std::string* error) {
+  if (stem.empty() || stem.find('/') != std::string::npos ||
+      suffix.find('/') != std::string::npos) {
+    *error = dir + "/" + stem + suffix + ": not a file name in the directory";
+    return nullptr;
+  }
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    *error = dir + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  std::string name;
+  int fd = -1;
+  for (int n = 0; n < kMaxNameTries && fd < 0; ++n) {
+    name = stem + (n == 0 ? "" : "." + std::to_string(n)) + suffix;
+    fd = ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  const int open_errno = errno;
+  ::close(dir_fd);
+  if (fd < 0) {
+    *error = dir + "/" + name + ": " +
+             (open_errno == EEXIST ? "this name and " + std::to_string(kMaxNameTries - 1) +
+                                         " numbered ones are taken"
+                                   : std::string(std::strerror(open_errno)));
+    return nullptr;
+  }
+  return std::unique_ptr<TraceFileWriter>(new TraceFileWriter(fd, dir + "/" + name));
+}
+
 TraceFileWriter::~TraceFileWriter() { ::close(fd_); }
 
 bool TraceFileWriter::Write(const v1::TraceRecord& record) {

@@ -20,6 +20,15 @@ class TraceFileWriter {
  public:
   // Creates (truncates) `path`. Returns nullptr and sets `error` on failure.
   static std::unique_ptr<TraceFileWriter> Create(const std::string& path, std::string* error);
+  // Creates a file that did not exist, in the directory `dir`: `<stem><suffix>`, or when that
+  // name is taken (by a file, a link, anything: left alone) `<stem>.1<suffix>`, `.2`, ... (at most
+  // kMaxNameTries names). Opened relative to `dir` with O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, mode
+  // 0644 (less the umask): it never follows a link at the name, never truncates, never writes
+  // outside `dir`. `stem` (not empty) and `suffix` must not contain '/'. Returns nullptr and sets
+  // `error` ("DIR/NAME: reason") on failure; path() is the path created.
+  static constexpr int kMaxNameTries = 1000;
+  static std::unique_ptr<TraceFileWriter> CreateNew(const std::string& dir, const std::string& stem,
+                                                    const std::string& suffix, std::string* error);
   ~TraceFileWriter();
   TraceFileWriter(const TraceFileWriter&) = delete;
   TraceFileWriter& operator=(const TraceFileWriter&) = delete;

@@ -124,6 +124,16 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
     }
   }
 
+  if (const char* v = env("FP8AUDIT_ON_FULL"); v != nullptr) {
+    if (std::strcmp(v, "wait") == 0 || *v == '\0') {
+      c.on_full = OnFull::kWait;
+    } else if (std::strcmp(v, "drop") == 0) {
+      c.on_full = OnFull::kDrop;
+    } else {
+      warn("FP8AUDIT_ON_FULL", v, "is not wait or drop", "wait");
+    }
+  }
+
   for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID"}) {
     const char* v = env(name);
     if (v == nullptr) continue;

@@ -11,6 +11,12 @@ namespace fp8audit::agent {
 // How kernel_bulk's scaled_max maps to a direction: FP8AUDIT_FP8_FORMAT.
 enum class FormatHint : uint8_t { kAuto, kHybrid, kE4M3 };
 
+// What a thread does when its event buffer is full: FP8AUDIT_ON_FULL.
+enum class OnFull : uint8_t {
+  kWait,  // wait for the writer to make room (bounded; see rings.h), then drop
+  kDrop,  // drop the event at once (counted)
+};
+
 struct Config {
   bool disabled = false;                                 // FP8AUDIT_DISABLE=1
   std::string out_dir;                                   // FP8AUDIT_OUT, made absolute
@@ -22,6 +28,7 @@ struct Config {
   std::string step_mark = "fp8audit.step";               // FP8AUDIT_STEP_MARK
   bool markers_configured = false;                       // FP8AUDIT_MICROBATCH_RANGE was set
   FormatHint format = FormatHint::kAuto;                 // FP8AUDIT_FP8_FORMAT=auto|hybrid|e4m3
+  OnFull on_full = OnFull::kWait;                        // FP8AUDIT_ON_FULL=wait|drop
   bool self_profile = false;                             // FP8AUDIT_SELF_PROFILE=1
   int32_t rank = -1;                                     // RANK, else LOCAL_RANK, else SLURM_PROCID
 };

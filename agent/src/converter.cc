@@ -1,6 +1,7 @@
 #include "agent/src/converter.h"
 
 #include "agent/src/nvtx_grammar.h"
+#include "proto/text_escape.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -63,6 +64,12 @@ void EventConverter::Release(Resolve how, std::vector<v1::Event>* out) {
 }
 
 bool EventConverter::Convert(const RawEvent& raw, Resolve how, v1::Event* e) const {
+  if (!ConvertFields(raw, how, e)) return false;
+  EscapeNonUtf8Fields(e);  // names and messages are bytes; the record's strings must be UTF-8
+  return true;
+}
+
+bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* e) const {
   e->set_timestamp_ns(raw.ts_ns);
   e->set_thread_id(raw.tid);
   e->set_kernel_launches(raw.launches);

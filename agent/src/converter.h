@@ -9,6 +9,9 @@
 // autograd thread (a checkpoint recompute under HYBRID, or a backward update under E4M3) is held
 // back until the same backward pass shows an E5M2 update (HYBRID: forward) or ends without one
 // (E4M3: backward). Once an E5M2 update has been seen the recipe is HYBRID for the process.
+//
+// Kernel names and NVTX messages are bytes: a string that is not UTF-8 is stored escaped and
+// marked in escaped_fields (proto/text_escape.h).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +49,7 @@ class EventConverter {
   bool IsProvisional(const RawEvent& raw) const;
   void Release(Resolve how, std::vector<::fp8audit::v1::Event>* out);
   bool Convert(const RawEvent& raw, Resolve how, ::fp8audit::v1::Event* event) const;
+  bool ConvertFields(const RawEvent& raw, Resolve how, ::fp8audit::v1::Event* event) const;
 
   FormatHint hint_;
   bool seen_e5m2_ = false;

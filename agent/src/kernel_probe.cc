@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/src/cupti_search.h"
 #include "agent/src/recorder.h"
 #include "agent/src/self_profile.h"
 
@@ -99,6 +100,7 @@ struct Cupti {
   CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                  CUpti_CallbackId) = nullptr;
   CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*get_version)(uint32_t*) = nullptr;
 #ifdef CUpti_SubscriberParams_STRUCT_SIZE
   CUptiResult (*subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
                               CUpti_SubscriberParams*) = nullptr;
@@ -510,42 +512,56 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   }
 }
 
-struct FoundCudart {
-  std::string dir;
-};
-
-int FindCudart(dl_phdr_info* info, size_t, void* data) {
-  const char* name = info->dlpi_name;
-  if (name == nullptr || std::strstr(name, "libcudart.so") == nullptr) return 0;
-  std::string path(name);
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return 0;
-  static_cast<FoundCudart*>(data)->dir = path.substr(0, slash);
-  return 1;
+int CollectLoaded(dl_phdr_info* info, size_t, void* data) {
+  auto* loaded = static_cast<std::vector<std::string>*>(data);
+  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0' && loaded->size() < 4096) {
+    loaded->emplace_back(info->dlpi_name);
+  }
+  return 0;
 }
 
-void* OpenCupti(std::string* tried) {
-  std::vector<std::string> names = {"libcupti.so.13", "libcupti.so"};
-  FoundCudart cudart;
-  dl_iterate_phdr(&FindCudart, &cudart);
-  if (!cudart.dir.empty()) {
-    names.push_back(cudart.dir + "/libcupti.so.13");
-    names.push_back(cudart.dir + "/../../cuda_cupti/lib/libcupti.so.13");
-    names.push_back(cudart.dir + "/../extras/CUPTI/lib64/libcupti.so.13");
+// Opens the CUPTI of the job's CUDA major version (cupti_search.h). `loaded`: the library's path;
+// `tried`: what was tried, for the line saying why none could be opened.
+void* OpenCupti(std::string* loaded, std::string* tried) {
+  CuptiQuery q;
+  dl_iterate_phdr(&CollectLoaded, &q.loaded);
+  using RuntimeVersion = int (*)(int*);
+  if (auto fn = reinterpret_cast<RuntimeVersion>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion"));
+      fn != nullptr && fn(&q.runtime_version) != 0) {
+    q.runtime_version = 0;
   }
-  if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
-    names.push_back(std::string(home) + "/lib64/libcupti.so.13");
-    names.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
+  if (g_cu.driver_get_version == nullptr || g_cu.driver_get_version(&q.driver_version) != 0) {
+    q.driver_version = 0;
   }
-  names.push_back("/usr/local/cuda/lib64/libcupti.so.13");
-  names.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
-  for (const std::string& name : names) {
-    if (void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL); h != nullptr) return h;
-    if (tried->empty()) {
-      const char* e = dlerror();
-      *tried = e != nullptr ? e : name;
+  for (const char* name : {"CUDA_HOME", "CUDA_PATH"}) {
+    if (const char* v = std::getenv(name); v != nullptr && *v != '\0' && q.cuda_home.empty()) {
+      q.cuda_home = v;
     }
   }
+  const SystemFileView fs;
+  const int major = CudaMajor(q, fs);
+  const std::vector<std::string> candidates = CuptiCandidates(q, fs);
+  std::string first_error;
+  for (const std::string& name : candidates) {
+    void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* e = dlerror();
+      if (first_error.empty() && e != nullptr) first_error = e;
+      continue;
+    }
+    link_map* map = nullptr;
+    const std::string where =
+        dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr
+            ? std::string(map->l_name)
+            : name;
+    const std::string real = fs.RealPath(where);
+    *loaded = real.empty() ? where : real;
+    return h;
+  }
+  *tried = (major > 0 ? "for CUDA " + std::to_string(major) : std::string("for an unknown CUDA")) +
+           ", tried " + std::to_string(candidates.size()) + ": " + candidates.front() +
+           (candidates.size() > 1 ? " ... " + candidates.back() : std::string()) +
+           (first_error.empty() ? std::string() : "; " + first_error);
   return nullptr;
 }
 
@@ -590,15 +606,21 @@ void AttachKernelProbe(bool from_driver) {
   Load(cuda, "cuDeviceGetName", &g_cu.device_get_name);
   Load(cuda, "cuStreamIsCapturing", &g_cu.stream_is_capturing);
 
-  std::string why;
-  void* lib = OpenCupti(&why);
+  std::string why, cupti_path;
+  void* lib = OpenCupti(&cupti_path, &why);
   if (lib == nullptr) {
-    Unrecorded("CUPTI could not be loaded (" + why + ")");
+    Unrecorded("no CUPTI could be loaded (" + why + ")");
     return;
   }
   Load(lib, "cuptiSubscribe", &g_cupti.subscribe);
   Load(lib, "cuptiEnableCallback", &g_cupti.enable_callback);
   Load(lib, "cuptiGetResultString", &g_cupti.result_string);
+  Load(lib, "cuptiGetVersion", &g_cupti.get_version);
+  uint32_t api_version = 0;
+  if (g_cupti.get_version == nullptr || g_cupti.get_version(&api_version) != CUPTI_SUCCESS) {
+    api_version = 0;
+  }
+  a.SetCupti(cupti_path, api_version);
 #ifdef CUpti_SubscriberParams_STRUCT_SIZE
   Load(lib, "cuptiSubscribe_v2", &g_cupti.subscribe_v2);
 #endif

@@ -54,8 +54,17 @@ struct RawEvent {
   uint8_t text_len = 0;
   char text[kRawTextBytes - 1] = {};
 
+  // Keeps what fits; a cut never splits a UTF-8 sequence (it ends before the lead byte).
   void SetText(std::string_view s) {
-    text_len = static_cast<uint8_t>(s.size() < sizeof(text) ? s.size() : sizeof(text));
+    size_t n = s.size() < sizeof(text) ? s.size() : sizeof(text);
+    if (n < s.size()) {
+      size_t back = 0;
+      while (back < 3 && back < n && (static_cast<unsigned char>(s[n - back]) & 0xC0) == 0x80) {
+        ++back;
+      }
+      if (back < n && (static_cast<unsigned char>(s[n - back]) & 0xC0) == 0xC0) n -= back;
+    }
+    text_len = static_cast<uint8_t>(n);
     std::memcpy(text, s.data(), text_len);
   }
   std::string_view Text() const { return std::string_view(text, text_len); }

@@ -1,5 +1,7 @@
-// The agent's process-wide state: configuration, per-thread event buffers, phase tracking, and the
-// writer thread that drains the buffers into the trace file and feeds the live check.
+// The agent's process-wide facade: configuration, the per-thread state the probes keep, phase
+// tracking, and the record sink they push into. The pieces behind it: rings.h (per-thread
+// buffers), writer.h (trace file, conversion, live check, its thread), lifecycle.h (signals, fork,
+// exit).
 //
 // Threads. A thread whose name starts with "pt_autograd_" (PyTorch's autograd device threads) is an
 // autograd thread: its launches and events are in the backward pass. The training thread is the
@@ -9,33 +11,29 @@
 // training-thread launch after that records BACKWARD_END.
 #pragma once
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "agent/src/config.h"
+#include "agent/src/lifecycle.h"
 #include "agent/src/patterns.h"
 #include "agent/src/raw_event.h"
+#include "agent/src/record_sink.h"
+#include "agent/src/rings.h"
+#include "agent/src/writer.h"
 
 namespace fp8audit::agent {
 
 enum class Role : uint8_t { kUndecided, kTraining, kAutograd, kOther };
 
-inline constexpr size_t kRingSize = 4096;  // events buffered per thread (power of two)
 inline constexpr size_t kCacheSize = 512;  // kernel functions cached per thread (power of two)
 inline constexpr int kMaxDomainStacks = 8;
-inline constexpr uint64_t kFlushPeriodMs = 100;
-inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle
 
-struct alignas(64) ThreadState {
-  // Owned by the thread itself.
-  uint32_t tid = 0;
+// What the probes keep per thread (owned by the thread itself), beside its ring.
+struct ThreadState : ThreadRing {
   Role role = Role::kUndecided;
   struct RangeStack {
     const void* domain = nullptr;
@@ -58,14 +56,6 @@ struct alignas(64) ThreadState {
   ScaledMax full_chunk_scaled_max = ScaledMax::kNotRead;
   const void* full_chunk_stream = nullptr;
 
-  // Single-producer single-consumer ring: the thread pushes, the writer drains.
-  alignas(64) std::atomic<uint64_t> head{0};
-  alignas(64) std::atomic<uint64_t> tail{0};
-  RawEvent* slots = nullptr;  // allocated at the first push
-  std::atomic<uint64_t> dropped{0};
-  std::atomic<bool> retired{false};  // the thread has exited
-  ThreadState* next = nullptr;       // registry list, under the registry mutex
-
   const FunctionInfo* CacheLookup(uintptr_t key) const {
     const CacheEntry& e = cache[Slot(key)];
     return e.key == key ? e.info : nullptr;
@@ -77,7 +67,7 @@ struct alignas(64) ThreadState {
   }
 };
 
-class Agent {
+class Agent final : public RecordSink {
  public:
   static Agent& Get();  // never destroyed
 
@@ -91,20 +81,25 @@ class Agent {
     if (path != nullptr && self_path_.empty()) self_path_ = path;
   }
   const std::string& self_path() const { return self_path_; }
+  const std::string& host() const { return host_; }
+  uint32_t pid() const { return pid_; }
+  uint32_t parent_pid() const { return parent_pid_; }
 
-  // This thread's state, created at first use (one allocation per thread).
-  ThreadState* Self();
+  // RecordSink: this thread's state (one allocation per thread), and recording into its ring
+  // (dropped and counted when full).
+  ThreadState* Self() override;
+  void Record(ThreadState* ts, RawEvent* event) override;
   // The pass of events recorded on this thread now.
   uint8_t PassOf(const ThreadState* ts) const;
-  // Stamps time, thread, pass and launch count, and queues the event (dropped when full).
-  void Record(ThreadState* ts, RawEvent* event);
 
   // Kernel launches: count, and track forward/backward boundaries.
   void CountLaunches(uint64_t n) { launches_.fetch_add(n, std::memory_order_relaxed); }
   uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
   void OnLaunchPhase(ThreadState* ts);
   // Starts the writer thread (creating the trace file) if it is not running yet.
-  void EnsureWriter();
+  void EnsureWriter() {
+    if (enabled()) writer_.Ensure();
+  }
   // Kernel functions are cached per thread by handle until a module unloads.
   uint64_t function_epoch() const { return fn_epoch_.load(std::memory_order_relaxed); }
   void InvalidateFunctions() { fn_epoch_.fetch_add(1, std::memory_order_relaxed); }
@@ -116,27 +111,20 @@ class Agent {
   // Clean shutdown (atexit): final flush, footer, live check verdict.
   void Shutdown();
 
-  // Header facts about CUDA, filled by the kernel probe when it attaches.
   void SetCudaFacts(std::string gpu, std::string driver, std::string cuda);
+  void SetCupti(std::string path, uint32_t api_version);
+  CudaFacts cuda_facts();
+
+  Rings& rings() { return rings_; }
+  WriterThread& writer() { return writer_; }
+  // Held across fork() with the others (lifecycle.cc).
+  std::mutex& facts_mutex() { return facts_mu_; }
+  // In a forked child: a new pid, the forking thread's state only, no writer yet.
+  void StartAfresh();
 
  private:
-  Agent() = default;
-  friend struct AgentAccess;
-  friend class Writer;
-
+  Agent() : writer_(*this) {}
   void InitOnce();
-  void InstallSignalHandlers();
-  void StartWriterLocked();
-  void WriterMain();
-  void DrainRings(std::vector<RawEvent>* out);
-  uint64_t DroppedTotal();
-  void RequestFlushFromSignal(bool final);
-  static void OnSignal(int sig, siginfo_t* info, void* context);
-  static void OnThreadExit(void* state);
-  static void ForkPrepare();
-  static void ForkParent();
-  static void ForkChild();
-  static void ForkRelease(Agent& a);
 
   std::once_flag init_once_;
   std::atomic<bool> enabled_{false};
@@ -146,14 +134,9 @@ class Agent {
   std::string host_;
   uint32_t pid_ = 0;
   uint32_t parent_pid_ = 0;
-  pthread_key_t thread_key_{};
 
-  std::mutex registry_mu_;
-  ThreadState* threads_ = nullptr;
-  ThreadState* abandoned_ = nullptr;  // a forked child's copies of the parent's other threads
-  class Writer* writer_ = nullptr;    // owned by the writer thread; kept reachable
-  class Writer* abandoned_writer_ = nullptr;  // a forked child's copy of the parent's writer
-  std::atomic<uint64_t> dropped_retired_{0};
+  Rings rings_;
+  WriterThread writer_;
 
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint8_t> phase_{kPassForward};
@@ -161,35 +144,7 @@ class Agent {
   std::atomic<uint64_t> fn_epoch_{1};
 
   std::mutex facts_mu_;
-  std::string gpu_, driver_, cuda_;
-
-  // Writer thread. cycle_mu_ is held while it works (allocating, writing), and across fork(), so a
-  // forked child never inherits an allocator lock the writer held (sanitizer or custom allocators
-  // without fork handlers).
-  std::mutex cycle_mu_;
-  std::mutex writer_mu_;
-  enum WriterState : int { kNotStarted = 0, kRunning = 1, kStopped = 2, kFailed = 3 };
-  std::atomic<int> writer_state_{kNotStarted};
-  pthread_t writer_thread_{};
-  int wake_fd_[2] = {-1, -1};
-  std::atomic<bool> stop_{false};
-  std::atomic<uint32_t> flush_request_{0};
-  std::atomic<uint32_t> flush_done_{0};
-  std::atomic<int> trace_fd_{-1};
-  std::atomic<bool> fail_fast_exit_{false};
-  std::atomic<bool> writer_started_{false};  // the writer thread is past its start-up
-
-  struct sigaction previous_[65] = {};
-  bool handled_[65] = {};
-  std::atomic<bool> in_signal_{false};
+  CudaFacts facts_;
 };
-
-// Holds `mu` locked across fork() so that a forked child never inherits it locked (at most 8).
-void RegisterForkMutex(std::mutex* mu);
-
-// Monotonic and wall clocks in nanoseconds.
-uint64_t MonotonicNs();
-uint64_t UnixNs();
-uint32_t CurrentTid();
 
 }  // namespace fp8audit::agent

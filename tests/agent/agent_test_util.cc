@@ -69,7 +69,7 @@ bool Inherited(const std::string& entry) {
 
 }  // namespace
 
-Trace ReadTrace(const std::string& path) {
+Trace ReadTrace(const std::string& path, bool keep_events) {
   Trace t;
   t.path = path;
   std::string error;
@@ -89,7 +89,10 @@ Trace ReadTrace(const std::string& path) {
       break;
     }
     if (record.has_header()) t.header = record.header();
-    if (record.has_event()) t.events.push_back(record.event());
+    if (record.has_event()) {
+      ++t.event_records;
+      if (keep_events) t.events.push_back(record.event());
+    }
     if (record.has_footer()) {
       t.has_footer = true;
       t.footer = record.footer();
@@ -160,7 +163,7 @@ RunResult RunProgram(const RunOptions& options) {
     }
   }
   std::sort(paths.begin(), paths.end());
-  for (const std::string& p : paths) run.traces.push_back(ReadTrace(p));
+  for (const std::string& p : paths) run.traces.push_back(ReadTrace(p, options.keep_events));
   return run;
 }
 

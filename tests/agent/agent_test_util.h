@@ -19,7 +19,8 @@ bool SanitizerBuild();
 struct Trace {
   std::string path;
   v1::TraceHeader header;
-  std::vector<v1::Event> events;
+  std::vector<v1::Event> events;  // empty when read with keep_events false
+  uint64_t event_records = 0;
   bool has_footer = false;
   v1::TraceFooter footer;
   bool damaged = false;
@@ -45,13 +46,14 @@ struct RunOptions {
   int signal = 0;
   int signal_after_ms = 0;
   int timeout_s = 60;
+  bool keep_events = true;  // false: traces only count their event records
 };
 
 // Runs the program with FP8AUDIT_OUT set to a fresh directory and reads every trace in it.
 RunResult RunProgram(const RunOptions& options);
 
-// Reads one trace file.
-Trace ReadTrace(const std::string& path);
+// Reads one trace file (`keep_events` false: counts the events without keeping them).
+Trace ReadTrace(const std::string& path, bool keep_events = true);
 
 std::string AgentPath();
 std::string EmitterPath();

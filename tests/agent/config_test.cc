@@ -35,6 +35,7 @@ TEST(AgentConfig, DefaultsWithEmptyEnvironment) {
   EXPECT_FALSE(c.markers_configured);
   EXPECT_EQ(c.rank, -1);
   EXPECT_EQ(c.format, FormatHint::kAuto);
+  EXPECT_EQ(c.on_full, OnFull::kWait);
 }
 
 TEST(AgentConfig, ReadsEveryVariable) {
@@ -48,6 +49,7 @@ TEST(AgentConfig, ReadsEveryVariable) {
                          {"FP8AUDIT_MICROBATCH_RANGE", "mb"},
                          {"FP8AUDIT_STEP_MARK", "st"},
                          {"FP8AUDIT_FP8_FORMAT", "e4m3"},
+                         {"FP8AUDIT_ON_FULL", "drop"},
                          {"LOCAL_RANK", "5"},
                          {"SLURM_PROCID", "9"}},
                         &w);
@@ -62,6 +64,7 @@ TEST(AgentConfig, ReadsEveryVariable) {
   EXPECT_TRUE(c.markers_configured);
   EXPECT_EQ(c.step_mark, "st");
   EXPECT_EQ(c.format, FormatHint::kE4M3);
+  EXPECT_EQ(c.on_full, OnFull::kDrop);
   EXPECT_EQ(c.rank, 5);  // LOCAL_RANK before SLURM_PROCID
 }
 
@@ -79,9 +82,10 @@ TEST(AgentConfig, BadValuesWarnOnceEachAndFallBack) {
                          {"FP8AUDIT_OUT", ""},
                          {"FP8AUDIT_MICROBATCH_RANGE", ""},
                          {"FP8AUDIT_FP8_FORMAT", "e5m2"},
+                         {"FP8AUDIT_ON_FULL", "block"},
                          {"RANK", "-1"}},
                         &w);
-  EXPECT_EQ(w.size(), 8u);
+  EXPECT_EQ(w.size(), 9u);
   for (const auto& line : w) EXPECT_EQ(line.find('\n'), std::string::npos) << line;
   EXPECT_EQ(c.expect_forward, 1u);
   EXPECT_EQ(c.expect_backward, 1u);
@@ -91,6 +95,7 @@ TEST(AgentConfig, BadValuesWarnOnceEachAndFallBack) {
   EXPECT_EQ(c.microbatch_range, "fp8audit.microbatch");
   EXPECT_FALSE(c.markers_configured);
   EXPECT_EQ(c.format, FormatHint::kAuto);
+  EXPECT_EQ(c.on_full, OnFull::kWait);
   EXPECT_EQ(c.rank, -1);
   EXPECT_NE(w[0].find("FP8AUDIT_"), std::string::npos);
 }

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/src/writer.h"
+#include "proto/text_escape.h"
+
 namespace fp8audit::agent {
 namespace {
 
@@ -158,6 +161,80 @@ TEST(AgentConverter, MarkersAndStructuredMessages) {
   EXPECT_EQ(out[1].thread_id(), 77u);
   EXPECT_EQ(out[1].kernel_launches(), 12u);
   EXPECT_EQ(out[1].pass(), v1::BACKWARD);
+}
+
+TEST(AgentConverter, KernelNamesAndMessagesThatAreNotUtf8AreEscapedAndMarked) {
+  FunctionInfo odd;
+  odd.name = "my_kernel<\xff\\>";
+  odd.event = RuleEvent::kUpdateForward;
+  RawEvent k = Update(ScaledMax::kNotRead, kPassForward, RuleEvent::kUpdateForward);
+  k.fn = &odd;
+  RawEvent m;
+  m.ts_ns = g_ts++;
+  m.kind = RawKind::kStructured;
+  m.SetText("module.forward module=l\xc3");
+  RawEvent plain = Boundary(RawKind::kBackwardBegin);
+  plain.SetText("launch on an autograd thread");
+  EventConverter c(FormatHint::kAuto);
+  std::vector<v1::Event> out;
+  for (const RawEvent& r : {k, m, plain}) c.Push(r, &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].detail(), "my_kernel<\\xff\\\\>");
+  EXPECT_EQ(out[0].escaped_fields(), 1u << v1::Event::kDetailFieldNumber);
+  EXPECT_EQ(out[1].kind(), v1::MODULE_FORWARD);
+  EXPECT_EQ(out[1].module(), "l\\xc3");
+  EXPECT_EQ(out[1].escaped_fields(),
+            (1u << v1::Event::kDetailFieldNumber) | (1u << v1::Event::kModuleFieldNumber));
+  EXPECT_EQ(out[2].escaped_fields(), 0u);
+  EXPECT_EQ(out[2].detail(), "launch on an autograd thread");
+  for (v1::Event& e : out) ASSERT_TRUE(RestoreEscapedFields(&e));
+  EXPECT_EQ(out[0].detail(), odd.name);
+  EXPECT_EQ(out[1].module(), "l\xc3");
+}
+
+TEST(AgentConverter, ATruncatedMessageNeverEndsInsideAUtf8Sequence) {
+  std::string text;
+  while (text.size() < 300) text += "\xc3\xa9";  // é
+  for (size_t shift = 0; shift < 4; ++shift) {
+    RawEvent e;
+    const std::string s = std::string(shift, 'a') + text;
+    e.SetText(s);
+    EXPECT_GE(e.Text().size(), sizeof(e.text) - 3) << shift;
+    EXPECT_TRUE(IsValidUtf8(e.Text())) << shift;
+    EXPECT_EQ(s.compare(0, e.Text().size(), e.Text()), 0);
+  }
+  RawEvent bytes;  // not UTF-8 to begin with: cut where it falls, the bytes kept
+  bytes.SetText(std::string(200, '\xff'));
+  EXPECT_EQ(bytes.Text().size(), sizeof(bytes.text));
+}
+
+TEST(AgentHeader, EveryFactThatIsNotUtf8IsEscapedAndMarked) {
+  Config c;
+  CudaFacts facts;
+  facts.gpu = "NVIDIA \xff";
+  facts.driver = "580 \xfe";
+  facts.cuda = "13.0\xc3";
+  facts.cupti = "/p\xa0/libcupti.so.13";
+  facts.cupti_api_version = 130001;
+  const v1::TraceHeader h = MakeTraceHeader(c, "h\xff", 7, 3, {"/bin/x", "\xfe\xff"}, facts);
+  using H = v1::TraceHeader;
+  for (int field : {H::kHostFieldNumber, H::kCommandFieldNumber, H::kGpuFieldNumber,
+                    H::kDriverFieldNumber, H::kCudaFieldNumber, H::kCuptiFieldNumber}) {
+    EXPECT_NE(h.escaped_fields() & (uint64_t{1} << field), 0u) << field;
+  }
+  EXPECT_EQ(h.escaped_fields() & (uint64_t{1} << H::kMarkersFieldNumber), 0u);
+  EXPECT_EQ(h.gpu(), "NVIDIA \\xff");
+  EXPECT_EQ(h.cupti_api_version(), 130001u);
+  EXPECT_EQ(h.pid(), 7u);
+  EXPECT_EQ(h.parent_pid(), 3u);
+  v1::TraceHeader back = h;
+  ASSERT_TRUE(RestoreEscapedFields(&back));
+  EXPECT_EQ(back.host(), "h\xff");
+  EXPECT_EQ(back.command(1), "\xfe\xff");
+  EXPECT_EQ(back.gpu(), facts.gpu);
+  EXPECT_EQ(back.driver(), facts.driver);
+  EXPECT_EQ(back.cuda(), facts.cuda);
+  EXPECT_EQ(back.cupti(), facts.cupti);
 }
 
 }  // namespace

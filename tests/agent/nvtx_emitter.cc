@@ -3,16 +3,24 @@
 // CUDA_INJECTION64_PATH (mode cuda-injection calls InitializeInjection as the driver would).
 //
 // Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
+//        | stress THREADS MILLISECONDS | bytes ARG [HOSTNAME]  (ARG: only for argv)
+//        | plant VICTIM
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "fp8audit/nvtx_events.h"
 
@@ -89,6 +97,73 @@ int CallInitializeInjection() {
   return init() == 1 ? 0 : 2;
 }
 
+// `threads` threads emit update marks as fast as they can for `ms` milliseconds (all start
+// together); prints "emitted N", the total.
+void Stress(int threads, long ms) {
+  std::atomic<bool> go{false};
+  std::vector<uint64_t> counts(static_cast<size_t>(threads), 0);
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&go, &counts, i, ms] {
+      while (!go.load()) std::this_thread::yield();
+      const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+      uint64_t n = 0;
+      while (std::chrono::steady_clock::now() < end) {
+        for (int k = 0; k < 64; ++k) ev::Update();
+        n += 64;
+      }
+      counts[static_cast<size_t>(i)] = n;
+    });
+  }
+  go.store(true);
+  uint64_t total = 0;
+  for (int i = 0; i < threads; ++i) {
+    pool[static_cast<size_t>(i)].join();
+    total += counts[static_cast<size_t>(i)];
+  }
+  std::printf("emitted %llu\n", static_cast<unsigned long long>(total));
+}
+
+// A microbatch and a step under the configured names (FP8AUDIT_MICROBATCH_RANGE,
+// FP8AUDIT_STEP_MARK, which may be any bytes) and a module name that is not UTF-8. With `host`:
+// first becomes a new UTS namespace (inside a user namespace) named `host`; exit 77 when the
+// system does not allow that.
+int Bytes(const char* host) {
+  if (host != nullptr) {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWUTS) != 0 || sethostname(host, std::strlen(host)) != 0) {
+      std::printf("no namespaces\n");
+      return 77;
+    }
+  }
+  nvtxRangePushA(std::getenv("FP8AUDIT_MICROBATCH_RANGE"));
+  ev::ModuleForward("m\xfe\\x");
+  ev::UpdateForward();
+  nvtxRangePop();
+  nvtxMarkA(std::getenv("FP8AUDIT_STEP_MARK"));
+  return 0;
+}
+
+// Before its first NVTX call (the agent opens the trace there), plants at the trace's own name
+// <host>.<pid>.fp8trace in $FP8AUDIT_OUT a symbolic link to `victim`, and a file "kept" at the
+// first numbered name; then records the basic microbatches.
+int Plant(const char* victim) {
+  const char* out = std::getenv("FP8AUDIT_OUT");
+  if (out == nullptr || (mkdir(out, 0755) != 0 && errno != EEXIST)) return 2;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  for (char* p = host; *p != '\0'; ++p) {
+    if (*p == '/') *p = '_';
+  }
+  const std::string stem = std::string(out) + "/" + host + "." + std::to_string(getpid());
+  if (symlink(victim, (stem + ".fp8trace").c_str()) != 0) return 2;
+  FILE* kept = std::fopen((stem + ".1.fp8trace").c_str(), "wx");
+  if (kept == nullptr) return 2;
+  std::fputs("kept", kept);
+  std::fclose(kept);
+  BasicMicrobatches();
+  return 0;
+}
+
 void Ready() {
   std::printf("ready\n");
   std::fflush(stdout);
@@ -156,6 +231,14 @@ int main(int argc, char** argv) {
     for (long i = 0; i < n; ++i) ev::Update();
     return 0;
   }
-  std::fprintf(stderr, "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N\n");
+  if (mode == "plant" && argc > 2) return Plant(argv[2]);
+  if (mode == "bytes" && argc > 2) return Bytes(argc > 3 ? argv[3] : nullptr);
+  if (mode == "stress" && argc > 3) {
+    Stress(std::atoi(argv[2]), std::strtol(argv[3], nullptr, 10));
+    return 0;
+  }
+  std::fprintf(stderr,
+               "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N|probe-toggle"
+               "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]|plant VICTIM\n");
   return 2;
 }

@@ -3,11 +3,13 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 
+#include "proto/text_escape.h"
 #include "tests/agent/agent_test_util.h"
 
 namespace fp8audit::agent::testing {
@@ -294,14 +296,117 @@ TEST(AgentRoutes, ForkedChildWritesItsOwnFile) {
   EXPECT_TRUE(child->has_footer);
 }
 
-TEST(AgentRoutes, FloodDropsEventsAndCountsThem) {
-  const RunResult run = Emit("flood", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {"200000"});
+// Every recorded string the emitter can reach holds bytes that are not UTF-8: the trace reads
+// back whole (protobuf says nothing), and the escaped fields restore the exact bytes.
+void ExpectBytesRecordedLosslessly(const std::string& host) {
+  const std::string range = std::string("mb\xff\\x") + '\x01';
+  const std::string mark = "st\xc3(";  // a cut two-byte sequence
+  const std::string arg =
+      "a\x80"
+      "b\xed\xa0\x80";  // a stray continuation byte, a surrogate
+  std::vector<std::string> args = {arg};
+  if (!host.empty()) args.push_back(host);
+  const RunResult run = Emit("bytes",
+                             {{"NVTX_INJECTION64_PATH", AgentPath()},
+                              {"FP8AUDIT_MICROBATCH_RANGE", range},
+                              {"FP8AUDIT_STEP_MARK", mark}},
+                             args);
+  if (run.exit_code() == 77) GTEST_SKIP() << "no user and UTS namespaces here";
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text << run.stdout_text;
+  EXPECT_EQ(run.stderr_text, "");  // no "[libprotobuf ERROR ...]" either
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  ASSERT_FALSE(t.damaged) << t.damage;
+  ASSERT_TRUE(t.has_footer);
+
+  v1::TraceHeader h = t.header;
+  EXPECT_NE(h.escaped_fields() & (1u << v1::TraceHeader::kCommandFieldNumber), 0u);
+  EXPECT_EQ(h.escaped_fields() & (1u << v1::TraceHeader::kHostFieldNumber) ? 1 : 0,
+            host.empty() ? 0 : 1);
+  EXPECT_NE(h.command(2).find("a\\x80b\\xed\\xa0\\x80"), std::string::npos) << h.command(2);
+  ASSERT_TRUE(RestoreEscapedFields(&h));
+  ASSERT_EQ(h.command_size(), host.empty() ? 3 : 4);
+  EXPECT_EQ(h.command(0), EmitterPath());
+  EXPECT_EQ(h.command(2), arg);
+  if (!host.empty()) {
+    EXPECT_EQ(h.command(3), host);
+    EXPECT_EQ(h.host(), host);
+  }
+
+  ASSERT_EQ(Kinds(t), (K{v1::MICROBATCH_BEGIN, v1::MODULE_FORWARD, v1::UPDATE_FORWARD,
+                         v1::MICROBATCH_END, v1::STEP}));
+  std::vector<v1::Event> e = t.events;
+  for (v1::Event& event : e) ASSERT_TRUE(RestoreEscapedFields(&event));
+  EXPECT_EQ(t.events[0].detail(), "mb\\xff\\\\x\x01");  // readable as it is stored
+  EXPECT_EQ(e[0].detail(), range);
+  EXPECT_EQ(e[1].detail(), "module.forward module=m\xfe\\x");
+  EXPECT_EQ(e[1].module(), "m\xfe\\x");
+  EXPECT_EQ(t.events[2].escaped_fields(), 0u);  // UTF-8 strings are left alone
+  EXPECT_EQ(e[3].detail(), range);
+  EXPECT_EQ(e[4].detail(), mark);
+}
+
+TEST(AgentRoutes, NamesMessagesAndArgvThatAreNotUtf8AreRecordedLosslessly) {
+  ExpectBytesRecordedLosslessly("");
+}
+
+TEST(AgentRoutes, AHostNameThatIsNotUtf8IsRecordedLosslessly) {
+  ExpectBytesRecordedLosslessly("h\xff\\ost");
+}
+
+TEST(AgentRoutes, ATakenTraceNameIsLeftAloneAndAFreshOneChosen) {
+  char dir[] = "/tmp/fp8audit-victim-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string victim = std::string(dir) + "/victim";
+  std::ofstream(victim) << "precious";
+  const RunResult run = Emit("plant", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {victim});
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  EXPECT_EQ(run.stderr_text, "");
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious");  // the link was not followed
+
+  const Trace* fresh = nullptr;
+  for (const Trace& t : run.traces) {
+    if (!t.damaged && t.has_footer) fresh = &t;
+  }
+  ASSERT_NE(fresh, nullptr);
+  const std::string stem = run.out_dir + "/" + fresh->header.host() + "." + std::to_string(run.pid);
+  EXPECT_EQ(fresh->path, stem + ".2.fp8trace");
+  EXPECT_EQ(Kinds(*fresh), kBasicKinds);
+  struct stat st {};
+  ASSERT_EQ(lstat((stem + ".fp8trace").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));  // still the planted link
+  std::ifstream kept(stem + ".1.fp8trace");
+  std::string kept_text((std::istreambuf_iterator<char>(kept)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept_text, "kept");
+  ASSERT_EQ(stat(fresh->path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0133, 0u);  // 0644 or tighter
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AgentRoutes, FloodInDropModeCountsWhatItDropsAndSaysSoOnce) {
+  const RunResult run = Emit(
+      "flood", {{"NVTX_INJECTION64_PATH", AgentPath()}, {"FP8AUDIT_ON_FULL", "drop"}}, {"200000"});
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
   ASSERT_EQ(run.traces.size(), 1u);
   const Trace& t = run.traces[0];
   ASSERT_TRUE(t.has_footer);
   EXPECT_EQ(t.events.size(), t.footer.events());
   EXPECT_EQ(t.footer.events() + t.footer.dropped(), 200000u);
+  EXPECT_EQ(run.stderr_lines().size(), t.footer.dropped() > 0 ? 1u : 0u) << run.stderr_text;
+}
+
+TEST(AgentRoutes, FloodInWaitModeKeepsEveryEvent) {
+  const RunResult run = Emit("flood", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {"200000"});
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  ASSERT_TRUE(t.has_footer);
+  EXPECT_EQ(t.footer.dropped(), 0u);
+  EXPECT_EQ(t.events.size(), 200000u);
+  EXPECT_EQ(t.footer.events(), 200000u);
+  EXPECT_EQ(run.stderr_text, "");
 }
 
 #if FP8AUDIT_AGENT_HAVE_AUDITOR

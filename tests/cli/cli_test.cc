@@ -408,6 +408,20 @@ TEST_F(RunCli, SelfProfileFlagReachesTheAgent) {
   EXPECT_TRUE(Contains(env, "FP8AUDIT_SELF_PROFILE=1\n")) << env;
 }
 
+TEST_F(RunCli, OnFullReachesTheAgentWaitByDefault) {
+  const std::string dump = Path("env.txt");
+  Result r = Run({"--on-full", "drop", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(Slurp(dump), "FP8AUDIT_ON_FULL=drop\n")) << Slurp(dump);
+  const std::string dump2 = Path("env2.txt");
+  r = Run({"--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump2}, {"FP8AUDIT_ON_FULL", "drop"}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(Slurp(dump2), "FP8AUDIT_ON_FULL=wait\n")) << Slurp(dump2);
+  r = Fp8audit({"run", "--on-full", "block", "--", "true"});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "--on-full")) << Describe(r);
+}
+
 // A preload entry that is already there; one that does not exist, so that the dynamic loader
 // ignores it (with a warning) in fp8audit itself, sanitizer builds included.
 constexpr const char* kOtherPreload = "/nonexistent/libother-preload.so";

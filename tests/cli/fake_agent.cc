@@ -67,9 +67,10 @@ void WriteFile(const std::string& path, const std::string& bytes) {
 __attribute__((constructor)) void FakeAgent() {
   if (const char* dump = std::getenv("FP8AUDIT_FAKE_ENV_DUMP")) {
     std::string lines;
-    for (const char* name : {"LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
-                             "FP8AUDIT_OUT", "FP8AUDIT_EXPECT_FORWARD", "FP8AUDIT_EXPECT_BACKWARD",
-                             "FP8AUDIT_FAIL_FAST", "FP8AUDIT_PATTERNS", "FP8AUDIT_SELF_PROFILE"}) {
+    for (const char* name :
+         {"LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "FP8AUDIT_OUT",
+          "FP8AUDIT_EXPECT_FORWARD", "FP8AUDIT_EXPECT_BACKWARD", "FP8AUDIT_FAIL_FAST",
+          "FP8AUDIT_PATTERNS", "FP8AUDIT_SELF_PROFILE", "FP8AUDIT_ON_FULL"}) {
       const char* value = std::getenv(name);
       lines += std::string(name) + "=" + (value != nullptr ? value : "<unset>") + "\n";
     }

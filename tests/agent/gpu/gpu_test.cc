@@ -77,8 +77,12 @@ TEST(AgentGpu, HybridPatternsGiveExactCountsAndSplit) {
   EXPECT_EQ(PrintedLaunches(run), 59);
   EXPECT_FALSE(t.header.gpu().empty());
   EXPECT_FALSE(t.header.driver().empty());
-  std::printf("gpu '%s', driver '%s', cuda '%s'\n", t.header.gpu().c_str(),
-              t.header.driver().c_str(), t.header.cuda().c_str());
+  // The CUPTI of the job's CUDA major version, named in the header.
+  EXPECT_NE(t.header.cupti().find("libcupti.so"), std::string::npos) << t.header.cupti();
+  EXPECT_GT(t.header.cupti_api_version(), 0u);
+  std::printf("gpu '%s', driver '%s', cuda '%s', cupti '%s' (API %u)\n", t.header.gpu().c_str(),
+              t.header.driver().c_str(), t.header.cuda().c_str(), t.header.cupti().c_str(),
+              t.header.cupti_api_version());
 
   EXPECT_EQ(OfKind(t, v1::BACKWARD_BEGIN).size(), 4u);
   EXPECT_EQ(OfKind(t, v1::BACKWARD_END).size(), 4u);

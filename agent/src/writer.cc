@@ -1,0 +1,410 @@
+#include "agent/src/writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/src/converter.h"
+#include "agent/src/live_check.h"
+#include "agent/src/recorder.h"
+#include "proto/text_escape.h"
+#include "proto/trace_io.h"
+
+#ifndef FP8AUDIT_VERSION
+#define FP8AUDIT_VERSION "unknown"
+#endif
+
+namespace fp8audit::agent {
+
+namespace v1 = ::fp8audit::v1;
+
+namespace {
+
+void MakeDirs(const std::string& path) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (!partial.empty()) ::mkdir(partial.c_str(), 0755);
+  }
+}
+
+std::vector<std::string> ReadCommandLine() {
+  std::vector<std::string> args;
+  const int fd = ::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return args;
+  std::string text;
+  char buf[4096];
+  while (text.size() < 65536) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  size_t start = 0;
+  while (start < text.size() && args.size() < 256) {
+    size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    args.push_back(text.substr(start, std::min<size_t>(end - start, 4096)));
+    start = end + 1;
+  }
+  return args;
+}
+
+std::string DropCause(DropReason why, const RingOptions& o) {
+  const std::string full =
+      "a thread's buffer of " + std::to_string(o.capacity) + " events was full";
+  switch (why) {
+    case DropReason::kFull:
+      return full + " under FP8AUDIT_ON_FULL=drop; the default, wait, lets it wait for the writer";
+    case DropReason::kStalled:
+      return full + " and the trace writer made no progress for " +
+             std::to_string(o.stall_ns / 1'000'000) + " ms";
+    case DropReason::kCannotWait:
+      return full +
+             " where it may not wait for the writer (the writer's own thread, a fork under "
+             "way, or the writer stopped)";
+    case DropReason::kReentrant:
+      return "a signal handler recorded while its thread was recording";
+    case DropReason::kNoMemory:
+      return "no memory for a thread's buffer";
+    case DropReason::kNone:
+      break;
+  }
+  return "unknown cause";
+}
+
+bool BlockAllSignals(sigset_t* previous) {
+  sigset_t all;
+  sigfillset(&all);
+  return pthread_sigmask(SIG_BLOCK, &all, previous) == 0;
+}
+
+}  // namespace
+
+v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32_t pid,
+                                uint32_t parent_pid, const std::vector<std::string>& command,
+                                const CudaFacts& facts) {
+  v1::TraceHeader h;
+  h.set_schema_version(1);
+  h.set_host(host);
+  h.set_pid(pid);
+  h.set_rank(c.rank);
+  for (const std::string& arg : command) h.add_command(arg);
+  h.set_agent_version(FP8AUDIT_VERSION);
+  h.set_gpu(facts.gpu);
+  h.set_driver(facts.driver);
+  h.set_cuda(facts.cuda);
+  h.set_cupti(facts.cupti);
+  h.set_cupti_api_version(facts.cupti_api_version);
+  h.set_expect_forward(c.expect_forward);
+  h.set_expect_backward(c.expect_backward);
+  h.set_markers(c.markers_configured ? "nvtx" : "threads");
+  h.set_parent_pid(parent_pid);
+  EscapeNonUtf8Fields(&h);
+  return h;
+}
+
+// ---- The trace file: event conversion, live check (writer thread only) ------------------------
+
+class TraceWriter {
+ public:
+  explicit TraceWriter(Agent& agent)
+      : agent_(agent), converter_(agent.config().format), live_(agent.config()) {}
+
+  bool Open() {
+    const Config& c = agent_.config();
+    MakeDirs(c.out_dir);
+    // <host>.<pid>[.N][.rank<r>].fp8trace, created exclusively: a name already taken (a
+    // planted link, a trace of an earlier process with this pid) is left alone for the next N.
+    std::string error;
+    file_ = TraceFileWriter::CreateNew(
+        c.out_dir, agent_.host() + "." + std::to_string(agent_.pid()),
+        (c.rank >= 0 ? ".rank" + std::to_string(c.rank) : "") + ".fp8trace", &error);
+    if (file_ == nullptr) {
+      Agent::Warn("cannot write the trace: " + error + "; recording stops");
+      return false;
+    }
+    path_ = file_->path();
+    v1::TraceRecord record;
+    v1::TraceHeader* h = record.mutable_header();
+    *h = MakeTraceHeader(c, agent_.host(), agent_.pid(), agent_.parent_pid(), ReadCommandLine(),
+                         agent_.cuda_facts());
+    h->set_start_unix_ns(UnixNs());
+    live_.OnHeader(*h);
+    return Append(record) && Flush();
+  }
+
+  // One drain. `everything`: write all pending events (no ordering slack). `final`: also release
+  // held events and write the footer.
+  void Cycle(bool everything, bool final) {
+    agent_.rings().Drain(&pending_);
+    std::stable_sort(pending_.begin(), pending_.end(),
+                     [](const RawEvent& a, const RawEvent& b) { return a.ts_ns < b.ts_ns; });
+    const uint64_t now = MonotonicNs();
+    size_t cut = pending_.size();
+    if (!everything && pending_.size() < (1u << 20)) {
+      const uint64_t limit = now > kOrderSlackNs ? now - kOrderSlackNs : 0;
+      cut = static_cast<size_t>(
+          std::upper_bound(pending_.begin(), pending_.end(), limit,
+                           [](uint64_t t, const RawEvent& e) { return t < e.ts_ns; }) -
+          pending_.begin());
+    }
+    events_.clear();
+    for (size_t i = 0; i < cut; ++i) converter_.Push(pending_[i], &events_);
+    pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(cut));
+    converter_.Tick(now, &events_);
+    if (final) converter_.Flush(&events_);
+    for (v1::Event& e : events_) {
+      live_.OnEvent(e);
+      v1::TraceRecord record;
+      *record.mutable_event() = std::move(e);
+      Append(record);
+      ++events_written_;
+    }
+    if (final) {
+      v1::TraceRecord record;
+      v1::TraceFooter* f = record.mutable_footer();
+      f->set_events(events_written_);
+      f->set_dropped(agent_.rings().Dropped());
+      f->set_end_unix_ns(UnixNs());
+      f->set_kernel_launches(agent_.launches());
+      live_.Finish(*f);
+      Append(record);
+    }
+    Flush();
+  }
+
+  bool fail_fast_now() const { return agent_.config().fail_fast && live_.failed(); }
+  const LiveCheck& live() const { return live_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  bool Append(const v1::TraceRecord& record) {
+    AppendRecord(record, &buffer_);
+    return true;
+  }
+  bool Flush() {
+    if (buffer_.empty() || file_ == nullptr) return true;
+    const bool ok = file_->WriteFramed(buffer_);
+    buffer_.clear();
+    if (!ok && !write_failed_) {
+      write_failed_ = true;
+      Agent::Warn("cannot write the trace " + path_ + ": " + std::strerror(errno));
+    }
+    return ok;
+  }
+
+  Agent& agent_;
+  EventConverter converter_;
+  LiveCheck live_;
+  std::unique_ptr<TraceFileWriter> file_;
+  std::string path_;
+  std::string buffer_;
+  std::vector<RawEvent> pending_;
+  std::vector<v1::Event> events_;
+  uint64_t events_written_ = 0;
+  bool write_failed_ = false;
+};
+
+// ---- The writer thread -----------------------------------------------------------------------
+
+bool WriterThread::Init() { return ::pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) == 0; }
+
+void WriterThread::Ensure() {
+  if (state_.load(std::memory_order_acquire) != kNotStarted) return;
+  std::lock_guard<std::mutex> lock(start_mu_);
+  if (state_.load(std::memory_order_acquire) != kNotStarted) return;
+  StartLocked();
+}
+
+void WriterThread::StartLocked() {
+  state_.store(kRunning, std::memory_order_release);
+  sigset_t previous;
+  const bool blocked = BlockAllSignals(&previous);  // the writer inherits a fully blocked mask
+  const int rc = pthread_create(
+      &thread_, nullptr,
+      [](void* self) -> void* {
+        static_cast<WriterThread*>(self)->Main();
+        return nullptr;
+      },
+      this);
+  if (blocked) pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (rc != 0) {
+    state_.store(kFailed, std::memory_order_release);
+    Agent::Warn(std::string("cannot start the trace writer: ") + std::strerror(rc) +
+                "; recording stops");
+    return;
+  }
+  // Wait (at most 1 s, once per process) until the thread is past its start-up, so that a fork()
+  // right after the first event never copies a thread caught inside its runtime's start-up
+  // allocations (allocators without fork handlers, e.g. a sanitizer's).
+  for (int i = 0; i < 10000 && !started_.load(std::memory_order_acquire); ++i) {
+    timespec t{0, 100'000};
+    ::nanosleep(&t, nullptr);
+  }
+}
+
+void WriterThread::Main() {
+  prctl(PR_SET_NAME, "fp8audit-writer", 0, 0, 0);
+  tid_.store(CurrentTid(), std::memory_order_release);
+  if (pthread_getcpuclockid(pthread_self(), &cpu_clock_) == 0) {
+    cpu_clock_set_.store(true, std::memory_order_release);
+  }
+  started_.store(true, std::memory_order_release);
+  TraceWriter* writer = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cycle_mu_);
+    // Never freed: a forked child abandons it without touching it.
+    writer = new TraceWriter(agent_);
+    writer_ = writer;
+    if (!writer->Open()) {
+      state_.store(kFailed, std::memory_order_release);
+      return;
+    }
+  }
+  for (;;) {
+    if (!stop_.load(std::memory_order_acquire) && flush_request_.load(std::memory_order_acquire) ==
+                                                      flush_done_.load(std::memory_order_relaxed)) {
+      pollfd p{wake_fd_[0], POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(kFlushPeriodMs));
+      char drain[64];
+      while (::read(wake_fd_[0], drain, sizeof(drain)) > 0) {
+      }
+    }
+    const bool stop = stop_.load(std::memory_order_acquire);
+    const uint32_t request = flush_request_.load(std::memory_order_acquire);
+    const bool requested = request != flush_done_.load(std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(cycle_mu_);
+      writer->Cycle(stop || requested, stop);
+      cycles_.fetch_add(1, std::memory_order_relaxed);
+      ReportDrops(*writer);
+    }
+    if (!stop && writer->fail_fast_now()) {
+      std::lock_guard<std::mutex> lock(cycle_mu_);
+      writer->Cycle(true, true);
+      Agent::Warn(writer->live().first_failure() + "; ending the job (--fail-fast)");
+      ::_exit(3);
+    }
+    if (requested) flush_done_.store(request, std::memory_order_release);
+    if (stop) break;
+  }
+  const LiveCheck& live = writer->live();
+  if (live.failed() && agent_.config().fail_fast) {
+    Agent::Warn(live.first_failure() + "; ending the job (--fail-fast)");
+    fail_fast_exit_.store(true, std::memory_order_release);
+  } else if (live.failed()) {
+    Agent::Warn("live check: " + std::to_string(live.failing()) + " of " +
+                std::to_string(live.microbatches()) + " microbatches failed, first " +
+                live.first_failure() + " (trace " + writer->path() + ")");
+  }
+  state_.store(kStopped, std::memory_order_release);
+}
+
+void WriterThread::ReportDrops(const TraceWriter& writer) {
+  if (drops_reported_) return;
+  Rings& rings = agent_.rings();
+  const uint64_t dropped = rings.Dropped();
+  if (dropped == 0) return;
+  drops_reported_ = true;
+  Agent::Warn("events dropped: " + std::to_string(dropped) + " so far in this process (" +
+              DropCause(rings.first_drop(), rings.options()) + "); the footer of " + writer.path() +
+              " counts every one and its audit is incomplete");
+}
+
+bool WriterThread::CanWaitFor(uint32_t tid) {
+  return state_.load(std::memory_order_acquire) == kRunning &&
+         tid != tid_.load(std::memory_order_acquire) &&
+         tid != forking_tid_.load(std::memory_order_acquire);
+}
+
+uint64_t WriterThread::Progress() {
+  uint64_t progress = cycles_.load(std::memory_order_relaxed);
+  timespec t{};
+  if (cpu_clock_set_.load(std::memory_order_acquire) && clock_gettime(cpu_clock_, &t) == 0) {
+    progress += static_cast<uint64_t>(t.tv_sec) * 1000000000ull + static_cast<uint64_t>(t.tv_nsec);
+  }
+  return progress;
+}
+
+void WriterThread::Wake() {
+  const char b = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_fd_[1], &b, 1);
+}
+
+bool WriterThread::Stop() {
+  if (state_.load(std::memory_order_acquire) == kRunning) {
+    stop_.store(true, std::memory_order_release);
+    Wake();
+    pthread_join(thread_, nullptr);
+  }
+  state_.store(kStopped, std::memory_order_release);
+  return fail_fast_exit_.load(std::memory_order_acquire);
+}
+
+void WriterThread::RequestFlushFromSignal(bool final) {
+  if (state_.load(std::memory_order_acquire) != kRunning) return;
+  uint32_t target = 0;
+  if (final) {
+    stop_.store(true, std::memory_order_release);
+  } else {
+    target = flush_request_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  }
+  Wake();
+  for (int i = 0; i < 200; ++i) {  // at most 2 s
+    if (final ? state_.load(std::memory_order_acquire) != kRunning
+              : flush_done_.load(std::memory_order_acquire) == target) {
+      return;
+    }
+    timespec ten_ms{0, 10'000'000};
+    ::nanosleep(&ten_ms, nullptr);
+  }
+}
+
+void WriterThread::LockForFork() {
+  forking_tid_.store(CurrentTid(), std::memory_order_release);  // it never waits for the writer
+  cycle_mu_.lock();
+  start_mu_.lock();
+}
+
+void WriterThread::UnlockAfterFork() {
+  start_mu_.unlock();
+  cycle_mu_.unlock();
+  forking_tid_.store(0, std::memory_order_release);
+}
+
+void WriterThread::ResetInChild() {
+  // The parent's writer thread does not exist here; its file stays the parent's. A new writer
+  // (and file <host>.<pid>...) starts at this process's first event.
+  if (writer_ != nullptr) abandoned_ = writer_;
+  writer_ = nullptr;
+  state_.store(kNotStarted, std::memory_order_release);
+  stop_.store(false);
+  flush_request_.store(0);
+  flush_done_.store(0);
+  fail_fast_exit_.store(false);
+  started_.store(false);
+  tid_.store(0);
+  cpu_clock_set_.store(false);
+  cycles_.store(0);
+  drops_reported_ = false;
+  ::close(wake_fd_[0]);
+  ::close(wake_fd_[1]);
+  if (::pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) state_.store(kFailed);
+}
+
+}  // namespace fp8audit::agent

@@ -1,0 +1,105 @@
+// The writer: one thread that drains the per-thread rings every kFlushPeriodMs, or as soon as a
+// ring fills to its wake mark or a flush is asked for; orders and converts the events, feeds the
+// live check and appends them to the trace file, which it creates (with the header) when it
+// starts. At shutdown it writes the footer. It is the rings' consumer: a thread whose ring is full
+// waits for it (rings.h) unless that thread is the writer's own or is forking, or the writer is not
+// running; its progress is its CPU time. The first drop is reported once on stderr.
+#pragma once
+
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "agent/src/config.h"
+#include "agent/src/rings.h"
+#include "fp8audit/trace.pb.h"
+
+namespace fp8audit::agent {
+
+class Agent;
+class TraceWriter;
+
+// Header facts about CUDA, filled by the kernel probe when it attaches.
+struct CudaFacts {
+  std::string gpu, driver, cuda;
+  std::string cupti;  // the CUPTI library loaded (path)
+  uint32_t cupti_api_version = 0;
+};
+
+// What a process's trace header says (`command`: its argv; `start_unix_ns` set by the caller).
+// Strings that are not UTF-8 (host, argv, facts) are escaped and marked (proto/text_escape.h).
+::fp8audit::v1::TraceHeader MakeTraceHeader(const Config& config, const std::string& host,
+                                            uint32_t pid, uint32_t parent_pid,
+                                            const std::vector<std::string>& command,
+                                            const CudaFacts& facts);
+
+inline constexpr uint64_t kFlushPeriodMs = 100;
+inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle
+
+class WriterThread final : public RingConsumer {
+ public:
+  explicit WriterThread(Agent& agent) : agent_(agent) {}
+  WriterThread(const WriterThread&) = delete;
+  WriterThread& operator=(const WriterThread&) = delete;
+
+  // Creates the wake pipe. False when it cannot (nothing is recorded then).
+  bool Init();
+  // Starts the thread (which creates the trace file) unless it was started before.
+  void Ensure();
+  bool not_started() const { return state_.load(std::memory_order_acquire) == kNotStarted; }
+  // Stopped or failed: nothing more is written.
+  bool finished() const { return state_.load(std::memory_order_acquire) >= kStopped; }
+
+  // At exit: the final cycle (everything, the footer), then joins the thread. Returns true when
+  // the live check asks the process to end with status 3 (fail-fast).
+  bool Stop();
+  // From a signal handler: asks for a flush (or, `final`, the footer) and waits at most 2 s.
+  void RequestFlushFromSignal(bool final);
+
+  // Fork: held across fork() (see lifecycle.h), and the child's fresh start (no thread, no file:
+  // a new one starts at the child's first event).
+  void LockForFork();
+  void UnlockAfterFork();
+  void ResetInChild();
+
+  // RingConsumer.
+  bool CanWaitFor(uint32_t tid) override;
+  uint64_t Progress() override;
+  void Wake() override;
+
+ private:
+  enum State : int { kNotStarted = 0, kRunning = 1, kStopped = 2, kFailed = 3 };
+  void StartLocked();
+  void Main();
+  void ReportDrops(const TraceWriter& writer);
+
+  Agent& agent_;
+  // cycle_mu_ is held while the thread works (allocating, writing), and across fork(), so a forked
+  // child never inherits an allocator lock the writer held (sanitizer or custom allocators without
+  // fork handlers).
+  std::mutex cycle_mu_;
+  std::mutex start_mu_;
+  std::atomic<int> state_{kNotStarted};
+  pthread_t thread_{};
+  int wake_fd_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint32_t> flush_request_{0};
+  std::atomic<uint32_t> flush_done_{0};
+  std::atomic<bool> fail_fast_exit_{false};
+  std::atomic<bool> started_{false};  // the thread is past its start-up
+  std::atomic<uint32_t> tid_{0};      // the writer thread's id once started
+  std::atomic<uint32_t> forking_tid_{0};
+  std::atomic<uint64_t> cycles_{0};
+  clockid_t cpu_clock_{};
+  std::atomic<bool> cpu_clock_set_{false};
+  bool drops_reported_ = false;       // writer thread only
+  TraceWriter* writer_ = nullptr;     // owned by the thread; kept reachable
+  TraceWriter* abandoned_ = nullptr;  // a forked child's copy of the parent's writer
+};
+
+}  // namespace fp8audit::agent
