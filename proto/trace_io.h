@@ -40,7 +40,8 @@ class TraceFileReader {
  public:
   enum class Status { kRecord, kEnd, kDamaged };
 
-  // Opens `path`. Returns nullptr and sets `error` ("PATH: reason") on failure.
+  // Opens `path`, a regular file (a FIFO, device or directory is refused without blocking).
+  // Returns nullptr and sets `error` ("PATH: reason") on failure.
   static std::unique_ptr<TraceFileReader> Open(const std::string& path, std::string* error);
   ~TraceFileReader();
   TraceFileReader(const TraceFileReader&) = delete;
