@@ -67,9 +67,10 @@ inline void PrintProblems(const std::string& command, const reports::TraceSetRes
 inline constexpr const char* kAuditExitCodes =
     "  0  every microbatch had the expected updates\n"
     "  1  internal error\n"
-    "  2  bad flags or path; a trace is unreadable, empty or damaged, or lost events (the audit "
-    "is\n"
-    "     incomplete, even when it also found violations); no trace holds a microbatch\n"
+    "  2  bad flags or path (not a regular file or directory, or a file given twice); a trace is\n"
+    "     unreadable, empty, damaged, of a newer schema, ends without a footer (its process was\n"
+    "     killed) or lost events: the audit is incomplete, even when it also found violations;\n"
+    "     no trace holds a microbatch\n"
     "  3  the audit found violations\n";
 
 }  // namespace fp8audit::cli

@@ -11,6 +11,8 @@ namespace fp8audit {
 
 // Largest record a reader accepts; a size prefix above it marks the trace as damaged.
 inline constexpr uint32_t kMaxTraceRecordBytes = 16u << 20;
+// The newest TraceHeader.schema_version this reader understands; a newer trace is refused.
+inline constexpr uint32_t kTraceSchemaVersion = 1;
 
 // Appends one record, size-prefixed, to `out`.
 void AppendRecord(const v1::TraceRecord& record, std::string* out);

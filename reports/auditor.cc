@@ -321,6 +321,38 @@ void Auditor::OnDamage(const std::string& what) {
   AddViolation(std::move(v));
 }
 
+uint64_t Auditor::OnMissingFooter() {
+  State& s = *state_;
+  const Segment& seg = s.seg;
+  // Whether the open segment will be a microbatch (see Close).
+  const bool counted =
+      seg.open &&
+      (seg.marked || (seg.HasActivity() &&
+                      !(s.markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0)));
+  std::string what = "trace ends without a footer (the process was killed?)";
+  uint64_t whole = s.next_index;
+  if (counted && !(seg.marked && seg.ended)) {
+    what += ": microbatch " + std::to_string(s.next_index) + " unfinished";
+  } else if (counted) {
+    what += " after microbatch " + std::to_string(s.next_index);
+    ++whole;
+  } else if (whole > 0) {
+    what += " after microbatch " + std::to_string(whole - 1);
+  } else {
+    what += " before its first microbatch";
+  }
+  if (!s.damaged) {
+    s.damaged = true;
+    report_.set_damage(what);
+    v1::Violation v;
+    v.set_kind(v1::Violation::TRACE_DAMAGED);
+    v.set_microbatch(s.next_index);
+    v.set_message(what + "; the audit is incomplete");
+    AddViolation(std::move(v));
+  }
+  return whole;
+}
+
 void Auditor::AddViolation(v1::Violation v) {
   State& s = *state_;
   v.set_rank(report_.rank());

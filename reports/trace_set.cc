@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -22,6 +24,19 @@ constexpr uint64_t kProgressStepBytes = 256 << 10;  // TraceSetOptions::on_read
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a + b < a ? ~uint64_t{0} : a + b; }
 
 bool HasTraceExtension(const fs::path& p) { return p.extension() == kTraceExtension; }
+
+// "a FIFO", "a directory", ... for a file that is not a regular one.
+const char* FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
 
 Expectation Resolve(const TraceSetOptions& options, const v1::TraceHeader* header) {
   Expectation e;
@@ -62,18 +77,37 @@ v1::RankReport Unreadable(const std::string& path, const std::string& why, std::
 
 bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
                       std::string* error) {
-  for (const std::string& arg : paths) {
-    std::error_code ec;
-    const fs::file_status st = fs::status(arg, ec);
-    if (ec || !fs::exists(st)) {
-      *error = arg + ": no such file or directory";
+  // Each file once: (device, inode) -> the name it was first given as.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> seen;
+  auto add = [&](const std::string& path, const struct stat& st) {
+    const auto [it, fresh] =
+        seen.emplace(std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino}, path);
+    if (!fresh) {
+      *error = path + ": given twice (the same file as " + it->second + ")";
       return false;
     }
-    if (!fs::is_directory(st)) {
-      files->push_back(arg);
+    files->push_back(path);
+    return true;
+  };
+  for (const std::string& arg : paths) {
+    struct stat st {};
+    if (::stat(arg.c_str(), &st) != 0) {
+      *error = arg + ": " +
+               (errno == ENOENT ? std::string("no such file or directory")
+                                : std::string(std::strerror(errno)));
+      return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      // Refused here, before anything opens it: a FIFO would wait for a writer.
+      if (!S_ISREG(st.st_mode)) {
+        *error = arg + ": not a regular file (" + FileKind(st.st_mode) + ")";
+        return false;
+      }
+      if (!add(arg, st)) return false;
       continue;
     }
     std::vector<std::string> found;
+    std::error_code ec;
     for (fs::directory_iterator it(arg, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code type_ec;
       if (HasTraceExtension(it->path()) && it->is_regular_file(type_ec)) {
@@ -89,7 +123,14 @@ bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::st
       return false;
     }
     std::sort(found.begin(), found.end());
-    files->insert(files->end(), found.begin(), found.end());
+    for (const std::string& path : found) {
+      struct stat one {};
+      if (::stat(path.c_str(), &one) != 0) {
+        *error = path + ": " + std::strerror(errno);
+        return false;
+      }
+      if (!add(path, one)) return false;
+    }
   }
   return true;
 }
@@ -122,11 +163,21 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
     return Unreadable(path, "not an fp8audit trace: the first record is not a header", problem);
   }
 
+  if (record.header().schema_version() > kTraceSchemaVersion) {
+    return Unreadable(path,
+                      "written by a newer fp8audit (trace schema version " +
+                          std::to_string(record.header().schema_version()) +
+                          "; this one reads up to " + std::to_string(kTraceSchemaVersion) +
+                          "): read it with that version",
+                      problem);
+  }
+
   Auditor auditor(MakeAuditorOptions(options, Resolve(options, &record.header())));
   auditor.on_microbatch = options.on_microbatch;
   auditor.OnHeader(record.header());
   std::string damage;
-  bool second_header = false;
+  bool misplaced = false;  // the damage is a whole record in the wrong place
+  bool footer_seen = false;
   uint64_t next_progress = 0;
   while (true) {
     const uint64_t offset = reader->bytes_consumed();
@@ -140,25 +191,37 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
       damage = reader->damage();
       break;
     }
-    if (record.has_header()) {
-      // A second header: two traces were concatenated, or the writer went wrong.
+    if (record.has_header() || footer_seen) {
+      // A second header (two traces concatenated), or anything after the footer, which a writer
+      // writes last: the writer went wrong, or files were joined.
       damage = "record " + std::to_string(reader->records()) + " at byte " +
-               std::to_string(offset) + ": a second header";
-      second_header = true;
+               std::to_string(offset) + ": " +
+               (record.has_header() ? "a second header" : "a record after the footer");
+      misplaced = true;
       break;
     }
+    if (record.has_footer()) footer_seen = true;
     auditor.OnRecord(record);
   }
   if (options.on_read) options.on_read(reader->bytes_consumed());
   if (!damage.empty()) auditor.OnDamage(damage);
+  const bool footer_missing = damage.empty() && !footer_seen;
+  const uint64_t whole_microbatches = footer_missing ? auditor.OnMissingFooter() : 0;
   auditor.Finish();
   v1::RankReport r = std::move(*auditor.mutable_report());  // not a copy: rows can be many
   r.set_path(path);
   if (problem != nullptr) {
     if (!damage.empty()) {
-      const uint64_t whole = reader->records() - (second_header ? 1 : 0);
+      const uint64_t whole = reader->records() - (misplaced ? 1 : 0);
       *problem = path + ": trace damaged at " + damage + "; the " + std::to_string(whole) +
                  " whole records before it are reported";
+    } else if (footer_missing) {
+      *problem = path + ": " + r.damage();
+      if (whole_microbatches > 0) {
+        *problem += "; the " +
+                    Plural(whole_microbatches, "whole microbatch", "whole microbatches") +
+                    " before it " + (whole_microbatches == 1 ? "is" : "are") + " reported";
+      }
     } else if (IsDamaged(r)) {
       for (const v1::Violation& v : r.violations()) {
         if (v.kind() == v1::Violation::TRACE_DAMAGED) *problem = path + ": " + v.message();

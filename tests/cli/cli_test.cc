@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,6 +178,61 @@ TEST_F(ReportCli, TruncatedTraceReportsWholeRecordsAndExits2) {
   EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates")) << Describe(r);
   EXPECT_TRUE(Contains(r.out, "job total: 3 microbatches, 1 failing")) << Describe(r);
   EXPECT_TRUE(Contains(r.out, "DAMAGED")) << Describe(r);
+}
+
+TEST_F(ReportCli, TraceWithoutAFooterExits2AndReportsEveryWholeMicrobatch) {
+  TraceBuilder t(0, 100, "nvtx");  // killed inside microbatch 2: no end marker, no footer
+  t.MarkedMicrobatch().MarkedMicrobatch(29, 196).Begin().Forward();
+  const std::string path = WriteTrace("killed.fp8trace", t);
+  for (const std::string cmd : {"report", "check"}) {
+    const Result r = Fp8audit({cmd, path});
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.err, "fp8audit " + cmd + ": " + path +
+                         ": trace ends without a footer (the process was killed?): microbatch 2 "
+                         "unfinished; the 2 whole microbatches before it are reported\n")
+        << Describe(r);
+    EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates, expected 1"))
+        << Describe(r);
+  }
+}
+
+TEST_F(ReportCli, HostileInputsExit2WithOneLine) {
+  const std::string good = WriteTrace("good.fp8trace", Passing());
+  TraceBuilder newer = Passing();
+  newer.header()->set_schema_version(99);
+  const std::string fifo = Path("pipe.fp8trace");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string empties = Path("empties.fp8trace");
+  std::ofstream(empties, std::ios::binary) << Slurp(good) + std::string(100000, '\0');
+  const std::string pow63 = Path("pow63.fp8trace");
+  std::ofstream(pow63, std::ios::binary) << Slurp(good) + std::string(9, '\x80') + '\x01' + "x";
+  const std::map<std::vector<std::string>, std::string> cases = {
+      {{good, good}, good + ": given twice (the same file as " + good + ")"},
+      {{fifo}, fifo + ": not a regular file (a FIFO)"},
+      {{WriteTrace("newer.fp8trace", newer)},
+       Path("newer.fp8trace") +
+           ": written by a newer fp8audit (trace schema version 99; this one reads up to 1): "
+           "read it with that version"},
+      {{empties},
+       empties + ": trace damaged at record " + std::to_string(Passing().records().size() + 1) +
+           " at byte " + std::to_string(fs::file_size(good)) +
+           ": an empty record (a writer never frames one); the " +
+           std::to_string(Passing().records().size()) + " whole records before it are reported"},
+      {{pow63},
+       pow63 + ": trace damaged at record " + std::to_string(Passing().records().size() + 1) +
+           " at byte " + std::to_string(fs::file_size(good)) +
+           ": size 9223372036854775808 exceeds the record limit (16777216 bytes); the " +
+           std::to_string(Passing().records().size()) + " whole records before it are reported"},
+  };
+  for (const auto& [paths, line] : cases) {
+    for (const std::string cmd : {"report", "check"}) {
+      std::vector<std::string> args = {cmd};
+      args.insert(args.end(), paths.begin(), paths.end());
+      const Result r = Fp8audit(args);
+      EXPECT_EQ(r.code, 2) << Describe(r);
+      EXPECT_EQ(r.err, "fp8audit " + cmd + ": " + line + "\n") << Describe(r);
+    }
+  }
 }
 
 TEST_F(ReportCli, CorruptedTraceExits2NamingRecordAndOffset) {
@@ -480,6 +536,28 @@ TEST_F(RunCli, DamagedTraceFromTheRunExits2) {
   EXPECT_TRUE(Contains(r.err, "trace damaged at record")) << Describe(r);
 }
 
+TEST_F(RunCli, CommandThatSucceedsWithoutAFooterIsIncomplete) {
+  // The job ends through _exit() or abort() in a child, or its last process is killed, and yet
+  // the command's status is 0: the missing footer still makes the audit incomplete.
+  const Result r = Run({"--", "true"}, "1/1,29/196,1/1", {{"FP8AUDIT_FAKE_KILLED", "1"}});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err,
+                       ": trace ends without a footer (the process was killed?): microbatch 2 "
+                       "unfinished; the 2 whole microbatches before it are reported\n"))
+      << Describe(r);
+  // The violation before the kill is not lost.
+  EXPECT_TRUE(Contains(r.err, "microbatch 1 (step 0): 196 backward updates, expected 1"))
+      << Describe(r);
+}
+
+TEST_F(RunCli, KilledCommandWithoutAFooterReturnsItsOwnCode) {
+  const Result r =
+      Run({"--", "sh", "-c", "kill -KILL $$"}, "1/1,1/1", {{"FP8AUDIT_FAKE_KILLED", "1"}});
+  EXPECT_EQ(r.code, 128 + 9) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "killed by signal 9")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "trace ends without a footer")) << Describe(r);
+}
+
 TEST_F(RunCli, TheCommandsOwnFlagsAreNotParsed) {
   // Without "--" too: everything from the command's name on belongs to the command.
   Result r = Run({"sh", "-c", "exit 4", "--max-rows", "--help"}, "1/1");
@@ -745,6 +823,22 @@ TEST_F(RunCli, LauncherOfRanksWritesNoTraceOfItsOwn) {
 
   const Result check = Fp8audit({"check", Path("out")});
   EXPECT_EQ(check.code, 0) << Describe(check);
+}
+
+// A worker killed with SIGKILL under a launcher that still exits 0: the audit is not a pass. How
+// much of the worker's trace reached the disk depends on the writer's period, but whether it holds
+// its header only, its first microbatches or nothing at all, the run exits 2.
+TEST_F(RunCli, WorkerKilledUnderTheRealAgentIsIncompleteThoughTheLauncherExits0) {
+  const std::string script = std::string(FP8AUDIT_NVTX_EMITTER) +
+                             " wait > ready.txt & pid=$!; "
+                             "until [ -s ready.txt ]; do sleep 0.05; done; "
+                             "kill -KILL $pid; wait $pid; exit 0";
+  const Result r =
+      Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c", script}, RealAgentEnv());
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "trace ends without a footer (the process was killed?)") ||
+              Contains(r.err, "empty trace (0 bytes)") || Contains(r.err, "no trace was written"))
+      << Describe(r);
 }
 
 TEST_F(RunCli, RanksThatDisagreeUnderTheRealAgentExit3) {

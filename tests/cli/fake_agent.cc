@@ -1,8 +1,9 @@
 // A stand-in for libfp8audit.so in `fp8audit run` tests: preloaded into the command, it writes a
 // trace at load time as $FP8AUDIT_FAKE_TRACE describes ("F/B,F/B,...": forward/backward updates
 // per marked microbatch) into $FP8AUDIT_OUT, and appends the injection environment it saw to
-// $FP8AUDIT_FAKE_ENV_DUMP. Writes the protobuf wire format itself so that it links nothing but
-// libc (it is loaded into sh, never sanitized).
+// $FP8AUDIT_FAKE_ENV_DUMP. $FP8AUDIT_FAKE_KILLED leaves out the last microbatch's end marker and
+// the footer, as a process killed inside it leaves its trace. Writes the protobuf wire format
+// itself so that it links nothing but libc (it is loaded into sh, never sanitized).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -96,6 +97,7 @@ __attribute__((constructor)) void FakeAgent() {
   const char* kernel = "transformer_engine::delayed_scaling_recipe::kernel_bulk";
   enum { kUpdateForward = 7, kUpdateBackward = 8, kBegin = 11, kEnd = 12 };
   enum { kNvtx = 2, kKernel = 3 };
+  const bool killed = std::getenv("FP8AUDIT_FAKE_KILLED") != nullptr;
   uint64_t events = 0;
   for (const char* p = spec; *p != '\0';) {
     char* next = nullptr;
@@ -104,14 +106,17 @@ __attribute__((constructor)) void FakeAgent() {
     Event(kBegin, pid, kNvtx, "fp8audit.microbatch", &bytes);
     for (long i = 0; i < forward; ++i) Event(kUpdateForward, pid, kKernel, kernel, &bytes);
     for (long i = 0; i < backward; ++i) Event(kUpdateBackward, pid + 1, kKernel, kernel, &bytes);
-    Event(kEnd, pid, kNvtx, nullptr, &bytes);
+    const bool last = *next == '\0';
+    if (!(killed && last)) Event(kEnd, pid, kNvtx, nullptr, &bytes);
     events += 2 + static_cast<uint64_t>(forward + backward);
     p = *next == ',' ? next + 1 : next;
     if (next == p && *p != '\0') break;
   }
-  std::string footer;
-  Field(1, events, &footer);
-  Record(3, footer, &bytes);
+  if (!killed) {
+    std::string footer;
+    Field(1, events, &footer);
+    Record(3, footer, &bytes);
+  }
   if (std::getenv("FP8AUDIT_FAKE_DAMAGE") != nullptr) bytes.resize(bytes.size() - 3);
   WriteFile(std::string(out_dir) + "/testhost." + std::to_string(pid) + ".fp8trace", bytes);
 }

@@ -1,6 +1,7 @@
 #include "reports/trace_set.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -171,6 +172,137 @@ TEST_F(TraceSetTest, SecondHeaderIsDamage) {
   EXPECT_EQ(r.microbatches_size(), 1);
 }
 
+// ---- Incomplete traces: a killed process, truncation, hostile framing --------------------------
+
+TEST_F(TraceSetTest, TraceWithoutAFooterIsIncompleteAndNamesTheUnfinishedMicrobatch) {
+  // SIGKILL, the OOM killer, abort() or _exit(): the agent never writes its footer.
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().MarkedMicrobatch(29, 196).Begin().Forward().BackwardBegin();
+  const std::string path = Write("killed.fp8trace", t);
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{
+                path + ": trace ends without a footer (the process was killed?): microbatch 2 "
+                       "unfinished; the 2 whole microbatches before it are reported"});
+  // Every whole microbatch is still reported, the violation in microbatch 1 included.
+  const v1::RankReport& r = set.report.ranks(0);
+  ASSERT_EQ(r.microbatches_size(), 3);
+  EXPECT_EQ(r.microbatches(1).verdict(), v1::FAIL);
+  EXPECT_EQ(r.totals().failing_microbatches(), 1u);
+  EXPECT_TRUE(Contains(r.damage(), "trace ends without a footer")) << r.damage();
+  EXPECT_EQ(set.report.verdict(), v1::FAIL);
+}
+
+TEST_F(TraceSetTest, TraceWithoutAFooterAfterAWholeMicrobatchSaysWhereItEnds) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().MarkedMicrobatch();
+  const std::string a = Write("a.fp8trace", t);
+  TraceBuilder threads(-1, 78);  // no markers: pass boundaries segment
+  threads.PlainMicrobatch().PlainMicrobatch();
+  const std::string b = Write("b.fp8trace", threads);
+  TraceBuilder header_only(-1, 79);
+  const std::string c = Write("c.fp8trace", header_only);
+  const TraceSetResult set = AuditTraceFiles({a, b, c}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems,
+            (std::vector<std::string>{
+                a + ": trace ends without a footer (the process was killed?) after microbatch 1; "
+                    "the 2 whole microbatches before it are reported",
+                b + ": trace ends without a footer (the process was killed?): microbatch 1 "
+                    "unfinished; the 1 whole microbatch before it is reported",
+                c + ": trace ends without a footer (the process was killed?) before its first "
+                    "microbatch"}));
+}
+
+TEST_F(TraceSetTest, TruncationAtEveryRecordBoundaryIsIncomplete) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().MarkedMicrobatch(1, 2).MarkedMicrobatch().Footer();
+  const std::string bytes = t.Bytes();
+  const std::string path = Path("cut.fp8trace");
+  std::ofstream(path, std::ios::binary) << bytes;
+  ASSERT_EQ(AuditTraceFiles({path}, TraceSetOptions{}).outcome, Outcome::kViolations);
+  uint64_t boundary = 0;
+  for (const v1::TraceRecord& record : t.records()) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, boundary);
+    const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+    EXPECT_EQ(set.outcome, Outcome::kIncomplete) << "cut at byte " << boundary;
+    EXPECT_EQ(set.problems.size(), 1u) << "cut at byte " << boundary;
+    std::string one;
+    AppendRecord(record, &one);
+    boundary += one.size();
+  }
+  EXPECT_EQ(boundary, bytes.size());
+}
+
+TEST_F(TraceSetTest, RecordsAfterTheFooterAreDamage) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().Footer();
+  TraceBuilder more(0, 77, "nvtx");
+  more.MarkedMicrobatch(29, 196);
+  std::string bytes = t.Bytes();
+  const uint64_t after_footer = bytes.size();
+  for (size_t i = 1; i < more.records().size(); ++i) AppendRecord(more.records()[i], &bytes);
+  const std::string path = Path("mid.fp8trace");
+  std::ofstream(path, std::ios::binary) << bytes;
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  ASSERT_EQ(set.problems.size(), 1u);
+  EXPECT_EQ(set.problems[0],
+            path + ": trace damaged at record " + std::to_string(t.records().size() + 1) +
+                " at byte " + std::to_string(after_footer) + ": a record after the footer; the " +
+                std::to_string(t.records().size()) + " whole records before it are reported");
+  EXPECT_EQ(set.report.ranks(0).totals().microbatches(), 1u);  // what follows is not audited
+}
+
+TEST_F(TraceSetTest, NewerSchemaVersionIsRefused) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.header()->set_schema_version(99);
+  t.MarkedMicrobatch().Footer();
+  const std::string path = Write("new.fp8trace", t);
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems, std::vector<std::string>{
+                              path + ": written by a newer fp8audit (trace schema version 99; "
+                                     "this one reads up to 1): read it with that version"});
+  EXPECT_EQ(set.report.ranks(0).totals().microbatches(), 0u);
+}
+
+TEST_F(TraceSetTest, OneFileGivenTwiceIsRefused) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().Footer();
+  const std::string path = Write("a.fp8trace", t);
+  std::vector<std::string> files;
+  std::string error;
+  EXPECT_FALSE(ExpandTracePaths({path, path}, &files, &error));
+  EXPECT_EQ(error, path + ": given twice (the same file as " + path + ")");
+  // A directory and a file in it; a second name (hard link) of the same file.
+  files.clear();
+  EXPECT_FALSE(ExpandTracePaths({dir_.string(), path}, &files, &error));
+  EXPECT_EQ(error, path + ": given twice (the same file as " + path + ")");
+  fs::create_directories(Path("other"));
+  fs::create_hard_link(path, Path("other/b.fp8trace"));
+  files.clear();
+  EXPECT_FALSE(ExpandTracePaths({path, Path("other")}, &files, &error));
+  EXPECT_EQ(error, Path("other/b.fp8trace") + ": given twice (the same file as " + path + ")");
+}
+
+TEST_F(TraceSetTest, FifoAndDevicePathsAreRefusedBeforeReading) {
+  const std::string fifo = Path("pipe.fp8trace");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::vector<std::string> files;
+  std::string error;
+  EXPECT_FALSE(ExpandTracePaths({fifo}, &files, &error));
+  EXPECT_EQ(error, fifo + ": not a regular file (a FIFO)");
+  EXPECT_FALSE(ExpandTracePaths({"/dev/zero"}, &files, &error));
+  EXPECT_EQ(error, "/dev/zero: not a regular file (a character device)");
+  // Read anyway (a race with the check): refused, not waited on.
+  const TraceSetResult set = AuditTraceFiles({fifo}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{fifo + ": cannot read: not a regular file (a FIFO)"});
+}
+
 TEST_F(TraceSetTest, DirectoryReadsEveryTraceSortedByRankThenPid) {
   for (const auto& [rank, pid] : std::vector<std::pair<int, int>>{{1, 20}, {0, 30}, {0, 10}}) {
     TraceBuilder t(rank, pid, "nvtx");
@@ -286,6 +418,8 @@ TEST_F(TraceSetTest, LongTraceStreamsWithBoundedRows) {
       mb.MarkedMicrobatch(1, i == 12345 ? 5 : 1);
       for (size_t k = 1; k < mb.records().size(); ++k) AppendRecord(mb.records()[k], &chunk);
     }
+    head.Footer();
+    AppendRecord(head.records().back(), &chunk);
     writer->WriteFramed(chunk);
   }
   TraceSetOptions options;
