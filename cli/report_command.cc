@@ -44,7 +44,7 @@ int RunReport(const ReportArgs& args) {
   options.max_rows = complete ? 0 : args.max_rows;
   options.max_violations = complete ? 0 : args.max_rows;
   const reports::TraceSetResult result = AuditWithProgress("report", files, args.progress, options);
-  PrintProblems("report", result, files.size());
+  PrintProblems("report", result);
 
   reports::RenderOptions render;
   render.max_rows = args.max_rows;

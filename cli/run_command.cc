@@ -132,7 +132,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
   std::cerr << "\n" << reports::RenderText(result.report, render);
-  PrintProblems("run", result, traces.size());
+  PrintProblems("run", result);
   Say("full report: fp8audit report " + out.string() +
       " (holds the traces of every run that wrote there)");
   if (command_code != 0) {

@@ -91,7 +91,7 @@ vertical-align:-2px;border-radius:2px}
 td.dup{background:#ffebee;color:var(--bad);font-weight:700}td.miss{background:#e3f2fd}
 tr.fail td:first-child{border-left:3px solid var(--bad)}
 ul.ex{margin:2px 0;padding-left:18px}
-details{margin:4px 0}summary{cursor:pointer}
+details{margin:4px 0}summary{cursor:pointer}ul.problems{color:#8d6e00;font-weight:600}
 table.ctx td{font:12px/1.35 ui-monospace,monospace;padding:1px 6px}
 )css";
 
@@ -102,16 +102,11 @@ struct JobVerdict {
 };
 
 JobVerdict VerdictOf(const v1::AuditReport& report) {
-  // As `fp8audit report` decides: a damaged trace, a missing rank or a rank claimed by several
-  // traces leaves the audit incomplete.
-  if (std::any_of(report.ranks().begin(), report.ranks().end(), IsDamaged) ||
-      !MissingRanks(report).empty() || !DuplicateRanks(report).empty()) {
-    return {"INCOMPLETE", "v-incomplete"};
-  }
-  if (report.verdict() == v1::FAIL) return {"FAIL", "v-fail"};
-  if (report.ranks_size() > 0 && report.totals().microbatches() == 0) {
-    return {"NOTHING AUDITED", "v-nothing"};
-  }
+  // As the audit decided (AuditReport.outcome).
+  const std::string word = OutcomeWord(report);
+  if (word == "INCOMPLETE") return {"INCOMPLETE", "v-incomplete"};
+  if (word == "NOTHING AUDITED") return {"NOTHING AUDITED", "v-nothing"};
+  if (word == "FAIL") return {"FAIL", "v-fail"};
   return {"PASS", "v-pass"};
 }
 
@@ -835,6 +830,18 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
          "\"><h1>fp8audit report: <span id=\"verdict\">" + verdict.word + "</span></h1><div>" +
          Plural(nranks, "trace", "traces") + "; " + TotalsLine(report.totals()) +
          "</div></header>\n";
+
+  // Why the audit is incomplete or has nothing to judge, as the audit said it.
+  if (report.problems_size() > 0) {
+    const int shown = std::min(report.problems_size(), kMaxProblems);
+    out += "<ul class=\"problems\">";
+    for (int i = 0; i < shown; ++i) out += "<li>" + Esc(report.problems(i)) + "</li>";
+    out += "</ul>\n";
+    if (shown < report.problems_size()) {
+      out += "<p class=\"note\">" + Num(report.problems_size() - shown) +
+             " more (--format json has them all)</p>\n";
+    }
+  }
 
   const v1::Totals& t = report.totals();
   out += "<h2>Job totals</h2>\n<table class=\"totals\">";

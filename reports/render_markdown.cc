@@ -1,5 +1,6 @@
 // Markdown rendering: a per-rank summary table (missing ranks included) and the job's violations,
 // then per rank a microbatch table and violations.
+#include <algorithm>
 #include <string>
 
 #include "reports/event_text.h"
@@ -89,8 +90,15 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 }  // namespace
 
 std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& options) {
-  std::string out =
-      "# fp8audit report: " + std::string(report.verdict() == v1::FAIL ? "FAIL" : "PASS") + "\n\n";
+  std::string out = "# fp8audit report: " + OutcomeWord(report) + "\n\n";
+  // Why the audit is incomplete or has nothing to judge.
+  const int problems = std::min(report.problems_size(), kMaxProblems);
+  for (int i = 0; i < problems; ++i) out += "- " + Md(report.problems(i)) + "\n";
+  if (problems < report.problems_size()) {
+    out += "- ... " + std::to_string(report.problems_size() - problems) +
+           " more (--format json has them all)\n";
+  }
+  if (problems > 0) out += "\n";
   out +=
       "| trace | microbatches | failing | forward updates | backward updates | verdict | note |\n";
   out += "|:---|---:|---:|---:|---:|:---|:---|\n";

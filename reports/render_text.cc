@@ -138,8 +138,8 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 }  // namespace
 
 std::string RenderText(const v1::AuditReport& report, const RenderOptions& options) {
-  std::string out = "fp8audit report: " + VerdictWord(report.verdict()) + ", " +
-                    std::to_string(report.ranks_size()) +
+  const std::string word = OutcomeWord(report) == "PASS" ? "ok" : OutcomeWord(report);
+  std::string out = "fp8audit report: " + word + ", " + std::to_string(report.ranks_size()) +
                     (report.ranks_size() == 1 ? " trace" : " traces") + "\n\n";
   // Several traces: the ranks side by side, and what the job's ranks say together, before each
   // rank's own section.
@@ -152,11 +152,22 @@ std::string RenderText(const v1::AuditReport& report, const RenderOptions& optio
     out += "\n";
   }
   for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
-  out += "job total: " + TotalsLine(report.totals()) + ": " + VerdictWord(report.verdict()) + "\n";
+  out += "job total: " + TotalsLine(report.totals()) + ": " + word + "\n";
   return out;
 }
 
 std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations) {
+  const std::string traces =
+      std::to_string(report.ranks_size()) + (report.ranks_size() == 1 ? " trace, " : " traces, ");
+  const v1::Totals& t = report.totals();
+  if (report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    // Nothing to judge (the reason is among the report's problems): microbatches without updates
+    // are not listed as failing.
+    return OutcomeWord(report) + ": " + traces + std::to_string(t.microbatches()) +
+           (t.microbatches() == 1 ? " microbatch, " : " microbatches, ") +
+           std::to_string(t.forward_updates()) + " forward and " +
+           std::to_string(t.backward_updates()) + " backward updates\n";
+  }
   std::string out;
   uint32_t shown = 0;
   uint64_t hidden = 0;
@@ -177,9 +188,7 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
   }
   for (const v1::Violation& v : report.violations()) show(v, "job: ");
   if (hidden > 0) out += "  ... and " + std::to_string(hidden) + " more\n";
-  out += std::string(report.verdict() == v1::FAIL ? "FAIL" : "PASS") + ": " +
-         std::to_string(report.ranks_size()) +
-         (report.ranks_size() == 1 ? " trace, " : " traces, ") + TotalsLine(report.totals()) + "\n";
+  out += OutcomeWord(report) + ": " + traces + TotalsLine(t) + "\n";
   return out;
 }
 

@@ -30,6 +30,21 @@ RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows) {
   return sel;
 }
 
+std::string OutcomeWord(const v1::AuditReport& report) {
+  switch (report.outcome()) {
+    case v1::AuditReport::OUTCOME_INCOMPLETE:
+      return "INCOMPLETE";
+    case v1::AuditReport::OUTCOME_NOTHING_AUDITED:
+      return "NOTHING AUDITED";
+    case v1::AuditReport::OUTCOME_VIOLATIONS:
+      return "FAIL";
+    case v1::AuditReport::OUTCOME_PASS:
+      return "PASS";
+    default:
+      return report.verdict() == v1::FAIL ? "FAIL" : "PASS";
+  }
+}
+
 bool IsCountViolation(const v1::Violation& v) {
   return v.kind() == v1::Violation::FORWARD_COUNT || v.kind() == v1::Violation::BACKWARD_COUNT;
 }

@@ -34,6 +34,14 @@ struct ViolationSelection {
 // At most `max` violations (0: all), grouped by microbatch.
 ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max);
 
+// The audit's problem lines (unreadable traces, missing ranks, ...) listed in a markdown or HTML
+// report; the rest are counted (JSON has them all).
+inline constexpr int kMaxProblems = 100;
+
+// The job's outcome for a headline: "PASS", "FAIL" (violations), "INCOMPLETE", "NOTHING AUDITED";
+// a report without an outcome (OUTCOME_UNSPECIFIED) is its verdict, "PASS" or "FAIL".
+std::string OutcomeWord(const v1::AuditReport& report);
+
 bool IsCountViolation(const v1::Violation& v);
 // "12 microbatches, 3 failing; 40 forward and 210 backward updates"
 std::string TotalsLine(const v1::Totals& totals);

@@ -75,6 +75,98 @@ v1::RankReport Unreadable(const std::string& path, const std::string& why, std::
 
 }  // namespace
 
+namespace {
+
+// The job-level audit of traces already read: ranks, totals, outcome. `problems`: the lines of
+// the traces that could not be read in full.
+TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& agreement,
+                        std::vector<std::string> problems, const TraceSetOptions& options) {
+  TraceSetResult result;
+  result.problems = std::move(problems);
+  v1::AuditReport& report = result.report;
+  report.set_schema_version(1);
+  bool expects_updates = false;
+  for (const v1::RankReport& r : ranks) {
+    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
+    if (e.forward > 0 || e.backward > 0) expects_updates = true;
+  }
+  const size_t traces_read = ranks.size();
+  RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
+  for (std::string& p : job.problems) result.problems.push_back(std::move(p));
+  std::stable_sort(ranks.begin(), ranks.end(),
+                   [](const v1::RankReport& a, const v1::RankReport& b) {
+                     if (a.rank() != b.rank()) return a.rank() < b.rank();
+                     if (a.header().pid() != b.header().pid())
+                       return a.header().pid() < b.header().pid();
+                     return a.path() < b.path();
+                   });
+
+  v1::Totals* totals = report.mutable_totals();
+  bool damaged = job.incomplete;
+  bool violations = job.disagree;
+  for (v1::RankReport& r : ranks) {
+    const v1::Totals& t = r.totals();
+    totals->set_microbatches(totals->microbatches() + t.microbatches());
+    totals->set_forward_updates(SatAdd(totals->forward_updates(), t.forward_updates()));
+    totals->set_backward_updates(SatAdd(totals->backward_updates(), t.backward_updates()));
+    totals->set_failing_microbatches(totals->failing_microbatches() + t.failing_microbatches());
+    totals->set_events(SatAdd(totals->events(), t.events()));
+    totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
+    if (IsDamaged(r)) damaged = true;
+    if (r.verdict() == v1::FAIL) violations = true;
+    *report.add_ranks() = std::move(r);
+  }
+  for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
+
+  report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
+  const std::string traces = Plural(traces_read, "trace", "traces");
+  const bool no_update = totals->forward_updates() == 0 && totals->backward_updates() == 0;
+  if (damaged) {
+    result.outcome = Outcome::kIncomplete;
+  } else if (expects_updates && totals->microbatches() == 0) {
+    result.outcome = Outcome::kNothingAudited;
+    result.problems.push_back(
+        "nothing to audit: no microbatch in " + traces +
+        " (no FP8 state update and no pass boundary was recorded; is the job using "
+        "DelayedScaling, and do the agent's kernel patterns match it?)");
+  } else if (expects_updates && no_update) {
+    // Microbatches (pass boundaries, markers) but no update in any trace: the job's FP8 state is
+    // not DelayedScaling's, or its updates were not recognised. Neither a pass nor a violation.
+    result.outcome = Outcome::kNothingAudited;
+    result.problems.push_back(
+        "nothing to judge: " + Plural(totals->microbatches(), "microbatch", "microbatches") +
+        " in " + traces +
+        " and not one FP8 state update: the job does not use DelayedScaling (plain PyTorch, "
+        "torch._scaled_mm, another recipe), or Transformer Engine runs its unfused update path "
+        "(NVTE_UNFUSED_FP8_UPDATE=1), or its update kernels have names the agent's patterns do "
+        "not know: audit a DelayedScaling job with the fused update, or record again with "
+        "`fp8audit run --patterns FILE` naming its kernels (for a job meant to make no updates: "
+        "--expect-forward 0 --expect-backward 0)");
+  } else if (violations) {
+    result.outcome = Outcome::kViolations;
+  } else {
+    result.outcome = Outcome::kPass;
+  }
+  switch (result.outcome) {
+    case Outcome::kIncomplete:
+      report.set_outcome(v1::AuditReport::OUTCOME_INCOMPLETE);
+      break;
+    case Outcome::kNothingAudited:
+      report.set_outcome(v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+      break;
+    case Outcome::kViolations:
+      report.set_outcome(v1::AuditReport::OUTCOME_VIOLATIONS);
+      break;
+    case Outcome::kPass:
+      report.set_outcome(v1::AuditReport::OUTCOME_PASS);
+      break;
+  }
+  for (const std::string& p : result.problems) report.add_problems(p);
+  return result;
+}
+
+}  // namespace
+
 bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
                       std::string* error) {
   // Each file once: (device, inode) -> the name it was first given as.
@@ -233,12 +325,9 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
 
 TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
                                const TraceSetOptions& options) {
-  TraceSetResult result;
-  v1::AuditReport& report = result.report;
-  report.set_schema_version(1);
+  std::vector<std::string> problems;
   std::vector<v1::RankReport> ranks;
   ranks.reserve(files.size());
-  bool expects_updates = false;
   RankAgreement agreement;
   for (size_t i = 0; i < files.size(); ++i) {
     TraceSetOptions one = options;
@@ -258,51 +347,18 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
     std::string problem;
     ranks.push_back(AuditTraceFile(files[i], one, &problem));
     if (options.on_progress) options.on_progress(i, read, true);
-    if (!problem.empty()) result.problems.push_back(std::move(problem));
-    const v1::RankReport& r = ranks.back();
-    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
-    if (e.forward > 0 || e.backward > 0) expects_updates = true;
+    if (!problem.empty()) problems.push_back(std::move(problem));
   }
-  RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
-  for (std::string& p : job.problems) result.problems.push_back(std::move(p));
-  std::stable_sort(ranks.begin(), ranks.end(),
-                   [](const v1::RankReport& a, const v1::RankReport& b) {
-                     if (a.rank() != b.rank()) return a.rank() < b.rank();
-                     if (a.header().pid() != b.header().pid())
-                       return a.header().pid() < b.header().pid();
-                     return a.path() < b.path();
-                   });
-
-  v1::Totals* totals = report.mutable_totals();
-  bool damaged = job.incomplete;
-  bool violations = job.disagree;
-  for (v1::RankReport& r : ranks) {
-    const v1::Totals& t = r.totals();
-    totals->set_microbatches(totals->microbatches() + t.microbatches());
-    totals->set_forward_updates(SatAdd(totals->forward_updates(), t.forward_updates()));
-    totals->set_backward_updates(SatAdd(totals->backward_updates(), t.backward_updates()));
-    totals->set_failing_microbatches(totals->failing_microbatches() + t.failing_microbatches());
-    totals->set_events(SatAdd(totals->events(), t.events()));
-    totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
-    if (IsDamaged(r)) damaged = true;
-    if (r.verdict() == v1::FAIL) violations = true;
-    *report.add_ranks() = std::move(r);
-  }
-  for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
-
-  report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
-  if (damaged) {
-    result.outcome = Outcome::kIncomplete;
-  } else if (totals->microbatches() == 0 && expects_updates) {
-    result.outcome = Outcome::kNothingAudited;
-  } else if (violations) {
-    result.outcome = Outcome::kViolations;
-  } else {
-    result.outcome = Outcome::kPass;
-  }
-  return result;
+  return Conclude(std::move(ranks), agreement, std::move(problems), options);
 }
 
+TraceSetResult AuditRankReports(std::vector<v1::RankReport> ranks, const TraceSetOptions& options) {
+  RankAgreement agreement;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    for (const v1::MicrobatchResult& row : ranks[i].microbatches()) agreement.OnMicrobatch(i, row);
+  }
+  return Conclude(std::move(ranks), agreement, {}, options);
+}
 TraceDirSnapshot SnapshotTraceDir(const std::string& dir) {
   TraceDirSnapshot snapshot;
   std::error_code ec;

@@ -404,6 +404,35 @@ TEST_F(CheckCli, HeaderOnlyTraceHasNothingToAudit) {
   EXPECT_TRUE(Contains(r.err, "nothing to audit")) << Describe(r);
 }
 
+TEST_F(CheckCli, MicrobatchesWithoutAnyUpdateExit2NotAViolation) {
+  TraceBuilder t(-1, 1);  // plain PyTorch: passes, but no DelayedScaling update kernel
+  for (int i = 0; i < 6; ++i) t.PlainMicrobatch(0, 0);
+  t.Footer();
+  const std::string path = WriteTrace("plain.fp8trace", t);
+  for (const std::string cmd : {"check", "report"}) {
+    const Result r = Fp8audit({cmd, path});
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "fp8audit " + cmd +
+                                    ": nothing to judge: 6 microbatches in 1 trace and not one FP8 "
+                                    "state update: the job does not use DelayedScaling"))
+        << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "NVTE_UNFUSED_FP8_UPDATE=1")) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "--patterns FILE")) << Describe(r);
+    EXPECT_FALSE(Contains(r.out, "6 of 6 microbatches failing")) << Describe(r);
+  }
+  EXPECT_EQ(Fp8audit({"check", path}).out,
+            "NOTHING AUDITED: 1 trace, 6 microbatches, 0 forward and 0 backward updates\n");
+}
+
+TEST_F(RunCli, JobWithoutAnyUpdateExits2) {
+  const Result r = Run({"--", "true"}, "0/0,0/0,0/0");
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit run: nothing to judge: 3 microbatches in 1 trace"))
+      << Describe(r);
+  EXPECT_EQ(Run({"--", "true"}, "0/0,1/1,0/0").code, 3);
+}
+
 TEST_F(RunCli, ReturnsCommandExitCodeWhenCommandFails) {
   const Result r = Run({"--", "sh", "-c", "exit 7"}, "1/1");
   EXPECT_EQ(r.code, 7) << Describe(r);
@@ -724,7 +753,7 @@ TEST_F(MultiRankCli, CheckTwoTracesClaimingRank0Exits2) {
                                   " (pid 300, 2 microbatches)"))
       << Describe(r);
   EXPECT_TRUE(Contains(r.out, "  job: rank 0 is claimed by 2 traces")) << Describe(r);
-  EXPECT_TRUE(Contains(r.out, "FAIL: 3 traces")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "INCOMPLETE: 3 traces")) << Describe(r);
 }
 
 TEST_F(MultiRankCli, CheckMissingRankExits2) {

@@ -196,6 +196,23 @@ TEST(RenderHtml, FlagsRanksThatDisagreeAndDamagedTraces) {
   EXPECT_TRUE(Contains(damaged, "incomplete: damaged trace")) << damaged;
 }
 
+TEST(RenderHtml, ShowsTheOutcomeTheAuditDecidedAndWhy) {
+  // Microbatches, but not one update: nothing to judge, whatever the rows' own verdicts say.
+  TraceBuilder t(-1, 1);
+  t.PlainMicrobatch(0, 0).PlainMicrobatch(0, 0).Footer();
+  const v1::AuditReport report = Job({t.Audit()});
+  ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_TRUE(Contains(html, "<span id=\"verdict\">NOTHING AUDITED</span>")) << html;
+  EXPECT_TRUE(Contains(html,
+                       "<ul class=\"problems\"><li>nothing to judge: 2 microbatches in 1 "
+                       "trace and not one FP8 state update"))
+      << html;
+  const std::string md = RenderMarkdown(report, RenderOptions{});
+  EXPECT_TRUE(Contains(md, "# fp8audit report: NOTHING AUDITED\n")) << md;
+  EXPECT_TRUE(Contains(md, "- nothing to judge: 2 microbatches in 1 trace and not one FP8")) << md;
+}
+
 // A rank of `n` microbatches in which every `every`-th fails with an extra backward update, built
 // directly (as the auditor would keep it with max_rows 0) to keep the test fast.
 v1::RankReport LongRank(int rank, uint32_t n, uint32_t every) {

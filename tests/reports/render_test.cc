@@ -81,7 +81,12 @@ TEST(RenderSummary, NamesFailingRanksAndTheirFirstViolations) {
   const std::string s = RenderSummary(Job({PassingRank(1, 2), FailingRank(0)}), 10);
   EXPECT_TRUE(Contains(s, "rank 0 (testhost, pid 4242): 1 of 2 microbatches failing")) << s;
   EXPECT_TRUE(Contains(s, "  microbatch 1 (step 0): 2 backward updates, expected 1")) << s;
-  EXPECT_FALSE(Contains(s, "rank 1")) << s;
+  EXPECT_FALSE(Contains(s, "rank 1 (")) << s;  // it passes: no line of its own
+  // The job's own violations follow the ranks'.
+  EXPECT_TRUE(Contains(s,
+                       "  job: ranks disagree in microbatch 1 (forward/backward updates): rank "
+                       "0: 1/2; rank 1: 1/1\n"))
+      << s;
   EXPECT_TRUE(Contains(s, "FAIL: 2 traces, 4 microbatches, 1 failing")) << s;
 }
 
@@ -117,10 +122,10 @@ TEST(RenderJunit, OneSuitePerRankOneCasePerMicrobatchFailuresCarryTheViolation) 
   failing.mutable_header()->set_host("a<b>&\"c\"");
   const std::string xml = RenderJunit(Job({failing, PassingRank(1, 3)}));
   EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
-  EXPECT_EQ(Count(xml, "<testsuite "), 2u) << xml;
-  // 2 + 3 microbatches, plus one integrity case per trace.
+  EXPECT_EQ(Count(xml, "<testsuite "), 3u) << xml;  // each rank's, and the job's
+  // 2 + 3 microbatches, plus one integrity case per trace, plus the ranks' agreement.
   EXPECT_TRUE(
-      Contains(xml, "<testsuites name=\"fp8audit\" tests=\"7\" failures=\"1\" errors=\"0\">"))
+      Contains(xml, "<testsuites name=\"fp8audit\" tests=\"8\" failures=\"2\" errors=\"0\">"))
       << xml;
   EXPECT_TRUE(Contains(xml, "name=\"rank 0 (a&lt;b&gt;&amp;&quot;c&quot;, pid 4242)\"")) << xml;
   EXPECT_TRUE(Contains(xml,
@@ -132,7 +137,7 @@ TEST(RenderJunit, OneSuitePerRankOneCasePerMicrobatchFailuresCarryTheViolation) 
                        "backward updates, expected 1\">"))
       << xml;
   EXPECT_TRUE(Contains(xml, "transformer_engine::delayed_scaling_recipe::kernel_bulk")) << xml;
-  EXPECT_EQ(Count(xml, "<testcase "), 7u);
+  EXPECT_EQ(Count(xml, "<testcase "), 8u);
 }
 
 TEST(RenderJunit, DamageIsAnError) {

@@ -354,7 +354,7 @@ TEST_F(TraceSetTest, ZeroExpectationInTheHeaderIsKeptForCurrentScaling) {
   t.MarkedMicrobatch(0, 0).Footer();
   EXPECT_EQ(AuditTraceFiles({Write("z.fp8trace", t)}, TraceSetOptions{}).outcome, Outcome::kPass);
   TraceBuilder u(0, 2, "nvtx");
-  u.MarkedMicrobatch(0, 0).Footer();  // no expectation recorded: 1/1
+  u.MarkedMicrobatch(0, 0).MarkedMicrobatch(1, 1).Footer();  // no expectation recorded: 1/1
   EXPECT_EQ(AuditTraceFiles({Write("u.fp8trace", u)}, TraceSetOptions{}).outcome,
             Outcome::kViolations);
 }
@@ -387,6 +387,59 @@ TEST_F(TraceSetTest, NoMicrobatchAnywhereIsNothingAudited) {
   zero.expect_forward = 0;
   zero.expect_backward = 0;
   EXPECT_EQ(AuditTraceFiles({path}, zero).outcome, Outcome::kPass);
+}
+
+// The line a job with microbatches but not one FP8 state update gets (N microbatches, T traces).
+std::string NothingToJudge(const std::string& what) {
+  return "nothing to judge: " + what +
+         " and not one FP8 state update: the job does not use DelayedScaling (plain PyTorch, "
+         "torch._scaled_mm, another recipe), or Transformer Engine runs its unfused update path "
+         "(NVTE_UNFUSED_FP8_UPDATE=1), or its update kernels have names the agent's patterns do "
+         "not know: audit a DelayedScaling job with the fused update, or record again with "
+         "`fp8audit run --patterns FILE` naming its kernels (for a job meant to make no updates: "
+         "--expect-forward 0 --expect-backward 0)";
+}
+
+TEST_F(TraceSetTest, MicrobatchesWithoutAnyUpdateAreNothingToJudge) {
+  // A plain PyTorch job: pass boundaries from the autograd threads, no update kernel anywhere.
+  TraceBuilder t(-1, 1);
+  for (int i = 0; i < 6; ++i) t.PlainMicrobatch(0, 0);
+  t.Footer();
+  const std::string path = Write("plain.fp8trace", t);
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kNothingAudited);
+  EXPECT_EQ(set.problems, std::vector<std::string>{NothingToJudge("6 microbatches in 1 trace")});
+  EXPECT_EQ(set.report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  EXPECT_EQ(std::vector<std::string>(set.report.problems().begin(), set.report.problems().end()),
+            set.problems);
+  EXPECT_EQ(set.report.totals().microbatches(), 6u);
+  // Expecting none: a pass.
+  TraceSetOptions zero;
+  zero.expect_forward = 0;
+  zero.expect_backward = 0;
+  EXPECT_EQ(AuditTraceFiles({path}, zero).outcome, Outcome::kPass);
+}
+
+TEST_F(TraceSetTest, SomeMicrobatchesWithoutUpdatesStayAViolation) {
+  TraceBuilder t(-1, 1);
+  t.PlainMicrobatch().PlainMicrobatch(0, 0).PlainMicrobatch().Footer();
+  const TraceSetResult set = AuditTraceFiles({Write("some.fp8trace", t)}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kViolations);
+  EXPECT_EQ(set.report.outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+  EXPECT_TRUE(set.problems.empty());
+  EXPECT_EQ(set.report.totals().failing_microbatches(), 1u);
+}
+
+TEST_F(TraceSetTest, NoTraceWithAMicrobatchIsNothingAudited) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.Footer();
+  const TraceSetResult set = AuditTraceFiles({Write("n.fp8trace", t)}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kNothingAudited);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{
+                "nothing to audit: no microbatch in 1 trace (no FP8 state update and no pass "
+                "boundary was recorded; is the job using DelayedScaling, and do the agent's kernel "
+                "patterns match it?)"});
 }
 
 TEST_F(TraceSetTest, TracesWrittenSinceSeesNewAndChangedFilesOnly) {
@@ -707,6 +760,29 @@ TEST_F(MultiRankTest, ForkedChildrenAndTracesWithoutARankAreNotRanks) {
   EXPECT_TRUE(JobMessages(set).empty()) << Describe(set);
   EXPECT_TRUE(set.problems.empty());
   EXPECT_EQ(set.outcome, Outcome::kViolations);  // the child's own 2/1 microbatches
+}
+
+TEST_F(MultiRankTest, NoRankSawAnUpdateIsNothingToJudge) {
+  WriteJob(2, 3,
+           {{{0, 0}, {0, 0}},
+            {{0, 1}, {0, 0}},
+            {{0, 2}, {0, 0}},
+            {{1, 0}, {0, 0}},
+            {{1, 1}, {0, 0}},
+            {{1, 2}, {0, 0}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kNothingAudited) << Describe(set);
+  EXPECT_EQ(set.problems, std::vector<std::string>{NothingToJudge("6 microbatches in 2 traces")});
+}
+
+TEST_F(MultiRankTest, OneRankWithoutUpdatesAmongRanksWithThemIsAViolation) {
+  WriteJob(2, 2, {{{1, 0}, {0, 0}}, {{1, 1}, {0, 0}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kViolations) << Describe(set);
+  EXPECT_EQ(JobMessages(set),
+            std::vector<std::string>{"ranks disagree in microbatches 0-1 (forward/backward "
+                                     "updates): rank 0: 1/1; rank 1: 0/0"})
+      << Describe(set);
 }
 
 TEST(Ranks, RankFromFileNameAndRankList) {
