@@ -96,47 +96,103 @@ std::map<int32_t, int> DuplicateRanks(const v1::AuditReport& report) {
   return holders;
 }
 
-std::vector<int32_t> MissingRanks(const v1::AuditReport& report) {
-  std::set<int32_t> present;
-  for (const v1::RankReport& r : report.ranks()) {
-    if (ClaimedRank(r) >= 0) present.insert(ClaimedRank(r));
-  }
-  std::vector<int32_t> missing;
+std::vector<v1::RankRange> MissingRanks(std::vector<int32_t> present) {
+  std::sort(present.begin(), present.end());
+  present.erase(std::unique(present.begin(), present.end()), present.end());
+  std::vector<v1::RankRange> missing;
   if (present.size() < 2) return missing;
-  for (int32_t rank = 0; rank < *present.rbegin(); ++rank) {
-    if (present.count(rank) == 0) missing.push_back(rank);
+  int32_t next = 0;  // the lowest rank not yet accounted for
+  for (int32_t rank : present) {
+    if (rank < 0) continue;
+    if (rank > next) {
+      v1::RankRange range;
+      range.set_first(next);
+      range.set_last(rank - 1);
+      missing.push_back(range);
+    }
+    next = rank + 1;  // the highest present rank is never followed: no overflow past it
   }
   return missing;
+}
+
+uint64_t RankCount(const std::vector<v1::RankRange>& ranges) {
+  uint64_t n = 0;
+  for (const v1::RankRange& r : ranges) {
+    n += static_cast<uint64_t>(static_cast<int64_t>(r.last()) - r.first() + 1);
+  }
+  return n;
+}
+
+std::string RangeList(const std::vector<v1::RankRange>& ranges) {
+  const bool one = ranges.size() == 1 && ranges[0].first() == ranges[0].last();
+  std::string out = one ? "rank " : "ranks ";
+  size_t listed = 0;
+  for (; listed < ranges.size() && listed < kMaxListedRanges; ++listed) {
+    const v1::RankRange& r = ranges[listed];
+    if (listed > 0) out += ", ";
+    out += std::to_string(r.first());
+    if (r.last() == r.first() + 1) {
+      out += ", " + std::to_string(r.last());
+    } else if (r.last() > r.first()) {
+      out += "-" + std::to_string(r.last());
+    }
+  }
+  if (listed < ranges.size()) {
+    const std::vector<v1::RankRange> rest(ranges.begin() + static_cast<ptrdiff_t>(listed),
+                                          ranges.end());
+    out += " and " + std::to_string(RankCount(rest)) + " more in " + std::to_string(rest.size()) +
+           " ranges";
+  }
+  return out;
 }
 
 std::string RankList(const std::vector<int32_t>& ranks) {
   std::vector<int32_t> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  std::string out = sorted.size() == 1 ? "rank " : "ranks ";
+  std::vector<v1::RankRange> ranges;
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i;
     while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (i > 0) out += ", ";
-    if (j - i >= 2) {
-      out += std::to_string(sorted[i]) + "-" + std::to_string(sorted[j]);
-      i = j + 1;
-    } else {
-      out += std::to_string(sorted[i]);
-      ++i;
-    }
+    // A run of two reads better as two ranks ("0, 1"): two ranges.
+    if (j - i == 1) j = i;
+    v1::RankRange r;
+    r.set_first(sorted[i]);
+    r.set_last(sorted[j]);
+    ranges.push_back(r);
+    i = j + 1;
   }
-  return out;
+  return RangeList(ranges);
 }
 
-std::vector<RankRow> RankRows(const v1::AuditReport& report) {
+std::string RangeText(const v1::RankRange& range) {
+  return range.first() == range.last()
+             ? std::to_string(range.first())
+             : std::to_string(range.first()) + "-" + std::to_string(range.last());
+}
+
+std::string MoreMissingRanks(const v1::AuditReport& report) {
+  const int n = report.missing_ranks_size();
+  if (n <= static_cast<int>(kMaxListedRanges)) return "";
+  const std::vector<v1::RankRange> rest(report.missing_ranks().begin() + kMaxListedRanges,
+                                        report.missing_ranks().end());
+  return std::to_string(rest.size()) + " more ranges of missing ranks (" +
+         std::to_string(RankCount(rest)) + " ranks)";
+}
+
+RankRowList RankRows(const v1::AuditReport& report) {
   const std::map<int32_t, int> duplicates = DuplicateRanks(report);
-  const std::vector<int32_t> missing = MissingRanks(report);
-  std::vector<RankRow> rows;
-  size_t next_missing = 0;
-  auto missing_before = [&](int32_t rank) {
-    for (; next_missing < missing.size() && missing[next_missing] < rank; ++next_missing) {
-      rows.push_back(RankRow{missing[next_missing], -1, "no trace"});
+  RankRowList list;
+  std::vector<RankRow>& rows = list.rows;
+  int next_missing = 0;
+  const int listed = std::min(report.missing_ranks_size(), static_cast<int>(kMaxListedRanges));
+  auto missing_before = [&](int64_t rank) {
+    for (; next_missing < listed && report.missing_ranks(next_missing).first() < rank;
+         ++next_missing) {
+      const v1::RankRange& m = report.missing_ranks(next_missing);
+      const uint64_t n = static_cast<uint64_t>(static_cast<int64_t>(m.last()) - m.first() + 1);
+      rows.push_back(RankRow{m.first(), m.last(), -1,
+                             n == 1 ? "no trace" : "no trace (" + std::to_string(n) + " ranks)"});
     }
   };
   for (int i = 0; i < report.ranks_size(); ++i) {
@@ -157,10 +213,11 @@ std::vector<RankRow> RankRows(const v1::AuditReport& report) {
     }
     std::string note;
     for (const std::string& n : notes) note += (note.empty() ? "" : ", ") + n;
-    rows.push_back(RankRow{r.rank(), i, std::move(note)});
+    rows.push_back(RankRow{r.rank(), r.rank(), i, std::move(note)});
   }
-  missing_before(std::numeric_limits<int32_t>::max());
-  return rows;
+  missing_before(int64_t{1} << 32);
+  list.missing_note = MoreMissingRanks(report);
+  return list;
 }
 
 void RankAgreement::OnMicrobatch(size_t trace, const v1::MicrobatchResult& row) {
@@ -227,20 +284,18 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
     speakers.emplace_back(rank, held.empty() ? all.front() : held.front());
   }
 
-  v1::AuditReport view;  // the claims, for MissingRanks
-  for (const v1::RankReport& r : *traces) {
-    v1::RankReport* c = view.add_ranks();
-    c->set_rank(r.rank());
-    if (r.has_header()) c->mutable_header()->set_parent_pid(r.header().parent_pid());
-  }
-  const std::vector<int32_t> missing = MissingRanks(view);
-  if (!missing.empty()) {
-    std::vector<int32_t> present;
-    for (const auto& [rank, all] : claims) present.push_back(rank);
-    const std::string line = "no trace of " + RankList(missing) + " (traces of " +
-                             RankList(present) +
-                             "): the audit is incomplete; did that rank write its trace elsewhere, "
-                             "or end before its first kernel launch?";
+  std::vector<int32_t> present;
+  for (const auto& [rank, all] : claims) present.push_back(rank);
+  f.missing = MissingRanks(present);
+  if (!f.missing.empty()) {
+    const bool one = RankCount(f.missing) == 1;
+    std::string line = "no trace of " + RangeList(f.missing) + " (";
+    if (!one) line += std::to_string(RankCount(f.missing)) + " ranks; ";
+    line += "traces of " + RankList(present) + "): the audit is incomplete; " +
+            (one ? "did that rank write its trace elsewhere, or end before its first kernel "
+                   "launch?"
+                 : "did those ranks write their traces elsewhere, or end before their first "
+                   "kernel launch?");
     f.problems.push_back(line);
     f.violations.push_back(JobViolation(line));
     f.incomplete = true;

@@ -908,14 +908,20 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
              (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : "ok") + "</td><td>" + note +
              "</td></tr>\n";
     }
-    for (int32_t rank : MissingRanks(report)) {
-      out += "<tr class=\"rank-row missing\"><td>" + RankName(rank) +
+    const int missing = std::min(report.missing_ranks_size(), static_cast<int>(kMaxListedRanges));
+    for (int i = 0; i < missing; ++i) {
+      const v1::RankRange& m = report.missing_ranks(i);
+      out += "<tr class=\"rank-row missing\"><td>" +
+             (m.first() == m.last() ? RankName(m.first()) : "ranks " + RangeText(m)) +
              "</td><td class=\"n\">-</td><td class=\"n\">-</td><td class=\"n\">-</td>"
              "<td class=\"n\">-</td><td>missing</td><td>no trace: the audit is incomplete</td>"
              "</tr>\n";
     }
+    out += "</table>\n";
+    const std::string more = MoreMissingRanks(report);
+    if (!more.empty()) out += "<p class=\"note\">" + more + "</p>\n";
     out +=
-        "</table>\n<p class=\"note legend\">Timeline colours: <span style=\"background:"
+        "<p class=\"note legend\">Timeline colours: <span style=\"background:"
         "#a5d6a7\"></span>as expected<span style=\"background:#e53935\"></span>more updates "
         "than expected (duplicates, \xe2\x96\xb2)<span style=\"background:#64b5f6\"></span>"
         "fewer<span style=\"background:#e0e0e0\"></span>no microbatch<span style=\"background:"

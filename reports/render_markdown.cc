@@ -111,16 +111,20 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
            " |\n";
   };
   // One row per trace, and per rank without one.
-  for (const RankRow& row : RankRows(report)) {
+  const RankRowList list = RankRows(report);
+  for (const RankRow& row : list.rows) {
     if (row.trace < 0) {
-      out +=
-          "| " + RankName(row.rank) + " | - | - | - | - | **missing** | " + Md(row.note) + " |\n";
+      const std::string name = row.last == row.rank ? RankName(row.rank)
+                                                    : "ranks " + std::to_string(row.rank) + "-" +
+                                                          std::to_string(row.last);
+      out += "| " + name + " | - | - | - | - | **missing** | " + Md(row.note) + " |\n";
       continue;
     }
     const v1::RankReport& r = report.ranks(row.trace);
     line(Md(RankTitle(r)), r.totals(), r.verdict(), row.note);
   }
   line("**job**", report.totals(), report.verdict(), "");
+  if (!list.missing_note.empty()) out += "\n" + Md(list.missing_note) + "\n";
   if (report.violations_size() > 0) {
     out += "\n## Job violations\n\n";
     for (const v1::Violation& v : report.violations()) {

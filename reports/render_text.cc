@@ -51,10 +51,14 @@ void Table(const std::vector<const v1::MicrobatchResult*>& rows, std::string* ou
 // One row per trace and per missing rank: what each rank amounts to, side by side.
 void RankSummary(const v1::AuditReport& report, std::string* out) {
   std::vector<std::vector<std::string>> cells;
-  for (const RankRow& row : RankRows(report)) {
+  const RankRowList list = RankRows(report);
+  for (const RankRow& row : list.rows) {
     const std::string rank = row.rank >= 0 ? std::to_string(row.rank) : "-";
     if (row.trace < 0) {
-      cells.push_back({rank, "-", "-", "-", "-", "-", "-", "missing", row.note});
+      v1::RankRange range;
+      range.set_first(row.rank);
+      range.set_last(row.last);
+      cells.push_back({RangeText(range), "-", "-", "-", "-", "-", "-", "missing", row.note});
       continue;
     }
     const v1::RankReport& r = report.ranks(row.trace);
@@ -69,6 +73,7 @@ void RankSummary(const v1::AuditReport& report, std::string* out) {
   Columns(
       {"rank", "host", "pid", "microbatches", "failing", "forward", "backward", "verdict", "note"},
       {true, false, true, true, true, true, true, false, false}, cells, out);
+  if (!list.missing_note.empty()) *out += "  (" + list.missing_note + ")\n";
   *out += "\n";
 }
 
@@ -143,7 +148,7 @@ std::string RenderText(const v1::AuditReport& report, const RenderOptions& optio
                     (report.ranks_size() == 1 ? " trace" : " traces") + "\n\n";
   // Several traces: the ranks side by side, and what the job's ranks say together, before each
   // rank's own section.
-  if (report.ranks_size() > 1 || !MissingRanks(report).empty()) RankSummary(report, &out);
+  if (report.ranks_size() > 1 || report.missing_ranks_size() > 0) RankSummary(report, &out);
   if (report.violations_size() > 0) {
     out += "job violations:\n";
     for (const v1::Violation& v : report.violations()) {

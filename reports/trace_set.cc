@@ -117,6 +117,7 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     *report.add_ranks() = std::move(r);
   }
   for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
+  for (v1::RankRange& m : job.missing) *report.add_missing_ranks() = std::move(m);
 
   report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
   const std::string traces = Plural(traces_read, "trace", "traces");

@@ -766,6 +766,24 @@ TEST_F(MultiRankCli, CheckMissingRankExits2) {
       << Describe(r);
 }
 
+TEST_F(MultiRankCli, RanksZeroAndMaxExit2WithOneLineInBoundedTime) {
+  Add(RankTrace(0, 2));
+  Add(RankTrace(2147483647, 2, -1, 1, 1, 555));
+  for (const std::string cmd : {"check", "report"}) {
+    std::vector<std::string> args = {cmd, Path("traces")};
+    if (cmd == "report") args.insert(args.end(), {"--format", "html"});
+    const Result r = Fp8audit(args);
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.err, "fp8audit " + cmd +
+                         ": no trace of ranks 1-2147483646 (2147483646 ranks; traces of ranks 0, "
+                         "2147483647): the audit is incomplete; did those ranks write their traces "
+                         "elsewhere, or end before their first kernel launch?\n")
+        << Describe(r);
+    if (cmd == "check") continue;
+    EXPECT_LT(r.out.size(), 100u << 10);
+  }
+}
+
 TEST_F(MultiRankCli, CheckDamagedRankTraceExits2) {
   Add(RankTrace(0, 3));
   const std::string damaged = Add(RankTrace(1, 3));

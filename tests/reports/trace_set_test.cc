@@ -23,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Contains;
+using testing::Count;
 using testing::TraceBuilder;
 
 class TraceSetTest : public ::testing::Test {
@@ -684,7 +685,55 @@ TEST_F(MultiRankTest, MissingRankMakesTheAuditIncomplete) {
       "its trace elsewhere, or end before its first kernel launch?";
   EXPECT_EQ(set.problems, std::vector<std::string>{expected});
   EXPECT_EQ(JobMessages(set), std::vector<std::string>{expected});
-  EXPECT_EQ(MissingRanks(set.report), std::vector<int32_t>{2});
+  ASSERT_EQ(set.report.missing_ranks_size(), 1);
+  EXPECT_EQ(set.report.missing_ranks(0).first(), 2);
+  EXPECT_EQ(set.report.missing_ranks(0).last(), 2);
+}
+
+TEST_F(MultiRankTest, RanksZeroAndMaxAreOneRangeOfMissingRanksInBoundedTimeAndSpace) {
+  // A hostile directory: rank 0 and rank 2^31-1. The 2^31-2 ranks between are one range, not a
+  // list, in the audit, in every rendering, and in the exit line.
+  WriteRank(0, 2);
+  WriteRank(2147483647, 2);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{
+                "no trace of ranks 1-2147483646 (2147483646 ranks; traces of ranks 0, "
+                "2147483647): the audit is incomplete; did those ranks write their traces "
+                "elsewhere, or end before their first kernel launch?"});
+  ASSERT_EQ(set.report.missing_ranks_size(), 1);
+  EXPECT_EQ(set.report.missing_ranks(0).first(), 1);
+  EXPECT_EQ(set.report.missing_ranks(0).last(), 2147483646);
+  for (Format f :
+       {Format::kText, Format::kMarkdown, Format::kJson, Format::kJunit, Format::kHtml}) {
+    std::string out, error;
+    ASSERT_TRUE(Render(set.report, f, RenderOptions{}, &out, &error)) << error;
+    EXPECT_LT(out.size(), 100u << 10) << static_cast<int>(f);
+  }
+  const std::string text = RenderText(set.report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "  1-2147483646  -  ")) << text;
+  EXPECT_TRUE(Contains(text, "missing  no trace (2147483646 ranks)\n")) << text;
+}
+
+TEST_F(MultiRankTest, ManyGapsAreListedAsRangesAndCapped) {
+  for (int r = 0; r <= 100; r += 2) WriteRank(r, 1);  // 51 traces, 50 gaps of one rank
+  WriteRank(200, 1);                                  // and one of 99
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.report.missing_ranks_size(), 51);
+  ASSERT_EQ(set.problems.size(), 1u);
+  EXPECT_TRUE(Contains(set.problems[0],
+                       "no trace of ranks 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, "
+                       "31, 33, 35, 37, 39 and 129 more in 31 ranges (149 ranks; traces of ranks "
+                       "0, 2, 4, "))
+      << set.problems[0];
+  const std::string text = RenderText(set.report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "missing  no trace\n")) << text;
+  EXPECT_TRUE(Contains(text, "31 more ranges of missing ranks (129 ranks)")) << text;
+  const std::string html = RenderHtml(set.report, RenderOptions{});
+  EXPECT_EQ(Count(html, "<tr class=\"rank-row missing\">"), 20u) << html;
+  EXPECT_TRUE(Contains(html, "31 more ranges of missing ranks (129 ranks)")) << html;
 }
 
 TEST_F(MultiRankTest, OneRanksTraceAloneIsNotMissingTheOthers) {
@@ -796,6 +845,11 @@ TEST(Ranks, RankFromFileNameAndRankList) {
   EXPECT_EQ(RankList({7, 6, 0, 1, 2, 3, 4}), "ranks 0-4, 6, 7");
   EXPECT_EQ(RankList({0, 1}), "ranks 0, 1");
   EXPECT_EQ(RankList({0, 2, 4, 5, 6}), "ranks 0, 2, 4-6");
+  std::vector<int32_t> odd;
+  for (int32_t r = 1; r < 100; r += 2) odd.push_back(r);
+  EXPECT_EQ(RankList(odd),
+            "ranks 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33, 35, 37, 39 and "
+            "30 more in 30 ranges");
 }
 
 TEST_F(MultiRankTest, TextAndMarkdownShowAPerRankTableAndTheDisagreement) {
