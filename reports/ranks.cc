@@ -1,6 +1,7 @@
 #include "reports/ranks.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <set>
@@ -50,6 +51,51 @@ std::string Grouped(const std::vector<std::pair<int32_t, T>>& values, Text text)
   return out;
 }
 
+// The value most of some values hold. A value agrees with most when it is that value and no other
+// value is held as often; without such a majority, no value agrees.
+template <typename T>
+class Majority {
+ public:
+  explicit Majority(std::vector<T> values) {
+    std::sort(values.begin(), values.end());
+    size_t best = 0;
+    for (size_t i = 0; i < values.size();) {
+      size_t j = i;
+      while (j < values.size() && values[j] == values[i]) ++j;
+      if (j - i > best) {
+        best = j - i;
+        most_ = values[i];
+        unique_ = true;
+      } else if (j - i == best) {
+        unique_ = false;
+      }
+      i = j;
+    }
+  }
+  bool Agrees(const T& value) const { return unique_ && value == most_; }
+
+ private:
+  T most_{};
+  bool unique_ = false;
+};
+
+// Differing ranges kept per trace; beyond, they are only counted.
+constexpr int kMaxDifferingRanges = 1000;
+
+// Microbatches first..end-1 differ: merged into the last range when they continue it.
+void AddDiffering(uint64_t first, uint64_t end, v1::RankStanding* standing) {
+  standing->set_differing_microbatches(standing->differing_microbatches() + (end - first));
+  const auto last = static_cast<uint32_t>(std::min<uint64_t>(end - 1, UINT32_MAX));
+  const int n = standing->differing_size();
+  if (n > 0 && static_cast<uint64_t>(standing->differing(n - 1).last()) + 1 == first) {
+    standing->mutable_differing(n - 1)->set_last(last);
+  } else if (n < kMaxDifferingRanges) {
+    v1::MicrobatchRange* r = standing->add_differing();
+    r->set_first(static_cast<uint32_t>(std::min<uint64_t>(first, UINT32_MAX)));
+    r->set_last(last);
+  }
+}
+
 std::string MicrobatchRange(uint64_t first, uint64_t end) {
   return end - first == 1 ? "microbatch " + std::to_string(first)
                           : "microbatches " + std::to_string(first) + "-" + std::to_string(end - 1);
@@ -85,15 +131,6 @@ int32_t ClaimedRank(const v1::RankReport& r) {
 
 bool HoldsAnAudit(const v1::RankReport& r) {
   return !r.has_header() || r.totals().microbatches() > 0 || IsDamaged(r);
-}
-
-std::map<int32_t, int> DuplicateRanks(const v1::AuditReport& report) {
-  std::map<int32_t, int> holders;
-  for (const v1::RankReport& r : report.ranks()) {
-    if (ClaimedRank(r) >= 0 && HoldsAnAudit(r)) ++holders[ClaimedRank(r)];
-  }
-  std::erase_if(holders, [](const auto& h) { return h.second < 2; });
-  return holders;
 }
 
 std::vector<v1::RankRange> MissingRanks(std::vector<int32_t> present) {
@@ -181,7 +218,6 @@ std::string MoreMissingRanks(const v1::AuditReport& report) {
 }
 
 RankRowList RankRows(const v1::AuditReport& report) {
-  const std::map<int32_t, int> duplicates = DuplicateRanks(report);
   RankRowList list;
   std::vector<RankRow>& rows = list.rows;
   int next_missing = 0;
@@ -204,9 +240,8 @@ RankRowList RankRows(const v1::AuditReport& report) {
       notes.push_back("forked from pid " + std::to_string(r.header().parent_pid()));
     }
     if (r.has_header() && IsDamaged(r)) notes.push_back("damaged");
-    const int32_t claimed = ClaimedRank(r);
-    if (claimed >= 0 && HoldsAnAudit(r) && duplicates.count(claimed) > 0) {
-      notes.push_back("claimed by " + std::to_string(duplicates.at(claimed)) + " traces");
+    if (r.standing().claimed_by() > 1) {
+      notes.push_back("claimed by " + std::to_string(r.standing().claimed_by()) + " traces");
     }
     if (r.has_header() && !IsDamaged(r) && r.totals().microbatches() == 0) {
       notes.push_back("no microbatches");
@@ -279,6 +314,9 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
       f.problems.push_back(line);
       f.violations.push_back(JobViolation(line));
       f.incomplete = true;
+      for (size_t i : held) {
+        (*traces)[i].mutable_standing()->set_claimed_by(static_cast<uint32_t>(held.size()));
+      }
       continue;
     }
     speakers.emplace_back(rank, held.empty() ? all.front() : held.front());
@@ -303,8 +341,11 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
 
   // The number of microbatches, over the ranks whose traces are whole.
   std::vector<std::pair<int32_t, uint64_t>> totals;
+  std::vector<size_t> whole;  // their traces
   for (const auto& [rank, i] : speakers) {
-    if (!IsDamaged((*traces)[i])) totals.emplace_back(rank, (*traces)[i].totals().microbatches());
+    if (IsDamaged((*traces)[i])) continue;
+    totals.emplace_back(rank, (*traces)[i].totals().microbatches());
+    whole.push_back(i);
   }
   if (std::any_of(totals.begin(), totals.end(),
                   [&](const auto& t) { return t.second != totals.front().second; })) {
@@ -312,12 +353,21 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
         JobViolation("ranks disagree on the number of microbatches (" +
                      Grouped(totals, [](uint64_t n) { return std::to_string(n); }) + ")"));
     f.disagree = true;
+    std::vector<uint64_t> counts;
+    for (const auto& t : totals) counts.push_back(t.second);
+    const Majority<uint64_t> most(counts);
+    for (size_t k = 0; k < whole.size(); ++k) {
+      if (!most.Agrees(totals[k].second)) {
+        (*traces)[whole[k]].mutable_standing()->set_count_differs(true);
+      }
+    }
   }
 
   // The updates in each microbatch, over the microbatches that ranks have in common: walks the
   // runs of every rank together, one stretch of unchanged counts at a time.
   struct Cursor {
     int32_t rank;
+    size_t trace;
     const Counts* counts;
     size_t run = 0;
     uint64_t left = 0;  // microbatches left in the current run
@@ -326,7 +376,7 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
   std::vector<Cursor> cursors;
   for (const auto& [rank, i] : speakers) {
     const Counts* c = i < counts_.size() ? &counts_[i] : &kNone;
-    cursors.push_back(Cursor{rank, c, 0, c->runs.empty() ? 0 : c->runs[0].length});
+    cursors.push_back(Cursor{rank, i, c, 0, c->runs.empty() ? 0 : c->runs[0].length});
   }
   uint64_t index = 0;
   uint64_t ranges = 0, hidden_ranges = 0, hidden_microbatches = 0, last_hidden = 0;
@@ -347,6 +397,14 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
     if (std::any_of(values.begin(), values.end(),
                     [&](const auto& v) { return v.second != values.front().second; })) {
       f.disagree = true;
+      // Each trace's standing: where it is not with most ranks.
+      std::vector<Pair> pairs;
+      for (const auto& v : values) pairs.push_back(v.second);
+      const Majority<Pair> most(pairs);
+      for (size_t k = 0; k < active.size(); ++k) {
+        if (most.Agrees(pairs[k])) continue;
+        AddDiffering(index, end, (*traces)[active[k]->trace].mutable_standing());
+      }
       ++ranges;
       if (max_violations == 0 || ranges <= max_violations) {
         f.violations.push_back(JobViolation(

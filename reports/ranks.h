@@ -28,9 +28,6 @@ int32_t ClaimedRank(const v1::RankReport& r);
 // the rank's real trace.
 bool HoldsAnAudit(const v1::RankReport& r);
 
-// Ranks claimed by more than one trace that holds an audit, with the number of those traces.
-std::map<int32_t, int> DuplicateRanks(const v1::AuditReport& report);
-
 // Ranks listed one by one, or as first-last, in a line; past this many ranges the rest are counted.
 inline constexpr size_t kMaxListedRanges = 20;
 
@@ -68,6 +65,8 @@ std::string RangeText(const v1::RankRange& range);
 // The line under a table that lists the first kMaxListedRanges ranges of missing ranks, or "".
 std::string MoreMissingRanks(const v1::AuditReport& report);
 
+// Judged once per job, for AuditTraceFiles: each trace's standing among the ranks
+// (RankReport.standing: claimed twice, count or updates unlike most ranks') and the job's findings.
 class RankAgreement {
  public:
   // Per-microbatch counts kept in all (runs of equal counts); beyond, the comparison stops.
@@ -85,8 +84,9 @@ class RankAgreement {
     bool disagree = false;                  // ranks disagree
   };
   // `traces[i]` is the report of trace i. Gives traces without a readable header the rank of
-  // their file name. Reports at most `max_violations` (0: all) microbatch ranges where ranks
-  // disagree, then one line that counts the others.
+  // their file name, and each trace its standing. Reports at most `max_violations` (0: all)
+  // microbatch ranges where ranks disagree, then one line that counts the others. A trace differs
+  // where it is not with the majority of the compared ranks; without a majority, every one does.
   Findings Judge(std::vector<v1::RankReport>* traces, uint32_t max_violations) const;
 
  private:

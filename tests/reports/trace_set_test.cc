@@ -811,6 +811,42 @@ TEST_F(MultiRankTest, ForkedChildrenAndTracesWithoutARankAreNotRanks) {
   EXPECT_EQ(set.outcome, Outcome::kViolations);  // the child's own 2/1 microbatches
 }
 
+TEST_F(MultiRankTest, EachTracesStandingAmongTheRanksIsCarriedInTheReport) {
+  WriteRank(0, 6);
+  WriteRank(1, 6, {{{1, 1}, {2, 1}}, {{1, 2}, {2, 1}}, {{1, 4}, {1, 3}}});
+  WriteRank(2, 5);
+  const TraceSetResult set = AuditDir();
+  ASSERT_EQ(set.report.ranks_size(), 3);
+  const v1::RankStanding& r0 = set.report.ranks(0).standing();
+  const v1::RankStanding& r1 = set.report.ranks(1).standing();
+  const v1::RankStanding& r2 = set.report.ranks(2).standing();
+  // Microbatches 1-2 and 4: rank 1 against ranks 0 and 2 (most ranks).
+  EXPECT_EQ(r1.differing_microbatches(), 3u);
+  ASSERT_EQ(r1.differing_size(), 2);
+  EXPECT_EQ(r1.differing(0).first(), 1u);
+  EXPECT_EQ(r1.differing(0).last(), 2u);
+  EXPECT_EQ(r1.differing(1).first(), 4u);
+  EXPECT_EQ(r1.differing(1).last(), 4u);
+  EXPECT_EQ(r0.differing_microbatches(), 0u);
+  EXPECT_EQ(r2.differing_microbatches(), 0u);
+  // Rank 2 alone has 5 microbatches.
+  EXPECT_FALSE(r0.count_differs());
+  EXPECT_FALSE(r1.count_differs());
+  EXPECT_TRUE(r2.count_differs());
+  EXPECT_EQ(r0.claimed_by(), 0u);
+}
+
+TEST_F(MultiRankTest, TwoTracesOfOneRankCarryHowManyClaimIt) {
+  WriteRank(0, 2, {}, 100);
+  WriteRank(0, 2, {}, 300);
+  WriteRank(1, 2);
+  const TraceSetResult set = AuditDir();
+  ASSERT_EQ(set.report.ranks_size(), 3);
+  EXPECT_EQ(set.report.ranks(0).standing().claimed_by(), 2u);
+  EXPECT_EQ(set.report.ranks(1).standing().claimed_by(), 2u);
+  EXPECT_EQ(set.report.ranks(2).standing().claimed_by(), 0u);
+}
+
 TEST_F(MultiRankTest, NoRankSawAnUpdateIsNothingToJudge) {
   WriteJob(2, 3,
            {{{0, 0}, {0, 0}},
