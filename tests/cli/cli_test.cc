@@ -301,12 +301,32 @@ TEST_F(ReportCli, JunitAndMarkdownFormats) {
   const std::string path = WriteTrace("a.fp8trace", Failing());
   const Result junit = Fp8audit({"report", "--format", "junit", path});
   EXPECT_EQ(junit.code, 3) << Describe(junit);
-  EXPECT_TRUE(Contains(junit.out, "<testsuites name=\"fp8audit\" tests=\"4\" failures=\"1\""))
+  EXPECT_TRUE(Contains(junit.out, "<testsuites name=\"fp8audit\" tests=\"1\" failures=\"1\""))
       << junit.out;
-  EXPECT_TRUE(Contains(junit.out, "<failure type=\"forward count\"")) << junit.out;
+  EXPECT_TRUE(Contains(junit.out, "<testcase classname=\"fp8audit\" name=\"rank 0\" time=\""))
+      << junit.out;
+  EXPECT_TRUE(Contains(junit.out,
+                       "<failure type=\"FP8 state updates\" message=\"1 of 3 microbatches failing: "
+                       "microbatch 1 (step 0): 29 forward and 196 backward updates, expected "
+                       "1/1\">"))
+      << junit.out;
   const Result md = Fp8audit({"report", "--format", "markdown", path});
   EXPECT_EQ(md.code, 3);
   EXPECT_TRUE(Contains(md.out, "| 1 | 0 | 29 | 196 | 1/1 | **FAIL** |")) << md.out;
+}
+
+TEST_F(ReportCli, JunitOfAHundredThousandFailingMicrobatchesIsUnderOneMegabyte) {
+  // Every microbatch with an extra forward update, recorded by `run`.
+  const Result run = Run({"--", "true"}, "100000x2/1");
+  ASSERT_EQ(run.code, 3) << Describe(run);
+  const std::string xml = Path("report.xml");
+  const Result r = Fp8audit({"report", Path("out"), "--format", "junit", "-o", xml});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_LT(fs::file_size(xml), 1u << 20);
+  const std::string text = Slurp(xml);
+  EXPECT_TRUE(Contains(text, "message=\"100000 of 100000 microbatches failing: microbatch 0 "))
+      << text.substr(0, 2048);
+  EXPECT_TRUE(Contains(text, "... and 99900 more failing microbatches")) << text.substr(0, 2048);
 }
 
 TEST_F(ReportCli, OutputFileIsWrittenAndAnUnwritableOneExits2) {
