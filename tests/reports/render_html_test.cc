@@ -64,8 +64,11 @@ TEST(RenderHtml, EscapesEveryStringFromTheTrace) {
   EXPECT_FALSE(Contains(html, "<evil>")) << html;
   EXPECT_FALSE(Contains(html, "kernel<float")) << html;
   EXPECT_FALSE(Contains(html, "\x1b")) << html;
+  // The command quoted for a shell: the argument in single quotes, each ' as '\''.
   EXPECT_TRUE(
-      Contains(html, "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&amp;&#39;x&#39;"))
+      Contains(html,
+               "&#39;&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&amp;&#39;\\&#39;&#39;"
+               "x&#39;\\&#39;&#39;&#39;"))
       << html;
   EXPECT_TRUE(Contains(html, "&lt;b&gt;host&lt;/b&gt;")) << html;
   EXPECT_TRUE(Contains(html, "?[31mred?[0m &lt;img src=x onerror=alert(1)&gt;")) << html;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "reports/output.h"
+#include "reports/render_util.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
@@ -259,6 +261,66 @@ TEST(RenderJunit, TracesOfOneRankGetDistinctStableNames) {
       std::vector<std::string>(names.begin() + 5, names.end()),
       (std::vector<std::string>{"no rank", "no rank #2", "rank 0", "rank 0 forked child", "job"}))
       << xml;
+}
+
+TEST(ShellQuote, QuotesOnlyWhatAShellWouldReadOtherwise) {
+  EXPECT_EQ(ShellQuote("python"), "python");
+  EXPECT_EQ(ShellQuote("--lr=1e-3"), "--lr=1e-3");
+  EXPECT_EQ(ShellQuote("a/b.py,c:d@e%f+g"), "a/b.py,c:d@e%f+g");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("my repro's"), "'my repro'\\''s'");
+  EXPECT_EQ(ShellQuote("$HOME"), "'$HOME'");
+  EXPECT_EQ(ShellQuote("*"), "'*'");
+}
+
+TEST(ShellQuote, EveryQuotedCommandRerunsWithTheSameArguments) {
+  const std::vector<std::string> args = {
+      "my repro's", "",    "a b",   "$HOME", "`id`", "$(id)", "back\\slash", "\"q\"", "*",    "~",
+      "!x",         "a;b", "a|b&c", "<in>",  "'",    "''",    "\xc3\xbc",    "#x",    "a=b c"};
+  v1::TraceHeader h;
+  h.add_command("printf");
+  h.add_command("%s\\n");
+  for (const std::string& a : args) h.add_command(a);
+  const std::string line = CommandLine(h, 4096);
+  EXPECT_TRUE(Contains(line, "printf '%s\\n' 'my repro'\\''s' '' 'a b' '$HOME'")) << line;
+  FILE* sh = ::popen(("/bin/sh -c " + ShellQuote(line)).c_str(), "r");
+  ASSERT_NE(sh, nullptr);
+  std::string out;
+  char buf[256];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, sh)) > 0;) out.append(buf, n);
+  ASSERT_EQ(::pclose(sh), 0) << line;
+  std::string expected;
+  for (const std::string& a : args) expected += a + "\n";
+  EXPECT_EQ(out, expected) << line;
+}
+
+TEST(ShellQuote, ControlCharactersShowAsQuestionMarksNotRaw) {
+  v1::TraceHeader h;
+  h.add_command("echo");
+  h.add_command("two\nlines\x1b[31m");
+  EXPECT_EQ(CommandLine(h, 4096), "echo 'two?lines?[31m'");
+}
+
+TEST(Render, EveryFormatQuotesTheCommandForAShell) {
+  v1::RankReport r = FailingRank();
+  r.mutable_header()->clear_command();
+  for (const char* a : {"python", "my repro's.py", "--name", "a b"}) {
+    r.mutable_header()->add_command(a);
+  }
+  const v1::AuditReport report = Job({r});
+  const std::string quoted = "python 'my repro'\\''s.py' --name 'a b'";
+  EXPECT_TRUE(Contains(RenderText(report, RenderOptions{}), "command   " + quoted + "\n"));
+  EXPECT_TRUE(Contains(RenderJunit(report),
+                       "command: python &apos;my repro&apos;\\&apos;&apos;s.py&apos; "
+                       "--name &apos;a b&apos;\n"))
+      << RenderJunit(report);
+  EXPECT_TRUE(Contains(RenderHtml(report, RenderOptions{}),
+                       "<code>python &#39;my repro&#39;\\&#39;&#39;s.py&#39; --name &#39;a "
+                       "b&#39;</code>"));
+  // Markdown escapes the backslash for itself: it renders as the shell's line.
+  EXPECT_TRUE(Contains(RenderMarkdown(report, RenderOptions{}),
+                       "- command: python 'my repro'\\\\''s.py' --name 'a b'\n"))
+      << RenderMarkdown(report, RenderOptions{});
 }
 
 TEST(Render, ControlCharactersFromTracesAreNeutralised) {
