@@ -187,7 +187,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  1    internal error\n"
       "  2    bad flags, agent library not found, --patterns unreadable, --out unusable; no trace\n"
       "       was written, or a trace is damaged, ends without a footer (a process was killed) or\n"
-      "       lost events: the audit is incomplete\n"
+      "       lost events: the audit is incomplete; there is nothing to judge (no microbatch, or\n"
+      "       not one FP8 state update)\n"
       "  3    CMD succeeded and the audit found violations\n");
   sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }

@@ -239,7 +239,7 @@ RankRowList RankRows(const v1::AuditReport& report) {
     if (r.header().parent_pid() != 0) {
       notes.push_back("forked from pid " + std::to_string(r.header().parent_pid()));
     }
-    if (r.has_header() && IsDamaged(r)) notes.push_back("damaged");
+    if (r.has_header() && IsDamaged(r)) notes.push_back("incomplete");
     if (r.standing().claimed_by() > 1) {
       notes.push_back("claimed by " + std::to_string(r.standing().claimed_by()) + " traces");
     }

@@ -47,7 +47,7 @@ std::string RankList(const std::vector<int32_t>& ranks);
 // The rows of the per-rank summary that text and markdown show: each trace in report order, and
 // each range of missing ranks (trace -1, ranks rank..last) where its numbers belong, the first
 // kMaxListedRanges of them; the rest are summed up in `missing_note`. `note`: "forked from pid
-// 12", "no header", "damaged", "claimed by 2 traces", "no microbatches", "no trace", joined by
+// 12", "no header", "incomplete", "claimed by 2 traces", "no microbatches", "no trace", joined by
 // ", ".
 struct RankRow {
   int32_t rank = -1;

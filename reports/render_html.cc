@@ -503,7 +503,7 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   if (h.start_unix_ns() != 0) row("started", UtcTime(h.start_unix_ns()));
   row("events",
       Num(r.totals().events()) + " (" + Num(r.totals().kernel_launches()) + " kernel launches)");
-  if (!r.damage().empty()) row("damaged", "<strong>" + Esc(r.damage()) + "</strong>");
+  if (!r.damage().empty()) row("incomplete", "<strong>" + Esc(r.damage()) + "</strong>");
   *out += "</table></details>\n";
 }
 
@@ -638,7 +638,7 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
   *out += "<section class=\"rank\" id=\"" + view.id + "\" data-rank=\"" + std::to_string(r.rank()) +
           "\"><h2>" + Esc(RankTitle(r)) + "<span class=\"badge " +
           (r.verdict() == v1::FAIL ? "b-fail\">FAIL" : "b-pass\">PASS") + "</span>";
-  if (damaged) *out += "<span class=\"badge b-warn\">incomplete: damaged trace</span>";
+  if (damaged) *out += "<span class=\"badge b-warn\">incomplete trace</span>";
   const std::string disagreement = DisagreementText(r);
   if (!disagreement.empty()) {
     *out += "<span class=\"badge b-dis disagree\">" + disagreement + "</span>";
@@ -789,7 +789,7 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
       const v1::RankReport& r = *v.rank;
       std::vector<std::string> notes;
       if (!r.has_header()) notes.push_back("no header");
-      if (IsDamaged(r)) notes.push_back("incomplete (damaged trace)");
+      if (IsDamaged(r)) notes.push_back("incomplete trace");
       if (r.header().parent_pid() != 0) {
         notes.push_back("forked from pid " + Num(r.header().parent_pid()));
       }

@@ -40,7 +40,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   if (r.header().command_size() > 0)
     *out += "- command: " + Md(CommandLine(r.header(), 300)) + "\n";
   if (!r.header().markers().empty()) *out += "- markers: " + Md(r.header().markers(), 32) + "\n";
-  if (!r.damage().empty()) *out += "- **damaged**: " + Md(r.damage()) + "\n";
+  if (!r.damage().empty()) *out += "- **incomplete**: " + Md(r.damage()) + "\n";
   *out += "- events: " + std::to_string(r.totals().events()) + " (" +
           std::to_string(r.totals().kernel_launches()) + " kernel launches)\n";
   *out += "- total: " + TotalsLine(r.totals()) + "\n";

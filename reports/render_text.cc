@@ -117,7 +117,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     while (!about.empty() && about.back() == ' ') about.pop_back();
     if (!about.empty()) *out += "recorder  " + about + "\n";
   }
-  if (!r.damage().empty()) *out += "DAMAGED   " + Printable(r.damage(), 4096) + "\n";
+  if (!r.damage().empty()) *out += "INCOMPLETE " + Printable(r.damage(), 4096) + "\n";
   const v1::Totals& t = r.totals();
   *out += "events    " + std::to_string(t.events()) + " (" + std::to_string(t.kernel_launches()) +
           " kernel launches)\n";

@@ -177,7 +177,7 @@ TEST_F(ReportCli, TruncatedTraceReportsWholeRecordsAndExits2) {
   // Every microbatch before the damage is still reported, the violation included.
   EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates")) << Describe(r);
   EXPECT_TRUE(Contains(r.out, "job total: 3 microbatches, 1 failing")) << Describe(r);
-  EXPECT_TRUE(Contains(r.out, "DAMAGED")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "INCOMPLETE record ")) << Describe(r);
 }
 
 TEST_F(ReportCli, TraceWithoutAFooterExits2AndReportsEveryWholeMicrobatch) {

@@ -77,7 +77,7 @@ TEST(RenderText, EmptyAndDamagedRanksSayWhy) {
   damaged.set_damage("record 9 at byte 321: truncated");
   const std::string text = RenderText(Job({empty, damaged}), RenderOptions{});
   EXPECT_TRUE(Contains(text, "no microbatches")) << text;
-  EXPECT_TRUE(Contains(text, "DAMAGED   record 9 at byte 321: truncated")) << text;
+  EXPECT_TRUE(Contains(text, "INCOMPLETE record 9 at byte 321: truncated")) << text;
 }
 
 TEST(RenderSummary, NamesFailingRanksAndTheirFirstViolations) {

@@ -941,7 +941,7 @@ TEST_F(MultiRankTest, TableNotesForkedDuplicateAndDamagedTraces) {
                        "  700             0        0        0         0  ok       "
                        "forked from pid 100, no microbatches\n"))
       << text;
-  EXPECT_TRUE(Contains(text, "  FAIL     damaged\n")) << text;
+  EXPECT_TRUE(Contains(text, "  FAIL     incomplete\n")) << text;
 }
 
 TEST_F(MultiRankTest, SingleTraceHasNoRankTable) {
