@@ -13,8 +13,8 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/launcher.h"
 #include "cli/progress_flags.h"
-#include "reports/launcher.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -46,7 +46,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     return kExitUsage;
   }
   std::string error;
-  const std::string agent = reports::FindAgentLibrary(&error);
+  const std::string agent = FindAgentLibrary(&error);
   if (agent.empty()) {
     Say(error);
     return kExitUsage;
@@ -79,7 +79,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
 
   const reports::Expectation defaults;
   std::vector<std::pair<std::string, std::string>> env = {
-      {"LD_PRELOAD", reports::PrependPreload(std::getenv("LD_PRELOAD"), agent)},
+      {"LD_PRELOAD", PrependPreload(std::getenv("LD_PRELOAD"), agent)},
       {"CUDA_INJECTION64_PATH", agent},
       {"NVTX_INJECTION64_PATH", agent},
       {"FP8AUDIT_OUT", out.string()},
@@ -101,15 +101,15 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
 
   const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
-  const reports::LaunchResult launched = reports::LaunchAndWait(command, env);
-  if (launched.status == reports::LaunchResult::Status::kExecFailed ||
-      launched.status == reports::LaunchResult::Status::kForkFailed) {
+  const LaunchResult launched = LaunchAndWait(command, env);
+  if (launched.status == LaunchResult::Status::kExecFailed ||
+      launched.status == LaunchResult::Status::kForkFailed) {
     Say(launched.error);
     return launched.ShellCode();
   }
   const int command_code = launched.ShellCode();
   std::string ended = "the command exited with " + std::to_string(command_code);
-  if (launched.status == reports::LaunchResult::Status::kSignaled) {
+  if (launched.status == LaunchResult::Status::kSignaled) {
     ended = "the command was killed by signal " + std::to_string(launched.code) + " (" +
             strsignal(launched.code) + ")";
   }
