@@ -138,16 +138,16 @@ std::vector<v1::RankRange> MissingRanks(std::vector<int32_t> present) {
   present.erase(std::unique(present.begin(), present.end()), present.end());
   std::vector<v1::RankRange> missing;
   if (present.size() < 2) return missing;
-  int32_t next = 0;  // the lowest rank not yet accounted for
+  int64_t next = 0;  // the lowest rank not yet accounted for (past INT32_MAX after it)
   for (int32_t rank : present) {
     if (rank < 0) continue;
     if (rank > next) {
       v1::RankRange range;
-      range.set_first(next);
+      range.set_first(static_cast<int32_t>(next));
       range.set_last(rank - 1);
       missing.push_back(range);
     }
-    next = rank + 1;  // the highest present rank is never followed: no overflow past it
+    next = int64_t{rank} + 1;
   }
   return missing;
 }
@@ -168,7 +168,7 @@ std::string RangeList(const std::vector<v1::RankRange>& ranges) {
     const v1::RankRange& r = ranges[listed];
     if (listed > 0) out += ", ";
     out += std::to_string(r.first());
-    if (r.last() == r.first() + 1) {
+    if (int64_t{r.last()} == int64_t{r.first()} + 1) {
       out += ", " + std::to_string(r.last());
     } else if (r.last() > r.first()) {
       out += "-" + std::to_string(r.last());

@@ -168,7 +168,7 @@ std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t
   for (const v1::MicrobatchRange& d : r.standing().differing()) {
     if (d.first() >= span || d.last() < d.first()) continue;
     const uint64_t last = std::min<uint64_t>(d.last(), span - 1);
-    for (uint64_t b = d.first() * columns / span; b <= last * columns / span; ++b) {
+    for (uint64_t b = uint64_t{d.first()} * columns / span; b <= last * columns / span; ++b) {
       const uint64_t from = std::max<uint64_t>(d.first(), buckets[b].first);
       const uint64_t to = std::min<uint64_t>(last, buckets[b].last);
       if (to >= from) buckets[b].differing += static_cast<uint32_t>(to - from + 1);

@@ -73,10 +73,6 @@ v1::RankReport Unreadable(const std::string& path, const std::string& why, std::
   return r;
 }
 
-}  // namespace
-
-namespace {
-
 // The job-level audit of traces already read: ranks, totals, outcome. `problems`: the lines of
 // the traces that could not be read in full.
 TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& agreement,

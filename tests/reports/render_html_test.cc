@@ -207,6 +207,20 @@ TEST(RenderHtml, PresentsTheRankStandingTheAuditCarriesWithoutRecomputingIt) {
   EXPECT_TRUE(Contains(RenderHtml(report, RenderOptions{}), "rank claimed by several traces"));
 }
 
+TEST(RenderHtml, MarksWhereALongRankDiffersInTheRightColumn) {
+  // 5,000,000 microbatches in 1,000 columns of 5,000: a difference near the end is in the last.
+  v1::AuditReport report = Job({PassingRank(0, 2), PassingRank(1, 2)});
+  for (int i = 0; i < 2; ++i) report.mutable_ranks(i)->mutable_totals()->set_microbatches(5000000);
+  v1::RankStanding* standing = report.mutable_ranks(1)->mutable_standing();
+  standing->set_differing_microbatches(10);
+  auto* range = standing->add_differing();
+  range->set_first(4999990);
+  range->set_last(4999999);
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_EQ(Count(html, " dis\" data-first=\"4995000\" data-last=\"4999999\""), 1u) << html;
+  EXPECT_EQ(Count(html, " dis\" data-first="), 1u);
+}
+
 TEST(RenderHtml, ShowsTheOutcomeTheAuditDecidedAndWhy) {
   // Microbatches, but not one update: nothing to judge, whatever the rows' own verdicts say.
   TraceBuilder t(-1, 1);
