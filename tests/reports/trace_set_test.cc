@@ -694,7 +694,7 @@ TEST_F(MultiRankTest, RanksZeroAndMaxAreOneRangeOfMissingRanksInBoundedTimeAndSp
   // A hostile directory: rank 0 and rank 2^31-1. The 2^31-2 ranks between are one range, not a
   // list, in the audit, in every rendering, and in the exit line.
   WriteRank(0, 2);
-  WriteRank(2147483647, 2);
+  WriteRank(2147483647, 2, {}, 555);
   const TraceSetResult set = AuditDir();
   EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
   EXPECT_EQ(set.problems,
