@@ -51,25 +51,20 @@ inline int ExitCodeFor(reports::Outcome outcome) {
   return kExitInternal;
 }
 
-// One line per trace that could not be read in full, and the reason nothing was audited.
-inline void PrintProblems(const std::string& command, const reports::TraceSetResult& result,
-                          size_t traces) {
+// One line per trace that could not be read in full, per rank missing or claimed twice, and the
+// reason nothing was audited.
+inline void PrintProblems(const std::string& command, const reports::TraceSetResult& result) {
   for (const std::string& p : result.problems)
     std::cerr << "fp8audit " << command << ": " << p << "\n";
-  if (result.outcome == reports::Outcome::kNothingAudited) {
-    std::cerr << "fp8audit " << command << ": nothing to audit: no microbatch in " << traces
-              << (traces == 1 ? " trace" : " traces")
-              << " (no FP8 state update and no pass boundary was recorded; is the job using "
-                 "DelayedScaling, and do the agent's kernel patterns match it?)\n";
-  }
 }
 
 inline constexpr const char* kAuditExitCodes =
     "  0  every microbatch had the expected updates\n"
     "  1  internal error\n"
-    "  2  bad flags or path; a trace is unreadable, empty or damaged, or lost events (the audit "
-    "is\n"
-    "     incomplete, even when it also found violations); no trace holds a microbatch\n"
+    "  2  bad flags or path (not a regular file or directory, or a file given twice); a trace is\n"
+    "     unreadable, empty, damaged, of a newer schema, ends without a footer (its process was\n"
+    "     killed) or lost events: the audit is incomplete, even when it also found violations;\n"
+    "     no trace holds a microbatch, or not one FP8 state update (nothing to judge)\n"
     "  3  the audit found violations\n";
 
 }  // namespace fp8audit::cli

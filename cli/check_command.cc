@@ -34,7 +34,7 @@ int RunCheck(const CheckArgs& args) {
   options.max_detailed = 0;
   options.max_violations = kSummaryViolations;
   const reports::TraceSetResult result = AuditWithProgress("check", files, args.progress, options);
-  PrintProblems("check", result, files.size());
+  PrintProblems("check", result);
   std::cout << reports::RenderSummary(result.report, kSummaryViolations);
   std::cout.flush();
   if (!std::cout) {

@@ -38,16 +38,18 @@ int RunReport(const ReportArgs& args) {
   }
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
-  const bool complete = format == reports::Format::kJson || format == reports::Format::kJunit ||
-                        format == reports::Format::kHtml;
-  // Text and markdown show at most max_rows rows and violations: keep no more than that.
-  options.max_rows = complete ? 0 : args.max_rows;
-  options.max_violations = complete ? 0 : args.max_rows;
-  const reports::TraceSetResult result = AuditWithProgress("report", files, args.progress, options);
-  PrintProblems("report", result, files.size());
-
+  const bool complete = format == reports::Format::kJson || format == reports::Format::kHtml;
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
+  // Text and markdown show at most max_rows rows and violations, JUnit its failing microbatches
+  // (fewer past 10 traces): keep no more than that.
+  const uint32_t kept =
+      format == reports::Format::kJunit ? render.junit_max_failures : args.max_rows;
+  options.max_rows = complete ? 0 : kept;
+  options.max_violations = complete ? 0 : kept;
+  const reports::TraceSetResult result = AuditWithProgress("report", files, args.progress, options);
+  PrintProblems("report", result);
+
   std::string out;
   if (!reports::Render(result.report, format, render, &out, &error)) {
     std::cerr << "fp8audit report: " << error << "\n";
@@ -77,8 +79,10 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
       ->type_name("");
   sub->add_option("--format", args->format,
                   "text (default), markdown, json (the proto3 JSON mapping of fp8audit.v1."
-                  "AuditReport: fields that are 0 or empty are left out), junit or html (one "
-                  "self-contained page: per-rank timelines and charts, violations in detail)")
+                  "AuditReport: fields that are 0 or empty are left out), junit (for CI "
+                  "servers: one testcase per trace, named by its rank, its failing microbatches "
+                  "listed) or html (one self-contained page: per-rank timelines and charts, "
+                  "violations in detail)")
       ->type_name("FORMAT")
       ->check(CLI::IsMember({"text", "markdown", "md", "json", "junit", "html"}));
   sub->add_option("-o,--output", args->output,
@@ -88,7 +92,7 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--max-rows", args->max_rows,
                   "text and markdown: at most N microbatch rows and violations per rank; a longer "
                   "trace shows its failing microbatches and a summary (0: all; default 50). JSON "
-                  "and JUnit are always complete")
+                  "is always complete; JUnit lists up to 100 failing microbatches per trace")
       ->type_name("N");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->progress.Add(sub);

@@ -13,9 +13,9 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/launcher.h"
 #include "cli/progress_flags.h"
 #include "cli/python_hook.h"
-#include "reports/launcher.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -49,7 +49,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     return kExitUsage;
   }
   std::string error;
-  const std::string agent = reports::FindAgentLibrary(&error);
+  const std::string agent = FindAgentLibrary(&error);
   if (agent.empty()) {
     Say(error);
     return kExitUsage;
@@ -82,7 +82,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
 
   const reports::Expectation defaults;
   std::vector<std::pair<std::string, std::string>> env = {
-      {"LD_PRELOAD", reports::PrependPreload(std::getenv("LD_PRELOAD"), agent)},
+      {"LD_PRELOAD", PrependPreload(std::getenv("LD_PRELOAD"), agent)},
       {"CUDA_INJECTION64_PATH", agent},
       {"NVTX_INJECTION64_PATH", agent},
       {"FP8AUDIT_OUT", out.string()},
@@ -113,15 +113,15 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   }
 
   const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
-  const reports::LaunchResult launched = reports::LaunchAndWait(command, env);
-  if (launched.status == reports::LaunchResult::Status::kExecFailed ||
-      launched.status == reports::LaunchResult::Status::kForkFailed) {
+  const LaunchResult launched = LaunchAndWait(command, env);
+  if (launched.status == LaunchResult::Status::kExecFailed ||
+      launched.status == LaunchResult::Status::kForkFailed) {
     Say(launched.error);
     return launched.ShellCode();
   }
   const int command_code = launched.ShellCode();
   std::string ended = "the command exited with " + std::to_string(command_code);
-  if (launched.status == reports::LaunchResult::Status::kSignaled) {
+  if (launched.status == LaunchResult::Status::kSignaled) {
     ended = "the command was killed by signal " + std::to_string(launched.code) + " (" +
             strsignal(launched.code) + ")";
   }
@@ -144,7 +144,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
   std::cerr << "\n" << reports::RenderText(result.report, render);
-  PrintProblems("run", result, traces.size());
+  PrintProblems("run", result);
   Say("full report: fp8audit report " + out.string() +
       " (holds the traces of every run that wrote there)");
   if (command_code != 0) {
@@ -210,7 +210,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  1    internal error\n"
       "  2    bad flags, agent library not found, --patterns unreadable, --out unusable, --fix-te\n"
       "       without fp8audit's Python package or model library; no trace was written, or a\n"
-      "       trace is damaged or lost events (the audit is incomplete)\n"
+      "       trace is damaged, ends without a footer (a process was killed) or lost events: the\n"
+      "       audit is incomplete; there is nothing to judge (no microbatch, or not one FP8 state\n"
+      "       update)\n"
       "  3    CMD succeeded and the audit found violations\n");
   sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }

@@ -103,6 +103,35 @@ size_t DecodeVarint32(const uint8_t* p, size_t n, size_t max_bytes, uint32_t* va
   return 0;
 }
 
+// A record's size prefix: a varint of at most 10 bytes holding at most 64 bits.
+enum class Prefix { kOk, kShort, kMalformed };
+Prefix DecodeSizePrefix(const uint8_t* p, size_t n, uint64_t* value, size_t* length) {
+  constexpr size_t kMaxVarintBytes = 10;
+  uint64_t v = 0;
+  for (size_t i = 0; i < n && i < kMaxVarintBytes; ++i) {
+    const uint64_t bits = p[i] & 0x7F;
+    // The tenth byte holds bit 63 only.
+    if (i == kMaxVarintBytes - 1 && bits > 1) return Prefix::kMalformed;
+    v |= bits << (7 * i);
+    if ((p[i] & 0x80) == 0) {
+      *value = v;
+      *length = i + 1;
+      return Prefix::kOk;
+    }
+  }
+  return n >= kMaxVarintBytes ? Prefix::kMalformed : Prefix::kShort;
+}
+
+// "a FIFO", "a directory", ... for a file that is not a regular one.
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
 // Parses one record's bytes. An event record (the usual kind: field 2 alone, spanning the record)
 // is parsed into the event `record` already holds, so its strings keep their storage and reading
 // allocates nothing per record; anything else goes through the record's own parser.
@@ -174,17 +203,25 @@ TraceFileReader::~TraceFileReader() = default;
 
 std::unique_ptr<TraceFileReader> TraceFileReader::Open(const std::string& path,
                                                        std::string* error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that a FIFO (or a device) is refused at once instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     *error = path + ": " + std::strerror(errno);
     return nullptr;
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    *error = path + ": not a regular file";
+  if (::fstat(fd, &st) != 0) {
+    *error = path + ": " + std::strerror(errno);
     ::close(fd);
     return nullptr;
   }
+  if (!S_ISREG(st.st_mode)) {
+    *error = path + ": not a regular file (" + FileKind(st.st_mode) + ")";
+    ::close(fd);
+    return nullptr;
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   auto reader = std::unique_ptr<TraceFileReader>(new TraceFileReader(std::make_unique<Impl>(fd)));
   reader->file_size_ = static_cast<uint64_t>(st.st_size);
   return reader;
@@ -200,17 +237,27 @@ TraceFileReader::Status TraceFileReader::Next(v1::TraceRecord* record) {
     final_ = Status::kDamaged;
     return final_;
   };
-  // The size prefix: a varint of at most 10 bytes, its low 32 bits (as protobuf reads a varint32).
+  // The size prefix: a varint of at most 10 bytes, read in full (a size beyond 32 bits is not
+  // cut to its low bits).
   const size_t avail = in.Fill(10);
   if (avail == 0 && offset_ == file_size_) {
     final_ = Status::kEnd;
     return final_;
   }
-  uint32_t size = 0;
-  const size_t prefix = DecodeVarint32(in.data.get() + in.pos, avail, 10, &size);
-  if (prefix == 0) return damaged("truncated size prefix");
+  uint64_t size = 0;
+  size_t prefix = 0;
+  switch (DecodeSizePrefix(in.data.get() + in.pos, avail, &size, &prefix)) {
+    case Prefix::kShort:
+      return damaged("truncated size prefix");
+    case Prefix::kMalformed:
+      return damaged("malformed size prefix (not a varint of at most 64 bits)");
+    case Prefix::kOk:
+      break;
+  }
+  if (size == 0) return damaged("an empty record (a writer never frames one)");
   if (size > kMaxTraceRecordBytes) {
-    return damaged("size " + std::to_string(size) + " exceeds the record limit");
+    return damaged("size " + std::to_string(size) + " exceeds the record limit (" +
+                   std::to_string(kMaxTraceRecordBytes) + " bytes)");
   }
   if (start + prefix + size > file_size_) {
     return damaged("truncated (" + std::to_string(size) + "-byte record, " +

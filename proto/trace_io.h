@@ -11,6 +11,8 @@ namespace fp8audit {
 
 // Largest record a reader accepts; a size prefix above it marks the trace as damaged.
 inline constexpr uint32_t kMaxTraceRecordBytes = 16u << 20;
+// The newest TraceHeader.schema_version this reader understands; a newer trace is refused.
+inline constexpr uint32_t kTraceSchemaVersion = 1;
 
 // Appends one record, size-prefixed, to `out`.
 void AppendRecord(const v1::TraceRecord& record, std::string* out);
@@ -49,7 +51,8 @@ class TraceFileReader {
  public:
   enum class Status { kRecord, kEnd, kDamaged };
 
-  // Opens `path`. Returns nullptr and sets `error` ("PATH: reason") on failure.
+  // Opens `path`, a regular file (a FIFO, device or directory is refused without blocking).
+  // Returns nullptr and sets `error` ("PATH: reason") on failure.
   static std::unique_ptr<TraceFileReader> Open(const std::string& path, std::string* error);
   ~TraceFileReader();
   TraceFileReader(const TraceFileReader&) = delete;

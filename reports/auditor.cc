@@ -226,6 +226,9 @@ struct Auditor::State {
   // Kernel launches: the footer's count, else the largest running count an event carried, else
   // the number of events that came from kernel launches.
   uint64_t footer_launches = 0;
+  uint64_t footer_end_unix_ns = 0;
+  uint64_t first_event_ns = 0;  // timestamps (steady clock) of the first and last events
+  uint64_t last_event_ns = 0;
   uint64_t launches_seen = 0;
   uint64_t kernel_events = 0;
 
@@ -299,6 +302,7 @@ void Auditor::SayMarkers() {
 void Auditor::OnFooter(const v1::TraceFooter& footer) {
   state_->footer_seen = true;
   state_->footer_launches = footer.kernel_launches();
+  state_->footer_end_unix_ns = footer.end_unix_ns();
   if (footer.dropped() > 0) {
     v1::Violation v;
     v.set_kind(v1::Violation::TRACE_DAMAGED);
@@ -319,6 +323,38 @@ void Auditor::OnDamage(const std::string& what) {
   v.set_microbatch(s.next_index);
   v.set_message("trace damaged at " + what + "; the audit covers only the whole records before it");
   AddViolation(std::move(v));
+}
+
+uint64_t Auditor::OnMissingFooter() {
+  State& s = *state_;
+  const Segment& seg = s.seg;
+  // Whether the open segment will be a microbatch (see Close).
+  const bool counted =
+      seg.open &&
+      (seg.marked || (seg.HasActivity() &&
+                      !(s.markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0)));
+  std::string what = "trace ends without a footer (the process was killed?)";
+  uint64_t whole = s.next_index;
+  if (counted && !(seg.marked && seg.ended)) {
+    what += ": microbatch " + std::to_string(s.next_index) + " unfinished";
+  } else if (counted) {
+    what += " after microbatch " + std::to_string(s.next_index);
+    ++whole;
+  } else if (whole > 0) {
+    what += " after microbatch " + std::to_string(whole - 1);
+  } else {
+    what += " before its first microbatch";
+  }
+  if (!s.damaged) {
+    s.damaged = true;
+    report_.set_damage(what);
+    v1::Violation v;
+    v.set_kind(v1::Violation::TRACE_DAMAGED);
+    v.set_microbatch(s.next_index);
+    v.set_message(what + "; the audit is incomplete");
+    AddViolation(std::move(v));
+  }
+  return whole;
 }
 
 void Auditor::AddViolation(v1::Violation v) {
@@ -372,6 +408,10 @@ void Auditor::OnEvent(const v1::Event& event) {
   v1::Totals* totals = report_.mutable_totals();
   totals->set_events(totals->events() + 1);
   if (event.source() == v1::KERNEL) ++s.kernel_events;
+  if (event.timestamp_ns() != 0) {
+    if (s.first_event_ns == 0) s.first_event_ns = event.timestamp_ns();
+    s.last_event_ns = std::max(s.last_event_ns, event.timestamp_ns());
+  }
   s.launches_seen = std::max(s.launches_seen, event.kernel_launches());
   const v1::EventKind kind = event.kind();
 
@@ -709,6 +749,12 @@ void Auditor::Finish() {
                                                 : s.launches_seen > 0 ? s.launches_seen
                                                                       : s.kernel_events);
   report_.set_verdict(s.violations > 0 ? v1::FAIL : v1::PASS);
+  const uint64_t start = report_.header().start_unix_ns();
+  if (s.footer_end_unix_ns != 0 && start != 0 && s.footer_end_unix_ns >= start) {
+    report_.set_duration_ns(s.footer_end_unix_ns - start);
+  } else if (s.last_event_ns > s.first_event_ns) {
+    report_.set_duration_ns(s.last_event_ns - s.first_event_ns);
+  }
 }
 
 }  // namespace fp8audit::reports

@@ -81,6 +81,13 @@ class Auditor {
   // The trace could not be read past this point (`what` names record and byte offset); adds a
   // TRACE_DAMAGED violation and sets report().damage. Call before Finish.
   void OnDamage(const std::string& what);
+  // The trace ended, with no damaged record, but without its footer: the recording process was
+  // killed (SIGKILL, the OOM killer), aborted or left through _exit(). Adds a TRACE_DAMAGED
+  // violation and sets report().damage to one line that names the unfinished microbatch ("trace
+  // ends without a footer (the process was killed?): microbatch 7 unfinished", or "... after
+  // microbatch 6" when the last one ended). Returns the number of whole microbatches. Call before
+  // Finish.
+  uint64_t OnMissingFooter();
   // Closes the last microbatch and finalises totals and verdict. Call once, at the end.
   void Finish();
 

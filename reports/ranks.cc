@@ -1,6 +1,7 @@
 #include "reports/ranks.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <set>
@@ -50,6 +51,51 @@ std::string Grouped(const std::vector<std::pair<int32_t, T>>& values, Text text)
   return out;
 }
 
+// The value most of some values hold. A value agrees with most when it is that value and no other
+// value is held as often; without such a majority, no value agrees.
+template <typename T>
+class Majority {
+ public:
+  explicit Majority(std::vector<T> values) {
+    std::sort(values.begin(), values.end());
+    size_t best = 0;
+    for (size_t i = 0; i < values.size();) {
+      size_t j = i;
+      while (j < values.size() && values[j] == values[i]) ++j;
+      if (j - i > best) {
+        best = j - i;
+        most_ = values[i];
+        unique_ = true;
+      } else if (j - i == best) {
+        unique_ = false;
+      }
+      i = j;
+    }
+  }
+  bool Agrees(const T& value) const { return unique_ && value == most_; }
+
+ private:
+  T most_{};
+  bool unique_ = false;
+};
+
+// Differing ranges kept per trace; beyond, they are only counted.
+constexpr int kMaxDifferingRanges = 1000;
+
+// Microbatches first..end-1 differ: merged into the last range when they continue it.
+void AddDiffering(uint64_t first, uint64_t end, v1::RankStanding* standing) {
+  standing->set_differing_microbatches(standing->differing_microbatches() + (end - first));
+  const auto last = static_cast<uint32_t>(std::min<uint64_t>(end - 1, UINT32_MAX));
+  const int n = standing->differing_size();
+  if (n > 0 && static_cast<uint64_t>(standing->differing(n - 1).last()) + 1 == first) {
+    standing->mutable_differing(n - 1)->set_last(last);
+  } else if (n < kMaxDifferingRanges) {
+    v1::MicrobatchRange* r = standing->add_differing();
+    r->set_first(static_cast<uint32_t>(std::min<uint64_t>(first, UINT32_MAX)));
+    r->set_last(last);
+  }
+}
+
 std::string MicrobatchRange(uint64_t first, uint64_t end) {
   return end - first == 1 ? "microbatch " + std::to_string(first)
                           : "microbatches " + std::to_string(first) + "-" + std::to_string(end - 1);
@@ -87,56 +133,102 @@ bool HoldsAnAudit(const v1::RankReport& r) {
   return !r.has_header() || r.totals().microbatches() > 0 || IsDamaged(r);
 }
 
-std::map<int32_t, int> DuplicateRanks(const v1::AuditReport& report) {
-  std::map<int32_t, int> holders;
-  for (const v1::RankReport& r : report.ranks()) {
-    if (ClaimedRank(r) >= 0 && HoldsAnAudit(r)) ++holders[ClaimedRank(r)];
-  }
-  std::erase_if(holders, [](const auto& h) { return h.second < 2; });
-  return holders;
-}
-
-std::vector<int32_t> MissingRanks(const v1::AuditReport& report) {
-  std::set<int32_t> present;
-  for (const v1::RankReport& r : report.ranks()) {
-    if (ClaimedRank(r) >= 0) present.insert(ClaimedRank(r));
-  }
-  std::vector<int32_t> missing;
+std::vector<v1::RankRange> MissingRanks(std::vector<int32_t> present) {
+  std::sort(present.begin(), present.end());
+  present.erase(std::unique(present.begin(), present.end()), present.end());
+  std::vector<v1::RankRange> missing;
   if (present.size() < 2) return missing;
-  for (int32_t rank = 0; rank < *present.rbegin(); ++rank) {
-    if (present.count(rank) == 0) missing.push_back(rank);
+  int64_t next = 0;  // the lowest rank not yet accounted for (past INT32_MAX after it)
+  for (int32_t rank : present) {
+    if (rank < 0) continue;
+    if (rank > next) {
+      v1::RankRange range;
+      range.set_first(static_cast<int32_t>(next));
+      range.set_last(rank - 1);
+      missing.push_back(range);
+    }
+    next = int64_t{rank} + 1;
   }
   return missing;
+}
+
+uint64_t RankCount(const std::vector<v1::RankRange>& ranges) {
+  uint64_t n = 0;
+  for (const v1::RankRange& r : ranges) {
+    n += static_cast<uint64_t>(static_cast<int64_t>(r.last()) - r.first() + 1);
+  }
+  return n;
+}
+
+std::string RangeList(const std::vector<v1::RankRange>& ranges) {
+  const bool one = ranges.size() == 1 && ranges[0].first() == ranges[0].last();
+  std::string out = one ? "rank " : "ranks ";
+  size_t listed = 0;
+  for (; listed < ranges.size() && listed < kMaxListedRanges; ++listed) {
+    const v1::RankRange& r = ranges[listed];
+    if (listed > 0) out += ", ";
+    out += std::to_string(r.first());
+    if (int64_t{r.last()} == int64_t{r.first()} + 1) {
+      out += ", " + std::to_string(r.last());
+    } else if (r.last() > r.first()) {
+      out += "-" + std::to_string(r.last());
+    }
+  }
+  if (listed < ranges.size()) {
+    const std::vector<v1::RankRange> rest(ranges.begin() + static_cast<ptrdiff_t>(listed),
+                                          ranges.end());
+    out += " and " + std::to_string(RankCount(rest)) + " more in " + std::to_string(rest.size()) +
+           " ranges";
+  }
+  return out;
 }
 
 std::string RankList(const std::vector<int32_t>& ranks) {
   std::vector<int32_t> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  std::string out = sorted.size() == 1 ? "rank " : "ranks ";
+  std::vector<v1::RankRange> ranges;
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i;
     while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    if (i > 0) out += ", ";
-    if (j - i >= 2) {
-      out += std::to_string(sorted[i]) + "-" + std::to_string(sorted[j]);
-      i = j + 1;
-    } else {
-      out += std::to_string(sorted[i]);
-      ++i;
-    }
+    // A run of two reads better as two ranks ("0, 1"): two ranges.
+    if (j - i == 1) j = i;
+    v1::RankRange r;
+    r.set_first(sorted[i]);
+    r.set_last(sorted[j]);
+    ranges.push_back(r);
+    i = j + 1;
   }
-  return out;
+  return RangeList(ranges);
 }
 
-std::vector<RankRow> RankRows(const v1::AuditReport& report) {
-  const std::map<int32_t, int> duplicates = DuplicateRanks(report);
-  const std::vector<int32_t> missing = MissingRanks(report);
-  std::vector<RankRow> rows;
-  size_t next_missing = 0;
-  auto missing_before = [&](int32_t rank) {
-    for (; next_missing < missing.size() && missing[next_missing] < rank; ++next_missing) {
-      rows.push_back(RankRow{missing[next_missing], -1, "no trace"});
+std::string RangeText(const v1::RankRange& range) {
+  return range.first() == range.last()
+             ? std::to_string(range.first())
+             : std::to_string(range.first()) + "-" + std::to_string(range.last());
+}
+
+std::string MoreMissingRanks(const v1::AuditReport& report) {
+  const int n = report.missing_ranks_size();
+  if (n <= static_cast<int>(kMaxListedRanges)) return "";
+  const std::vector<v1::RankRange> rest(report.missing_ranks().begin() + kMaxListedRanges,
+                                        report.missing_ranks().end());
+  return std::to_string(rest.size()) + " more ranges of missing ranks (" +
+         std::to_string(RankCount(rest)) + " ranks)";
+}
+
+RankRowList RankRows(const v1::AuditReport& report) {
+  RankRowList list;
+  std::vector<RankRow>& rows = list.rows;
+  int next_missing = 0;
+  const int listed = std::min(report.missing_ranks_size(), static_cast<int>(kMaxListedRanges));
+  auto missing_before = [&](int64_t rank) {
+    for (; next_missing < listed && report.missing_ranks(next_missing).first() < rank;
+         ++next_missing) {
+      const v1::RankRange& m = report.missing_ranks(next_missing);
+      const uint64_t n = static_cast<uint64_t>(static_cast<int64_t>(m.last()) - m.first() + 1);
+      rows.push_back(RankRow{m.first(), m.last(), -1,
+                             n == 1 ? "no trace" : "no trace (" + std::to_string(n) + " ranks)"});
     }
   };
   for (int i = 0; i < report.ranks_size(); ++i) {
@@ -147,20 +239,20 @@ std::vector<RankRow> RankRows(const v1::AuditReport& report) {
     if (r.header().parent_pid() != 0) {
       notes.push_back("forked from pid " + std::to_string(r.header().parent_pid()));
     }
-    if (r.has_header() && IsDamaged(r)) notes.push_back("damaged");
-    const int32_t claimed = ClaimedRank(r);
-    if (claimed >= 0 && HoldsAnAudit(r) && duplicates.count(claimed) > 0) {
-      notes.push_back("claimed by " + std::to_string(duplicates.at(claimed)) + " traces");
+    if (r.has_header() && IsDamaged(r)) notes.push_back("incomplete");
+    if (r.standing().claimed_by() > 1) {
+      notes.push_back("claimed by " + std::to_string(r.standing().claimed_by()) + " traces");
     }
     if (r.has_header() && !IsDamaged(r) && r.totals().microbatches() == 0) {
       notes.push_back("no microbatches");
     }
     std::string note;
     for (const std::string& n : notes) note += (note.empty() ? "" : ", ") + n;
-    rows.push_back(RankRow{r.rank(), i, std::move(note)});
+    rows.push_back(RankRow{r.rank(), r.rank(), i, std::move(note)});
   }
-  missing_before(std::numeric_limits<int32_t>::max());
-  return rows;
+  missing_before(int64_t{1} << 32);
+  list.missing_note = MoreMissingRanks(report);
+  return list;
 }
 
 void RankAgreement::OnMicrobatch(size_t trace, const v1::MicrobatchResult& row) {
@@ -222,25 +314,26 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
       f.problems.push_back(line);
       f.violations.push_back(JobViolation(line));
       f.incomplete = true;
+      for (size_t i : held) {
+        (*traces)[i].mutable_standing()->set_claimed_by(static_cast<uint32_t>(held.size()));
+      }
       continue;
     }
     speakers.emplace_back(rank, held.empty() ? all.front() : held.front());
   }
 
-  v1::AuditReport view;  // the claims, for MissingRanks
-  for (const v1::RankReport& r : *traces) {
-    v1::RankReport* c = view.add_ranks();
-    c->set_rank(r.rank());
-    if (r.has_header()) c->mutable_header()->set_parent_pid(r.header().parent_pid());
-  }
-  const std::vector<int32_t> missing = MissingRanks(view);
-  if (!missing.empty()) {
-    std::vector<int32_t> present;
-    for (const auto& [rank, all] : claims) present.push_back(rank);
-    const std::string line = "no trace of " + RankList(missing) + " (traces of " +
-                             RankList(present) +
-                             "): the audit is incomplete; did that rank write its trace elsewhere, "
-                             "or end before its first kernel launch?";
+  std::vector<int32_t> present;
+  for (const auto& [rank, all] : claims) present.push_back(rank);
+  f.missing = MissingRanks(present);
+  if (!f.missing.empty()) {
+    const bool one = RankCount(f.missing) == 1;
+    std::string line = "no trace of " + RangeList(f.missing) + " (";
+    if (!one) line += std::to_string(RankCount(f.missing)) + " ranks; ";
+    line += "traces of " + RankList(present) + "): the audit is incomplete; " +
+            (one ? "did that rank write its trace elsewhere, or end before its first kernel "
+                   "launch?"
+                 : "did those ranks write their traces elsewhere, or end before their first "
+                   "kernel launch?");
     f.problems.push_back(line);
     f.violations.push_back(JobViolation(line));
     f.incomplete = true;
@@ -248,8 +341,11 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
 
   // The number of microbatches, over the ranks whose traces are whole.
   std::vector<std::pair<int32_t, uint64_t>> totals;
+  std::vector<size_t> whole;  // their traces
   for (const auto& [rank, i] : speakers) {
-    if (!IsDamaged((*traces)[i])) totals.emplace_back(rank, (*traces)[i].totals().microbatches());
+    if (IsDamaged((*traces)[i])) continue;
+    totals.emplace_back(rank, (*traces)[i].totals().microbatches());
+    whole.push_back(i);
   }
   if (std::any_of(totals.begin(), totals.end(),
                   [&](const auto& t) { return t.second != totals.front().second; })) {
@@ -257,12 +353,21 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
         JobViolation("ranks disagree on the number of microbatches (" +
                      Grouped(totals, [](uint64_t n) { return std::to_string(n); }) + ")"));
     f.disagree = true;
+    std::vector<uint64_t> counts;
+    for (const auto& t : totals) counts.push_back(t.second);
+    const Majority<uint64_t> most(counts);
+    for (size_t k = 0; k < whole.size(); ++k) {
+      if (!most.Agrees(totals[k].second)) {
+        (*traces)[whole[k]].mutable_standing()->set_count_differs(true);
+      }
+    }
   }
 
   // The updates in each microbatch, over the microbatches that ranks have in common: walks the
   // runs of every rank together, one stretch of unchanged counts at a time.
   struct Cursor {
     int32_t rank;
+    size_t trace;
     const Counts* counts;
     size_t run = 0;
     uint64_t left = 0;  // microbatches left in the current run
@@ -271,7 +376,7 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
   std::vector<Cursor> cursors;
   for (const auto& [rank, i] : speakers) {
     const Counts* c = i < counts_.size() ? &counts_[i] : &kNone;
-    cursors.push_back(Cursor{rank, c, 0, c->runs.empty() ? 0 : c->runs[0].length});
+    cursors.push_back(Cursor{rank, i, c, 0, c->runs.empty() ? 0 : c->runs[0].length});
   }
   uint64_t index = 0;
   uint64_t ranges = 0, hidden_ranges = 0, hidden_microbatches = 0, last_hidden = 0;
@@ -292,6 +397,14 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
     if (std::any_of(values.begin(), values.end(),
                     [&](const auto& v) { return v.second != values.front().second; })) {
       f.disagree = true;
+      // Each trace's standing: where it is not with most ranks.
+      std::vector<Pair> pairs;
+      for (const auto& v : values) pairs.push_back(v.second);
+      const Majority<Pair> most(pairs);
+      for (size_t k = 0; k < active.size(); ++k) {
+        if (most.Agrees(pairs[k])) continue;
+        AddDiffering(index, end, (*traces)[active[k]->trace].mutable_standing());
+      }
       ++ranges;
       if (max_violations == 0 || ranges <= max_violations) {
         f.violations.push_back(JobViolation(

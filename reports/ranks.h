@@ -28,26 +28,45 @@ int32_t ClaimedRank(const v1::RankReport& r);
 // the rank's real trace.
 bool HoldsAnAudit(const v1::RankReport& r);
 
-// Ranks claimed by more than one trace that holds an audit, with the number of those traces.
-std::map<int32_t, int> DuplicateRanks(const v1::AuditReport& report);
+// Ranks listed one by one, or as first-last, in a line; past this many ranges the rest are counted.
+inline constexpr size_t kMaxListedRanges = 20;
 
-// Ranks with no trace, when traces of more than one rank are present: the gaps in 0..the highest
-// rank. (Traces do not record the world size: a missing highest rank is not seen.)
-std::vector<int32_t> MissingRanks(const v1::AuditReport& report);
+// Ranks with no trace among `present` (any order, duplicates allowed), when more than one rank is
+// present: the gaps in 0..the highest, as ranges. (Traces do not record the world size: a missing
+// highest rank is not seen.) Time and memory grow with `present`, never with the ranks' values.
+std::vector<v1::RankRange> MissingRanks(std::vector<int32_t> present);
 
-// "rank 3", "ranks 0-4, 6, 7" (sorted, without duplicates).
+// The number of ranks `ranges` hold.
+uint64_t RankCount(const std::vector<v1::RankRange>& ranges);
+// "rank 3", "ranks 0-4, 6, 7": ranges sorted, a range of two as two ranks; past kMaxListedRanges
+// ranges "... and 129 more in 31 ranges".
+std::string RangeList(const std::vector<v1::RankRange>& ranges);
+// The same for ranks (sorted and made unique first), e.g. those with one value.
 std::string RankList(const std::vector<int32_t>& ranks);
 
 // The rows of the per-rank summary that text and markdown show: each trace in report order, and
-// each missing rank (trace -1) where its number belongs. `note`: "forked from pid 12", "no
-// header", "damaged", "claimed by 2 traces", "no microbatches", "no trace", joined by ", ".
+// each range of missing ranks (trace -1, ranks rank..last) where its numbers belong, the first
+// kMaxListedRanges of them; the rest are summed up in `missing_note`. `note`: "forked from pid
+// 12", "no header", "incomplete", "claimed by 2 traces", "no microbatches", "no trace", joined by
+// ", ".
 struct RankRow {
   int32_t rank = -1;
-  int trace = -1;  // index in report.ranks()
+  int32_t last = -1;  // a range of missing ranks: its last rank
+  int trace = -1;     // index in report.ranks()
   std::string note;
 };
-std::vector<RankRow> RankRows(const v1::AuditReport& report);
+struct RankRowList {
+  std::vector<RankRow> rows;
+  std::string missing_note;  // "31 more ranges of missing ranks (129 ranks)", or ""
+};
+RankRowList RankRows(const v1::AuditReport& report);
+// "1-2147483646" or "3": a range's rank column.
+std::string RangeText(const v1::RankRange& range);
+// The line under a table that lists the first kMaxListedRanges ranges of missing ranks, or "".
+std::string MoreMissingRanks(const v1::AuditReport& report);
 
+// Judged once per job, for AuditTraceFiles: each trace's standing among the ranks
+// (RankReport.standing: claimed twice, count or updates unlike most ranks') and the job's findings.
 class RankAgreement {
  public:
   // Per-microbatch counts kept in all (runs of equal counts); beyond, the comparison stops.
@@ -60,12 +79,14 @@ class RankAgreement {
   struct Findings {
     std::vector<v1::Violation> violations;  // job level, rank -1
     std::vector<std::string> problems;      // one line each: what makes the audit incomplete
+    std::vector<v1::RankRange> missing;     // ranks without a trace
     bool incomplete = false;                // a rank is missing or claimed twice
     bool disagree = false;                  // ranks disagree
   };
   // `traces[i]` is the report of trace i. Gives traces without a readable header the rank of
-  // their file name. Reports at most `max_violations` (0: all) microbatch ranges where ranks
-  // disagree, then one line that counts the others.
+  // their file name, and each trace its standing. Reports at most `max_violations` (0: all)
+  // microbatch ranges where ranks disagree, then one line that counts the others. A trace differs
+  // where it is not with the majority of the compared ranks; without a majority, every one does.
   Findings Judge(std::vector<v1::RankReport>* traces, uint32_t max_violations) const;
 
  private:

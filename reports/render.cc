@@ -31,7 +31,7 @@ bool Render(const v1::AuditReport& report, Format format, const RenderOptions& o
     case Format::kJson:
       return RenderJson(report, out, error);
     case Format::kJunit:
-      *out = RenderJunit(report);
+      *out = RenderJunit(report, options);
       return true;
     case Format::kHtml:
       *out = RenderHtml(report, options);

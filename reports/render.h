@@ -29,6 +29,9 @@ struct RenderOptions {
   // shrink in proportion, so that the page stays bounded.
   uint32_t html_max_columns = 1000;
   uint32_t html_max_details = 500;
+  // JUnit: failing microbatches listed per trace (0: all). Past 10 traces fewer, at least 5 each,
+  // so that a job lists about 1,000.
+  uint32_t junit_max_failures = 100;
 };
 
 std::string RenderText(const v1::AuditReport& report, const RenderOptions& options);
@@ -36,7 +39,12 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
 // Protobuf's JSON printer, field names as in the .proto; fields at their default value (0, "",
 // false) are omitted, as in the proto3 JSON mapping. False (and `error`) only when printing fails.
 bool RenderJson(const v1::AuditReport& report, std::string* out, std::string* error);
-std::string RenderJunit(const v1::AuditReport& report);
+// JUnit XML for CI servers: one testcase per trace, named by its rank alone ("rank 0", "no rank",
+// "rank 0 forked child", "#2" for a second of a name) and timed by its duration; a failing
+// trace's failure lists its failing microbatches (junit_max_failures); an incomplete trace is an
+// error; when nothing was audited the traces are skipped. A testcase "job" holds what the ranks
+// say together. Meant for a report that keeps failing rows (TraceSetOptions::max_rows).
+std::string RenderJunit(const v1::AuditReport& report, const RenderOptions& options = {});
 // One HTML page without external resources: verdict and totals, each rank's recorder metadata, a
 // timeline and an updates chart per rank (bucketed to html_max_columns), the violations with
 // their context, and the failing microbatches (capped at html_max_details). Trace strings are

@@ -91,7 +91,7 @@ vertical-align:-2px;border-radius:2px}
 td.dup{background:#ffebee;color:var(--bad);font-weight:700}td.miss{background:#e3f2fd}
 tr.fail td:first-child{border-left:3px solid var(--bad)}
 ul.ex{margin:2px 0;padding-left:18px}
-details{margin:4px 0}summary{cursor:pointer}
+details{margin:4px 0}summary{cursor:pointer}ul.problems{color:#8d6e00;font-weight:600}
 table.ctx td{font:12px/1.35 ui-monospace,monospace;padding:1px 6px}
 )css";
 
@@ -102,133 +102,25 @@ struct JobVerdict {
 };
 
 JobVerdict VerdictOf(const v1::AuditReport& report) {
-  // As `fp8audit report` decides: a damaged trace, a missing rank or a rank claimed by several
-  // traces leaves the audit incomplete.
-  if (std::any_of(report.ranks().begin(), report.ranks().end(), IsDamaged) ||
-      !MissingRanks(report).empty() || !DuplicateRanks(report).empty()) {
-    return {"INCOMPLETE", "v-incomplete"};
-  }
-  if (report.verdict() == v1::FAIL) return {"FAIL", "v-fail"};
-  if (report.ranks_size() > 0 && report.totals().microbatches() == 0) {
-    return {"NOTHING AUDITED", "v-nothing"};
-  }
+  // As the audit decided (AuditReport.outcome).
+  const std::string word = OutcomeWord(report);
+  if (word == "INCOMPLETE") return {"INCOMPLETE", "v-incomplete"};
+  if (word == "NOTHING AUDITED") return {"NOTHING AUDITED", "v-nothing"};
+  if (word == "FAIL") return {"FAIL", "v-fail"};
   return {"PASS", "v-pass"};
 }
 
-// How a trace stands against the other ranks, where the report says that ranks disagree.
-struct Agreement {
-  bool count_differs = false;       // its number of microbatches is not the one most ranks have
-  std::vector<uint32_t> differing;  // microbatches whose counts differ from most ranks', sorted
-};
-
-bool Incomplete(const v1::MicrobatchResult& row) {
-  return std::any_of(row.explanations().begin(), row.explanations().end(),
-                     [](const std::string& e) { return e.rfind("incomplete:", 0) == 0; });
-}
-
-// The value most of `values` hold; `unique` false when several values tie for most.
-template <typename T>
-T Majority(const std::vector<T>& values, bool* unique) {
-  std::vector<std::pair<T, int>> seen;
-  for (const T& v : values) {
-    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == v; });
-    if (it == seen.end()) {
-      seen.push_back({v, 1});
-    } else {
-      ++it->second;
-    }
-  }
-  const auto best = std::max_element(
-      seen.begin(), seen.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  *unique = std::count_if(seen.begin(), seen.end(),
-                          [&](const auto& s) { return s.second == best->second; }) == 1;
-  return best->first;
-}
-
-// Which traces disagree with the other ranks, and where: only when the report holds a
-// RANK_DISAGREEMENT violation. Compared as the job-level check compares: the one trace that speaks
-// for each rank (ranks claimed by several traces are left out), the number of microbatches of
-// whole traces, and the counts of each microbatch the ranks have in common (rows the trace ended
-// inside are not compared). A trace differs where it is not with the majority; without a majority,
-// every trace involved differs.
-std::vector<Agreement> RankAgreementOf(const v1::AuditReport& report) {
-  std::vector<Agreement> out(report.ranks_size());
-  if (std::none_of(
-          report.violations().begin(), report.violations().end(),
-          [](const v1::Violation& v) { return v.kind() == v1::Violation::RANK_DISAGREEMENT; })) {
-    return out;
-  }
-  std::map<int32_t, std::vector<int>> holders;
-  for (int i = 0; i < report.ranks_size(); ++i) {
-    const v1::RankReport& r = report.ranks(i);
-    if (ClaimedRank(r) >= 0 && HoldsAnAudit(r)) holders[ClaimedRank(r)].push_back(i);
-  }
-  std::vector<int> speakers;
-  for (const auto& [rank, traces] : holders) {
-    if (traces.size() == 1) speakers.push_back(traces.front());
-  }
-  if (speakers.size() < 2) return out;
-
-  std::vector<uint64_t> totals;
-  std::vector<int> whole;
-  for (int i : speakers) {
-    if (IsDamaged(report.ranks(i))) continue;
-    whole.push_back(i);
-    totals.push_back(report.ranks(i).totals().microbatches());
-  }
-  if (totals.size() >= 2 &&
-      std::any_of(totals.begin(), totals.end(), [&](uint64_t n) { return n != totals.front(); })) {
-    bool unique = false;
-    const uint64_t most = Majority(totals, &unique);
-    for (int i : whole) {
-      out[i].count_differs = !unique || report.ranks(i).totals().microbatches() != most;
-    }
-  }
-
-  // Each speaker's complete rows by microbatch index.
-  uint64_t span = 0;
-  std::vector<std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>>> rows(speakers.size());
-  for (size_t k = 0; k < speakers.size(); ++k) {
-    for (const v1::MicrobatchResult& m : report.ranks(speakers[k]).microbatches()) {
-      if (Incomplete(m)) continue;
-      rows[k][m.index()] = {m.forward_updates(), m.backward_updates()};
-      span = std::max<uint64_t>(span, static_cast<uint64_t>(m.index()) + 1);
-    }
-  }
-  std::vector<std::pair<uint32_t, uint32_t>> values;
-  std::vector<size_t> who;
-  for (uint64_t index = 0; index < span; ++index) {
-    values.clear();
-    who.clear();
-    for (size_t k = 0; k < speakers.size(); ++k) {
-      auto it = rows[k].find(static_cast<uint32_t>(index));
-      if (it == rows[k].end()) continue;
-      values.push_back(it->second);
-      who.push_back(k);
-    }
-    if (values.size() < 2 || std::all_of(values.begin(), values.end(),
-                                         [&](const auto& v) { return v == values.front(); })) {
-      continue;
-    }
-    bool unique = false;
-    const auto most = Majority(values, &unique);
-    for (size_t j = 0; j < values.size(); ++j) {
-      if (!unique || values[j] != most) {
-        out[speakers[who[j]]].differing.push_back(static_cast<uint32_t>(index));
-      }
-    }
-  }
-  return out;
-}
-
-// "disagrees: 5 microbatches; updates differ in 3 microbatches (first: 7)", or "".
-std::string DisagreementText(const Agreement& a, const v1::RankReport& r) {
+// "disagrees: 5 microbatches; updates differ in 3 microbatches (first: 7)", or "": the trace's
+// standing as the audit judged it.
+std::string DisagreementText(const v1::RankReport& r) {
+  const v1::RankStanding& st = r.standing();
   std::string text;
-  if (a.count_differs) text = Plural(r.totals().microbatches(), "microbatch", "microbatches");
-  if (!a.differing.empty()) {
+  if (st.count_differs()) text = Plural(r.totals().microbatches(), "microbatch", "microbatches");
+  if (st.differing_microbatches() > 0) {
     if (!text.empty()) text += "; ";
-    text += "updates differ in " + Plural(a.differing.size(), "microbatch", "microbatches") +
-            " (first: " + Num(a.differing.front()) + ")";
+    text +=
+        "updates differ in " + Plural(st.differing_microbatches(), "microbatch", "microbatches");
+    if (st.differing_size() > 0) text += " (first: " + Num(st.differing(0).first()) + ")";
   }
   return text.empty() ? text : "disagrees: " + text;
 }
@@ -247,8 +139,7 @@ struct Bucket {
   uint32_t differing = 0;  // microbatches in which this rank disagrees with most ranks
 };
 
-std::vector<Bucket> MakeBuckets(const v1::RankReport& r, const Agreement& agreement, uint64_t span,
-                                uint32_t columns) {
+std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t columns) {
   std::vector<Bucket> buckets(columns);
   for (uint32_t b = 0; b < columns; ++b) {
     buckets[b].first = static_cast<uint32_t>((b * span + columns - 1) / columns);
@@ -273,8 +164,15 @@ std::vector<Bucket> MakeBuckets(const v1::RankReport& r, const Agreement& agreem
       ++b.failing;
     }
   }
-  for (uint32_t index : agreement.differing) {
-    if (index < span) ++buckets[static_cast<uint64_t>(index) * columns / span].differing;
+  // Where the trace differs from most ranks: each range's microbatches, column by column.
+  for (const v1::MicrobatchRange& d : r.standing().differing()) {
+    if (d.first() >= span || d.last() < d.first()) continue;
+    const uint64_t last = std::min<uint64_t>(d.last(), span - 1);
+    for (uint64_t b = uint64_t{d.first()} * columns / span; b <= last * columns / span; ++b) {
+      const uint64_t from = std::max<uint64_t>(d.first(), buckets[b].first);
+      const uint64_t to = std::min<uint64_t>(last, buckets[b].last);
+      if (to >= from) buckets[b].differing += static_cast<uint32_t>(to - from + 1);
+    }
   }
   return buckets;
 }
@@ -308,8 +206,7 @@ bool ChartBars(size_t columns) { return kWidth / static_cast<double>(columns) >=
 struct RankView {
   const v1::RankReport* rank;
   std::string id;  // HTML id prefix, unique in the page
-  const Agreement* agreement;
-  uint64_t span;  // the job's timeline length in microbatches (the longest rank)
+  uint64_t span;   // the job's timeline length in microbatches (the longest rank)
   uint32_t columns;
   uint32_t max_details;
   // Violations given a context table, failing rows given an update-event table (0: all).
@@ -321,7 +218,7 @@ struct RankView {
 void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::string* out) {
   const double w = kWidth / static_cast<double>(buckets.size());
   // A fourth row marks where this rank disagrees with most ranks.
-  const bool disagrees = !view.agreement->differing.empty();
+  const bool disagrees = view.rank->standing().differing_microbatches() > 0;
   *out += "<svg class=\"timeline\" role=\"img\" shape-rendering=\"crispEdges\" viewBox=\"0 0 " +
           Coord(kLeft + kWidth) + (disagrees ? " 53" : " 46") +
           "\" aria-label=\"microbatch timeline\">";
@@ -606,7 +503,7 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   if (h.start_unix_ns() != 0) row("started", UtcTime(h.start_unix_ns()));
   row("events",
       Num(r.totals().events()) + " (" + Num(r.totals().kernel_launches()) + " kernel launches)");
-  if (!r.damage().empty()) row("damaged", "<strong>" + Esc(r.damage()) + "</strong>");
+  if (!r.damage().empty()) row("incomplete", "<strong>" + Esc(r.damage()) + "</strong>");
   *out += "</table></details>\n";
 }
 
@@ -741,8 +638,8 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
   *out += "<section class=\"rank\" id=\"" + view.id + "\" data-rank=\"" + std::to_string(r.rank()) +
           "\"><h2>" + Esc(RankTitle(r)) + "<span class=\"badge " +
           (r.verdict() == v1::FAIL ? "b-fail\">FAIL" : "b-pass\">PASS") + "</span>";
-  if (damaged) *out += "<span class=\"badge b-warn\">incomplete: damaged trace</span>";
-  const std::string disagreement = DisagreementText(*view.agreement, r);
+  if (damaged) *out += "<span class=\"badge b-warn\">incomplete trace</span>";
+  const std::string disagreement = DisagreementText(r);
   if (!disagreement.empty()) {
     *out += "<span class=\"badge b-dis disagree\">" + disagreement + "</span>";
   }
@@ -755,16 +652,18 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
         "<p class=\"note\">no microbatches: no FP8 state update and no pass boundary was "
         "recorded</p>\n";
   } else {
-    const std::vector<Bucket> buckets = MakeBuckets(r, *view.agreement, view.span, view.columns);
+    const std::vector<Bucket> buckets = MakeBuckets(r, view.span, view.columns);
     const uint64_t per = (view.span + view.columns - 1) / view.columns;
-    *out += "<p class=\"note\">" +
-            (per <= 1 ? std::string("one column per microbatch")
-                      : "each column holds up to " + Num(per) +
-                            " microbatches and shows the most updates of any of them, red when "
-                            "any failed") +
-            "; V verdict, F forward, B backward updates" +
-            (view.agreement->differing.empty() ? "" : ", \xe2\x89\xa0 differs from most ranks") +
-            ".";
+    *out +=
+        "<p class=\"note\">" +
+        (per <= 1 ? std::string("one column per microbatch")
+                  : "each column holds up to " + Num(per) +
+                        " microbatches and shows the most updates of any of them, red when "
+                        "any failed") +
+        "; V verdict, F forward, B backward updates" +
+        (r.standing().differing_microbatches() == 0 ? ""
+                                                    : ", \xe2\x89\xa0 differs from most ranks") +
+        ".";
     if (t.microbatches() == 0) {
       *out += " This rank has no microbatches.";
     } else if (view.span > t.microbatches()) {
@@ -798,7 +697,6 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
 
 std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& options) {
   const JobVerdict verdict = VerdictOf(report);
-  const std::vector<Agreement> agreement = RankAgreementOf(report);
   const int nranks = report.ranks_size();
 
   // Every rank shares one timeline length (the longest rank) so that columns line up. Ranks share
@@ -836,6 +734,18 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
          Plural(nranks, "trace", "traces") + "; " + TotalsLine(report.totals()) +
          "</div></header>\n";
 
+  // Why the audit is incomplete or has nothing to judge, as the audit said it.
+  if (report.problems_size() > 0) {
+    const int shown = std::min(report.problems_size(), kMaxProblems);
+    out += "<ul class=\"problems\">";
+    for (int i = 0; i < shown; ++i) out += "<li>" + Esc(report.problems(i)) + "</li>";
+    out += "</ul>\n";
+    if (shown < report.problems_size()) {
+      out += "<p class=\"note\">" + Num(report.problems_size() - shown) +
+             " more (--format json has them all)</p>\n";
+    }
+  }
+
   const v1::Totals& t = report.totals();
   out += "<h2>Job totals</h2>\n<table class=\"totals\">";
   auto total = [&](const char* key, uint64_t v) {
@@ -863,7 +773,6 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
   for (int i = 0; i < nranks; ++i) {
     views[i].rank = &report.ranks(i);
     views[i].id = "r" + std::to_string(i);
-    views[i].agreement = &agreement[i];
     views[i].span = span;
     views[i].columns = columns;
     views[i].max_details = max_details;
@@ -876,19 +785,16 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
         "<h2>Ranks</h2>\n<table class=\"ranks\"><tr><th>trace</th><th class=\"n\">"
         "microbatches</th><th class=\"n\">failing</th><th class=\"n\">forward</th>"
         "<th class=\"n\">backward</th><th>verdict</th><th>notes</th></tr>\n";
-    const auto duplicates = DuplicateRanks(report);
     for (const RankView& v : views) {
       const v1::RankReport& r = *v.rank;
       std::vector<std::string> notes;
       if (!r.has_header()) notes.push_back("no header");
-      if (IsDamaged(r)) notes.push_back("incomplete (damaged trace)");
+      if (IsDamaged(r)) notes.push_back("incomplete trace");
       if (r.header().parent_pid() != 0) {
         notes.push_back("forked from pid " + Num(r.header().parent_pid()));
       }
-      if (ClaimedRank(r) >= 0 && HoldsAnAudit(r) && duplicates.count(ClaimedRank(r)) > 0) {
-        notes.push_back("rank claimed by several traces");
-      }
-      const std::string disagreement = DisagreementText(*v.agreement, r);
+      if (r.standing().claimed_by() > 1) notes.push_back("rank claimed by several traces");
+      const std::string disagreement = DisagreementText(r);
       if (!disagreement.empty()) notes.push_back(disagreement);
       std::string note;
       for (const std::string& n : notes) note += (note.empty() ? "" : "; ") + n;
@@ -901,14 +807,20 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
              (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : "ok") + "</td><td>" + note +
              "</td></tr>\n";
     }
-    for (int32_t rank : MissingRanks(report)) {
-      out += "<tr class=\"rank-row missing\"><td>" + RankName(rank) +
+    const int missing = std::min(report.missing_ranks_size(), static_cast<int>(kMaxListedRanges));
+    for (int i = 0; i < missing; ++i) {
+      const v1::RankRange& m = report.missing_ranks(i);
+      out += "<tr class=\"rank-row missing\"><td>" +
+             (m.first() == m.last() ? RankName(m.first()) : "ranks " + RangeText(m)) +
              "</td><td class=\"n\">-</td><td class=\"n\">-</td><td class=\"n\">-</td>"
              "<td class=\"n\">-</td><td>missing</td><td>no trace: the audit is incomplete</td>"
              "</tr>\n";
     }
+    out += "</table>\n";
+    const std::string more = MoreMissingRanks(report);
+    if (!more.empty()) out += "<p class=\"note\">" + more + "</p>\n";
     out +=
-        "</table>\n<p class=\"note legend\">Timeline colours: <span style=\"background:"
+        "<p class=\"note legend\">Timeline colours: <span style=\"background:"
         "#a5d6a7\"></span>as expected<span style=\"background:#e53935\"></span>more updates "
         "than expected (duplicates, \xe2\x96\xb2)<span style=\"background:#64b5f6\"></span>"
         "fewer<span style=\"background:#e0e0e0\"></span>no microbatch<span style=\"background:"

@@ -1,5 +1,9 @@
-// JUnit XML: one testsuite per rank (trace), one testcase per microbatch plus one for the trace's
-// integrity; failures carry the violation text and context. A job-level suite holds job violations.
+// JUnit XML for CI servers: one testsuite; one testcase per trace, named by its rank alone (stable
+// from run to run: no pid, no path), timed by the trace's duration. A failing trace's failure
+// lists its failing microbatches, capped; an incomplete trace is an error; when nothing was
+// audited the traces are skipped. One more testcase, "job", holds what the ranks say together.
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +15,15 @@
 namespace fp8audit::reports {
 namespace {
 
+// Failing microbatches listed in all, shared by the traces, and at least per trace.
+constexpr uint64_t kJobListed = 1000;
+constexpr uint64_t kMinListedPerTrace = 5;
+// Explanation lines per listed microbatch; violations and job lines per testcase; bytes per line.
+constexpr int kExplanations = 3;
+constexpr int kMaxLines = 100;
+constexpr size_t kLineBytes = 400;
+constexpr size_t kMessageBytes = 1024;
+
 // A byte XML 1.0 cannot carry (control characters other than tab and newline) becomes '?'.
 char XmlByte(char c) {
   const auto u = static_cast<unsigned char>(c);
@@ -20,135 +33,210 @@ char XmlByte(char c) {
 // Escapes for XML 1.0 text and attribute values.
 std::string Xml(const std::string& s) { return EscapeMarkup(s, "&apos;", &XmlByte); }
 
-std::string Body(const std::vector<const v1::Violation*>& violations,
-                 const v1::MicrobatchResult* row) {
-  std::string body;
-  for (const v1::Violation* v : violations) body += Printable(v->message(), 4096) + "\n";
-  if (row != nullptr) {
-    for (const std::string& e : row->explanations()) body += "  " + Printable(e, 4096) + "\n";
-  }
-  for (const v1::Violation* v : violations) {
-    if (v->context_size() == 0) continue;
-    body += ContextTitle(*v) + " (t from the start of the microbatch):\n";
-    const uint64_t base = v->context(0).timestamp_ns();
-    for (const v1::Event& e : v->context()) body += "  " + EventLine(e, base) + "\n";
-  }
-  return body;
+std::string Seconds(uint64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e9);
+  return buf;
 }
 
-std::string Join(const std::vector<const v1::Violation*>& violations) {
-  std::string s;
-  for (const v1::Violation* v : violations) {
-    if (!s.empty()) s += "; ";
-    s += Printable(v->message(), 1024);
-  }
-  return s;
+bool IsDamaged(const v1::RankReport& r) {
+  if (!r.damage().empty()) return true;
+  return std::any_of(r.violations().begin(), r.violations().end(), [](const v1::Violation& v) {
+    return v.kind() == v1::Violation::TRACE_DAMAGED;
+  });
+}
+
+// "microbatch 1 (step 0): 1 forward and 2 backward updates, expected 1/1"
+std::string RowLine(const v1::MicrobatchResult& row) {
+  return "microbatch " + std::to_string(row.index()) + " (step " + std::to_string(row.step()) +
+         "): " + std::to_string(row.forward_updates()) + " forward and " +
+         std::to_string(row.backward_updates()) + " backward updates, expected " +
+         ExpectedText(row);
 }
 
 struct Counts {
   uint64_t tests = 0;
   uint64_t failures = 0;
   uint64_t errors = 0;
+  uint64_t skipped = 0;
 };
 
-std::string Suite(const v1::RankReport& r, Counts* job) {
-  const std::string cls =
-      "fp8audit." + std::string(r.rank() >= 0 ? "rank" + std::to_string(r.rank()) : "norank") +
-      (r.header().pid() != 0 ? ".pid" + std::to_string(r.header().pid()) : "");
-  // Violations by microbatch (count violations) and the trace's own (everything else).
-  std::map<uint32_t, std::vector<const v1::Violation*>> by_row;
-  std::vector<const v1::Violation*> trace_failures;
-  std::vector<const v1::Violation*> trace_errors;
-  for (const v1::Violation& v : r.violations()) {
-    if (IsCountViolation(v)) {
-      by_row[v.microbatch()].push_back(&v);
-    } else if (v.kind() == v1::Violation::TRACE_DAMAGED) {
-      trace_errors.push_back(&v);
-    } else {
-      trace_failures.push_back(&v);
-    }
-  }
-  Counts c;
-  std::string cases;
+// One testcase: `status` is "" (passed), or a complete <failure>, <error> or <skipped> element.
+std::string Testcase(const std::string& name, uint64_t duration_ns, const std::string& status,
+                     const std::string& out) {
+  std::string tc = "    <testcase classname=\"fp8audit\" name=\"" + Xml(name) + "\" time=\"" +
+                   Seconds(duration_ns) + "\"";
+  if (status.empty() && out.empty()) return tc + "/>\n";
+  tc += ">\n" + status;
+  if (!out.empty()) tc += "      <system-out>" + Xml(out) + "</system-out>\n";
+  return tc + "    </testcase>\n";
+}
+
+std::string Element(const std::string& tag, const std::string& type, const std::string& message,
+                    const std::string& body) {
+  return "      <" + tag + " type=\"" + Xml(type) + "\" message=\"" +
+         Xml(Printable(message, kMessageBytes)) + "\">" + Xml(body) + "</" + tag + ">\n";
+}
+
+// The trace's testcase body: its failing microbatches (the first `listed`), then its other
+// violations.
+std::string TraceBody(const v1::RankReport& r, uint64_t listed) {
+  std::string body;
+  uint64_t shown = 0;
   for (const v1::MicrobatchResult& row : r.microbatches()) {
-    ++c.tests;
-    cases += "    <testcase classname=\"" + Xml(cls) + "\" name=\"microbatch " +
-             std::to_string(row.index()) + " (step " + std::to_string(row.step()) + ")\"";
-    if (row.verdict() != v1::FAIL) {
-      cases += "/>\n";
-      continue;
+    if (row.verdict() != v1::FAIL) continue;
+    if (listed != 0 && shown >= listed) break;
+    ++shown;
+    body += "\n" + RowLine(row);
+    const int n = std::min(row.explanations_size(), kExplanations);
+    for (int i = 0; i < n; ++i) body += "\n  " + Printable(row.explanations(i), kLineBytes);
+  }
+  const uint64_t failing = r.totals().failing_microbatches();
+  if (failing > shown) {
+    body += "\n... and " + std::to_string(failing - shown) +
+            " more failing microbatches (fp8audit report --format json lists them all)";
+  }
+  int others = 0;
+  for (const v1::Violation& v : r.violations()) {
+    if (IsCountViolation(v) || v.kind() == v1::Violation::TRACE_DAMAGED) continue;
+    if (++others > kMaxLines) break;
+    body += "\n" + ViolationKindName(v.kind()) + ": " + Printable(v.message(), kLineBytes);
+  }
+  return body.empty() ? body : body + "\n";
+}
+
+std::string TraceFacts(const v1::RankReport& r) {
+  std::string out = "trace: " + Printable(r.path(), kLineBytes) + "\n";
+  const v1::TraceHeader& h = r.header();
+  if (!h.host().empty() || h.pid() != 0) {
+    out += "host: " + Printable(h.host(), 128) + ", pid " + std::to_string(h.pid()) + "\n";
+  }
+  if (h.command_size() > 0) out += "command: " + CommandLine(h, 4096) + "\n";
+  out += "microbatches: " + std::to_string(r.totals().microbatches()) + ", failing " +
+         std::to_string(r.totals().failing_microbatches()) + "\n";
+  return out;
+}
+
+std::string Trace(const v1::AuditReport& report, const v1::RankReport& r, const std::string& name,
+                  uint64_t listed, Counts* c) {
+  ++c->tests;
+  std::string status;
+  if (report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    ++c->skipped;
+    status = "      <skipped message=\"nothing to judge\"/>\n";
+  } else if (IsDamaged(r)) {
+    ++c->errors;
+    std::string message;
+    for (const v1::Violation& v : r.violations()) {
+      if (v.kind() != v1::Violation::TRACE_DAMAGED) continue;
+      message += (message.empty() ? "" : "; ") + v.message();
+      if (message.size() > kMessageBytes) break;
     }
-    ++c.failures;
-    std::vector<const v1::Violation*> vs;
-    auto it = by_row.find(row.index());
-    if (it != by_row.end()) vs = it->second;
-    const std::string message = vs.empty()
-                                    ? "microbatch " + std::to_string(row.index()) + ": " +
-                                          std::to_string(row.forward_updates()) + " forward and " +
-                                          std::to_string(row.backward_updates()) +
-                                          " backward updates, expected " + ExpectedText(row)
-                                    : Join(vs);
-    cases += ">\n      <failure type=\"" +
-             Xml(vs.empty() ? "count" : ViolationKindName(vs.front()->kind())) + "\" message=\"" +
-             Xml(message) + "\">" + Xml(Body(vs, &row)) + "</failure>\n    </testcase>\n";
-  }
-  // The trace itself: damage is an error (the audit is incomplete), other problems failures.
-  ++c.tests;
-  cases += "    <testcase classname=\"" + Xml(cls) + "\" name=\"trace\"";
-  if (trace_errors.empty() && trace_failures.empty()) {
-    cases += "/>\n";
-  } else {
-    cases += ">\n";
-    if (!trace_errors.empty()) {
-      ++c.errors;
-      cases += "      <error type=\"trace damaged\" message=\"" + Xml(Join(trace_errors)) + "\">" +
-               Xml(Body(trace_errors, nullptr)) + "</error>\n";
-    } else {
-      ++c.failures;
-      cases += "      <failure type=\"" + Xml(ViolationKindName(trace_failures.front()->kind())) +
-               "\" message=\"" + Xml(Join(trace_failures)) + "\">" +
-               Xml(Body(trace_failures, nullptr)) + "</failure>\n";
+    if (message.empty()) message = "trace damaged at " + r.damage();
+    status = Element("error", "incomplete", message, TraceBody(r, listed));
+  } else if (r.verdict() == v1::FAIL) {
+    ++c->failures;
+    const uint64_t failing = r.totals().failing_microbatches();
+    std::string type = "FP8 state updates";
+    std::string message;
+    if (failing > 0) {
+      message = std::to_string(failing) + " of " + std::to_string(r.totals().microbatches()) +
+                " microbatches failing";
+      auto first = std::find_if(r.microbatches().begin(), r.microbatches().end(),
+                                [](const auto& row) { return row.verdict() == v1::FAIL; });
+      if (first != r.microbatches().end()) message += ": " + RowLine(*first);
+    } else if (r.violations_size() > 0) {
+      type = ViolationKindName(r.violations(0).kind());
+      message = r.violations(0).message();
     }
-    cases += "    </testcase>\n";
+    status = Element("failure", type, message, TraceBody(r, listed));
   }
-  job->tests += c.tests;
-  job->failures += c.failures;
-  job->errors += c.errors;
-  std::string suite = "  <testsuite name=\"" + Xml(RankTitle(r)) + "\" tests=\"" +
-                      std::to_string(c.tests) + "\" failures=\"" + std::to_string(c.failures) +
-                      "\" errors=\"" + std::to_string(c.errors) + "\" skipped=\"0\">\n";
-  suite += "    <properties>\n      <property name=\"path\" value=\"" +
-           Xml(Printable(r.path(), 4096)) + "\"/>\n      <property name=\"microbatches\" value=\"" +
-           std::to_string(r.totals().microbatches()) + "\"/>\n";
-  if (r.microbatches_size() != static_cast<int>(r.totals().microbatches())) {
-    suite += "      <property name=\"microbatches_listed\" value=\"" +
-             std::to_string(r.microbatches_size()) + "\"/>\n";
+  return Testcase(name, r.duration_ns(), status, TraceFacts(r));
+}
+
+// What the ranks say together: missing ranks or a rank claimed twice (incomplete, an error),
+// disagreement (a failure), nothing audited anywhere (an error).
+std::string Job(const v1::AuditReport& report, Counts* c) {
+  ++c->tests;
+  std::string lines;
+  int n = 0;
+  for (const v1::Violation& v : report.violations()) {
+    if (++n > kMaxLines) {
+      lines += "... and " + std::to_string(report.violations_size() - kMaxLines) + " more\n";
+      break;
+    }
+    lines += Printable(v.message(), kLineBytes * 4) + "\n";
   }
-  suite += "    </properties>\n" + cases + "  </testsuite>\n";
-  return suite;
+  const bool claimed_twice =
+      std::any_of(report.ranks().begin(), report.ranks().end(),
+                  [](const v1::RankReport& r) { return r.standing().claimed_by() > 1; });
+  std::string status;
+  if (report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    ++c->errors;
+    std::string message;
+    std::string body;
+    for (int i = 0; i < std::min(report.problems_size(), kMaxLines); ++i) {
+      const std::string& p = report.problems(i);
+      if (message.empty() && p.rfind("nothing to", 0) == 0) message = p;
+      body += Printable(p, kLineBytes * 4) + "\n";
+    }
+    status = Element("error", "nothing audited", message, body);
+  } else if (report.missing_ranks_size() > 0 || claimed_twice) {
+    ++c->errors;
+    std::string message;
+    for (const v1::Violation& v : report.violations()) {
+      if (v.message().rfind("no trace of ", 0) == 0 ||
+          v.message().find(" is claimed by ") != std::string::npos) {
+        message = v.message();
+        break;
+      }
+    }
+    status = Element("error", "incomplete", message, lines);
+  } else if (report.violations_size() > 0) {
+    ++c->failures;
+    status = Element("failure", ViolationKindName(report.violations(0).kind()),
+                     report.violations(0).message(), lines);
+  }
+  return Testcase("job", 0, status, "");
 }
 
 }  // namespace
 
-std::string RenderJunit(const v1::AuditReport& report) {
-  Counts job;
-  std::string suites;
-  for (const v1::RankReport& r : report.ranks()) suites += Suite(r, &job);
-  if (report.violations_size() > 0) {
-    std::vector<const v1::Violation*> vs;
-    for (const v1::Violation& v : report.violations()) vs.push_back(&v);
-    ++job.tests;
-    ++job.failures;
-    suites +=
-        "  <testsuite name=\"job\" tests=\"1\" failures=\"1\" errors=\"0\" skipped=\"0\">\n"
-        "    <testcase classname=\"fp8audit.job\" name=\"ranks agree\">\n"
-        "      <failure type=\"" +
-        Xml(ViolationKindName(vs.front()->kind())) + "\" message=\"" + Xml(Join(vs)) + "\">" +
-        Xml(Body(vs, nullptr)) + "</failure>\n    </testcase>\n  </testsuite>\n";
+std::string RenderJunit(const v1::AuditReport& report, const RenderOptions& options) {
+  const auto traces = static_cast<uint64_t>(report.ranks_size());
+  uint64_t listed = options.junit_max_failures;
+  if (listed != 0 && traces > 0) {
+    listed = std::max(kMinListedPerTrace, std::min(listed, kJobListed / traces));
   }
-  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"fp8audit\" tests=\"" +
-         std::to_string(job.tests) + "\" failures=\"" + std::to_string(job.failures) +
-         "\" errors=\"" + std::to_string(job.errors) + "\">\n" + suites + "</testsuites>\n";
+  Counts c;
+  std::string cases;
+  std::map<std::string, int> seen;  // testcase names given so far
+  uint64_t longest = 0;
+  for (const v1::RankReport& r : report.ranks()) {
+    std::string name = RankName(r.rank());
+    if (r.header().parent_pid() != 0) name += " forked child";
+    const int k = ++seen[name];
+    if (k > 1) name += " #" + std::to_string(k);
+    cases += Trace(report, r, name, listed, &c);
+    longest = std::max(longest, r.duration_ns());
+  }
+  if (report.ranks_size() > 1 || report.violations_size() > 0 || report.missing_ranks_size() > 0 ||
+      report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    cases += Job(report, &c);
+  }
+  // The traces ran side by side: the suite's time is the longest trace's.
+  const std::string counts = "tests=\"" + std::to_string(c.tests) + "\" failures=\"" +
+                             std::to_string(c.failures) + "\" errors=\"" +
+                             std::to_string(c.errors) + "\" skipped=\"" +
+                             std::to_string(c.skipped) + "\" time=\"" + Seconds(longest) + "\"";
+  const v1::Totals& t = report.totals();
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"fp8audit\" " + counts +
+         ">\n  <testsuite name=\"fp8audit\" " + counts +
+         ">\n    <properties>\n      <property name=\"outcome\" value=\"" + OutcomeWord(report) +
+         "\"/>\n      <property name=\"microbatches\" value=\"" + std::to_string(t.microbatches()) +
+         "\"/>\n      <property name=\"failing microbatches\" value=\"" +
+         std::to_string(t.failing_microbatches()) + "\"/>\n    </properties>\n" + cases +
+         "  </testsuite>\n</testsuites>\n";
 }
 
 }  // namespace fp8audit::reports

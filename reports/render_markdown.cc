@@ -1,5 +1,6 @@
 // Markdown rendering: a per-rank summary table (missing ranks included) and the job's violations,
 // then per rank a microbatch table and violations.
+#include <algorithm>
 #include <string>
 
 #include "reports/event_text.h"
@@ -39,7 +40,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   if (r.header().command_size() > 0)
     *out += "- command: " + Md(CommandLine(r.header(), 300)) + "\n";
   if (!r.header().markers().empty()) *out += "- markers: " + Md(r.header().markers(), 32) + "\n";
-  if (!r.damage().empty()) *out += "- **damaged**: " + Md(r.damage()) + "\n";
+  if (!r.damage().empty()) *out += "- **incomplete**: " + Md(r.damage()) + "\n";
   *out += "- events: " + std::to_string(r.totals().events()) + " (" +
           std::to_string(r.totals().kernel_launches()) + " kernel launches)\n";
   *out += "- total: " + TotalsLine(r.totals()) + "\n";
@@ -89,8 +90,15 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 }  // namespace
 
 std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& options) {
-  std::string out =
-      "# fp8audit report: " + std::string(report.verdict() == v1::FAIL ? "FAIL" : "PASS") + "\n\n";
+  std::string out = "# fp8audit report: " + OutcomeWord(report) + "\n\n";
+  // Why the audit is incomplete or has nothing to judge.
+  const int problems = std::min(report.problems_size(), kMaxProblems);
+  for (int i = 0; i < problems; ++i) out += "- " + Md(report.problems(i)) + "\n";
+  if (problems < report.problems_size()) {
+    out += "- ... " + std::to_string(report.problems_size() - problems) +
+           " more (--format json has them all)\n";
+  }
+  if (problems > 0) out += "\n";
   out +=
       "| trace | microbatches | failing | forward updates | backward updates | verdict | note |\n";
   out += "|:---|---:|---:|---:|---:|:---|:---|\n";
@@ -103,16 +111,20 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
            " |\n";
   };
   // One row per trace, and per rank without one.
-  for (const RankRow& row : RankRows(report)) {
+  const RankRowList list = RankRows(report);
+  for (const RankRow& row : list.rows) {
     if (row.trace < 0) {
-      out +=
-          "| " + RankName(row.rank) + " | - | - | - | - | **missing** | " + Md(row.note) + " |\n";
+      const std::string name = row.last == row.rank ? RankName(row.rank)
+                                                    : "ranks " + std::to_string(row.rank) + "-" +
+                                                          std::to_string(row.last);
+      out += "| " + name + " | - | - | - | - | **missing** | " + Md(row.note) + " |\n";
       continue;
     }
     const v1::RankReport& r = report.ranks(row.trace);
     line(Md(RankTitle(r)), r.totals(), r.verdict(), row.note);
   }
   line("**job**", report.totals(), report.verdict(), "");
+  if (!list.missing_note.empty()) out += "\n" + Md(list.missing_note) + "\n";
   if (report.violations_size() > 0) {
     out += "\n## Job violations\n\n";
     for (const v1::Violation& v : report.violations()) {

@@ -51,10 +51,14 @@ void Table(const std::vector<const v1::MicrobatchResult*>& rows, std::string* ou
 // One row per trace and per missing rank: what each rank amounts to, side by side.
 void RankSummary(const v1::AuditReport& report, std::string* out) {
   std::vector<std::vector<std::string>> cells;
-  for (const RankRow& row : RankRows(report)) {
+  const RankRowList list = RankRows(report);
+  for (const RankRow& row : list.rows) {
     const std::string rank = row.rank >= 0 ? std::to_string(row.rank) : "-";
     if (row.trace < 0) {
-      cells.push_back({rank, "-", "-", "-", "-", "-", "-", "missing", row.note});
+      v1::RankRange range;
+      range.set_first(row.rank);
+      range.set_last(row.last);
+      cells.push_back({RangeText(range), "-", "-", "-", "-", "-", "-", "missing", row.note});
       continue;
     }
     const v1::RankReport& r = report.ranks(row.trace);
@@ -69,6 +73,7 @@ void RankSummary(const v1::AuditReport& report, std::string* out) {
   Columns(
       {"rank", "host", "pid", "microbatches", "failing", "forward", "backward", "verdict", "note"},
       {true, false, true, true, true, true, true, false, false}, cells, out);
+  if (!list.missing_note.empty()) *out += "  (" + list.missing_note + ")\n";
   *out += "\n";
 }
 
@@ -112,7 +117,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     while (!about.empty() && about.back() == ' ') about.pop_back();
     if (!about.empty()) *out += "recorder  " + about + "\n";
   }
-  if (!r.damage().empty()) *out += "DAMAGED   " + Printable(r.damage(), 4096) + "\n";
+  if (!r.damage().empty()) *out += "INCOMPLETE " + Printable(r.damage(), 4096) + "\n";
   const v1::Totals& t = r.totals();
   *out += "events    " + std::to_string(t.events()) + " (" + std::to_string(t.kernel_launches()) +
           " kernel launches)\n";
@@ -138,12 +143,12 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 }  // namespace
 
 std::string RenderText(const v1::AuditReport& report, const RenderOptions& options) {
-  std::string out = "fp8audit report: " + VerdictWord(report.verdict()) + ", " +
-                    std::to_string(report.ranks_size()) +
+  const std::string word = OutcomeWord(report) == "PASS" ? "ok" : OutcomeWord(report);
+  std::string out = "fp8audit report: " + word + ", " + std::to_string(report.ranks_size()) +
                     (report.ranks_size() == 1 ? " trace" : " traces") + "\n\n";
   // Several traces: the ranks side by side, and what the job's ranks say together, before each
   // rank's own section.
-  if (report.ranks_size() > 1 || !MissingRanks(report).empty()) RankSummary(report, &out);
+  if (report.ranks_size() > 1 || report.missing_ranks_size() > 0) RankSummary(report, &out);
   if (report.violations_size() > 0) {
     out += "job violations:\n";
     for (const v1::Violation& v : report.violations()) {
@@ -152,11 +157,22 @@ std::string RenderText(const v1::AuditReport& report, const RenderOptions& optio
     out += "\n";
   }
   for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
-  out += "job total: " + TotalsLine(report.totals()) + ": " + VerdictWord(report.verdict()) + "\n";
+  out += "job total: " + TotalsLine(report.totals()) + ": " + word + "\n";
   return out;
 }
 
 std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations) {
+  const std::string traces =
+      std::to_string(report.ranks_size()) + (report.ranks_size() == 1 ? " trace, " : " traces, ");
+  const v1::Totals& t = report.totals();
+  if (report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    // Nothing to judge (the reason is among the report's problems): microbatches without updates
+    // are not listed as failing.
+    return OutcomeWord(report) + ": " + traces + std::to_string(t.microbatches()) +
+           (t.microbatches() == 1 ? " microbatch, " : " microbatches, ") +
+           std::to_string(t.forward_updates()) + " forward and " +
+           std::to_string(t.backward_updates()) + " backward updates\n";
+  }
   std::string out;
   uint32_t shown = 0;
   uint64_t hidden = 0;
@@ -177,9 +193,7 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
   }
   for (const v1::Violation& v : report.violations()) show(v, "job: ");
   if (hidden > 0) out += "  ... and " + std::to_string(hidden) + " more\n";
-  out += std::string(report.verdict() == v1::FAIL ? "FAIL" : "PASS") + ": " +
-         std::to_string(report.ranks_size()) +
-         (report.ranks_size() == 1 ? " trace, " : " traces, ") + TotalsLine(report.totals()) + "\n";
+  out += OutcomeWord(report) + ": " + traces + TotalsLine(t) + "\n";
   return out;
 }
 

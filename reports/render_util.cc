@@ -1,5 +1,6 @@
 #include "reports/render_util.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "reports/event_text.h"
@@ -28,6 +29,21 @@ RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows) {
                   : "the first " + std::to_string(sel.rows.size()) + " failing ones");
   sel.note += "; --max-rows 0 shows every row";
   return sel;
+}
+
+std::string OutcomeWord(const v1::AuditReport& report) {
+  switch (report.outcome()) {
+    case v1::AuditReport::OUTCOME_INCOMPLETE:
+      return "INCOMPLETE";
+    case v1::AuditReport::OUTCOME_NOTHING_AUDITED:
+      return "NOTHING AUDITED";
+    case v1::AuditReport::OUTCOME_VIOLATIONS:
+      return "FAIL";
+    case v1::AuditReport::OUTCOME_PASS:
+      return "PASS";
+    default:
+      return report.verdict() == v1::FAIL ? "FAIL" : "PASS";
+  }
 }
 
 bool IsCountViolation(const v1::Violation& v) {
@@ -81,12 +97,28 @@ std::string TotalsLine(const v1::Totals& t) {
          std::to_string(t.backward_updates()) + " backward updates";
 }
 
+std::string ShellQuote(std::string_view arg) {
+  auto safe = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
+  };
+  if (!arg.empty() && std::all_of(arg.begin(), arg.end(), safe)) return std::string(arg);
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";  // close the quotes, an escaped quote, open them again
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes) {
   std::string line;
   for (const std::string& arg : header.command()) {
     if (!line.empty()) line += ' ';
-    const bool quote = arg.empty() || arg.find_first_of(" \t'\"") != std::string::npos;
-    line += quote ? "'" + arg + "'" : arg;
+    line += ShellQuote(arg);
     if (line.size() > max_bytes) break;
   }
   return Printable(line, max_bytes);

@@ -34,10 +34,22 @@ struct ViolationSelection {
 // At most `max` violations (0: all), grouped by microbatch.
 ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max);
 
+// The audit's problem lines (unreadable traces, missing ranks, ...) listed in a markdown or HTML
+// report; the rest are counted (JSON has them all).
+inline constexpr int kMaxProblems = 100;
+
+// The job's outcome for a headline: "PASS", "FAIL" (violations), "INCOMPLETE", "NOTHING AUDITED";
+// a report without an outcome (OUTCOME_UNSPECIFIED) is its verdict, "PASS" or "FAIL".
+std::string OutcomeWord(const v1::AuditReport& report);
+
 bool IsCountViolation(const v1::Violation& v);
 // "12 microbatches, 3 failing; 40 forward and 210 backward updates"
 std::string TotalsLine(const v1::Totals& totals);
-// The recorded command line, printable, cut to `max_bytes`.
+// `arg` as a POSIX shell reads it back: unchanged when it holds only letters, digits and
+// `_@%+=:,./-`, else in single quotes, each ' written as '\'' (e.g. 'my repro'\''s').
+std::string ShellQuote(std::string_view arg);
+// The recorded command line, each argument quoted for a shell (ShellQuote), so that it can be
+// pasted to rerun the command; control characters show as '?'; cut to `max_bytes` ("…").
 std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes);
 // "forward context", "backward context", "context".
 std::string ContextTitle(const v1::Violation& v);

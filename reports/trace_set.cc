@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -22,6 +24,19 @@ constexpr uint64_t kProgressStepBytes = 256 << 10;  // TraceSetOptions::on_read
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a + b < a ? ~uint64_t{0} : a + b; }
 
 bool HasTraceExtension(const fs::path& p) { return p.extension() == kTraceExtension; }
+
+// "a FIFO", "a directory", ... for a file that is not a regular one.
+const char* FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a plain file";
+}
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
 
 Expectation Resolve(const TraceSetOptions& options, const v1::TraceHeader* header) {
   Expectation e;
@@ -58,22 +73,130 @@ v1::RankReport Unreadable(const std::string& path, const std::string& why, std::
   return r;
 }
 
+// The job-level audit of traces already read: ranks, totals, outcome. `problems`: the lines of
+// the traces that could not be read in full.
+TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& agreement,
+                        std::vector<std::string> problems, const TraceSetOptions& options) {
+  TraceSetResult result;
+  result.problems = std::move(problems);
+  v1::AuditReport& report = result.report;
+  report.set_schema_version(1);
+  bool expects_updates = false;
+  for (const v1::RankReport& r : ranks) {
+    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
+    if (e.forward > 0 || e.backward > 0) expects_updates = true;
+  }
+  const size_t traces_read = ranks.size();
+  RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
+  for (std::string& p : job.problems) result.problems.push_back(std::move(p));
+  std::stable_sort(ranks.begin(), ranks.end(),
+                   [](const v1::RankReport& a, const v1::RankReport& b) {
+                     if (a.rank() != b.rank()) return a.rank() < b.rank();
+                     if (a.header().pid() != b.header().pid())
+                       return a.header().pid() < b.header().pid();
+                     return a.path() < b.path();
+                   });
+
+  v1::Totals* totals = report.mutable_totals();
+  bool damaged = job.incomplete;
+  bool violations = job.disagree;
+  for (v1::RankReport& r : ranks) {
+    const v1::Totals& t = r.totals();
+    totals->set_microbatches(totals->microbatches() + t.microbatches());
+    totals->set_forward_updates(SatAdd(totals->forward_updates(), t.forward_updates()));
+    totals->set_backward_updates(SatAdd(totals->backward_updates(), t.backward_updates()));
+    totals->set_failing_microbatches(totals->failing_microbatches() + t.failing_microbatches());
+    totals->set_events(SatAdd(totals->events(), t.events()));
+    totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
+    if (IsDamaged(r)) damaged = true;
+    if (r.verdict() == v1::FAIL) violations = true;
+    *report.add_ranks() = std::move(r);
+  }
+  for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
+  for (v1::RankRange& m : job.missing) *report.add_missing_ranks() = std::move(m);
+
+  report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
+  const std::string traces = Plural(traces_read, "trace", "traces");
+  const bool no_update = totals->forward_updates() == 0 && totals->backward_updates() == 0;
+  if (damaged) {
+    result.outcome = Outcome::kIncomplete;
+  } else if (expects_updates && totals->microbatches() == 0) {
+    result.outcome = Outcome::kNothingAudited;
+    result.problems.push_back(
+        "nothing to audit: no microbatch in " + traces +
+        " (no FP8 state update and no pass boundary was recorded; is the job using "
+        "DelayedScaling, and do the agent's kernel patterns match it?)");
+  } else if (expects_updates && no_update) {
+    // Microbatches (pass boundaries, markers) but no update in any trace: the job's FP8 state is
+    // not DelayedScaling's, or its updates were not recognised. Neither a pass nor a violation.
+    result.outcome = Outcome::kNothingAudited;
+    result.problems.push_back(
+        "nothing to judge: " + Plural(totals->microbatches(), "microbatch", "microbatches") +
+        " in " + traces +
+        " and not one FP8 state update: the job does not use DelayedScaling (plain PyTorch, "
+        "torch._scaled_mm, another recipe), or Transformer Engine runs its unfused update path "
+        "(NVTE_UNFUSED_FP8_UPDATE=1), or its update kernels have names the agent's patterns do "
+        "not know: audit a DelayedScaling job with the fused update, or record again with "
+        "`fp8audit run --patterns FILE` naming its kernels (for a job meant to make no updates: "
+        "--expect-forward 0 --expect-backward 0)");
+  } else if (violations) {
+    result.outcome = Outcome::kViolations;
+  } else {
+    result.outcome = Outcome::kPass;
+  }
+  switch (result.outcome) {
+    case Outcome::kIncomplete:
+      report.set_outcome(v1::AuditReport::OUTCOME_INCOMPLETE);
+      break;
+    case Outcome::kNothingAudited:
+      report.set_outcome(v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+      break;
+    case Outcome::kViolations:
+      report.set_outcome(v1::AuditReport::OUTCOME_VIOLATIONS);
+      break;
+    case Outcome::kPass:
+      report.set_outcome(v1::AuditReport::OUTCOME_PASS);
+      break;
+  }
+  for (const std::string& p : result.problems) report.add_problems(p);
+  return result;
+}
+
 }  // namespace
 
 bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
                       std::string* error) {
-  for (const std::string& arg : paths) {
-    std::error_code ec;
-    const fs::file_status st = fs::status(arg, ec);
-    if (ec || !fs::exists(st)) {
-      *error = arg + ": no such file or directory";
+  // Each file once: (device, inode) -> the name it was first given as.
+  std::map<std::pair<uint64_t, uint64_t>, std::string> seen;
+  auto add = [&](const std::string& path, const struct stat& st) {
+    const auto [it, fresh] =
+        seen.emplace(std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino}, path);
+    if (!fresh) {
+      *error = path + ": given twice (the same file as " + it->second + ")";
       return false;
     }
-    if (!fs::is_directory(st)) {
-      files->push_back(arg);
+    files->push_back(path);
+    return true;
+  };
+  for (const std::string& arg : paths) {
+    struct stat st {};
+    if (::stat(arg.c_str(), &st) != 0) {
+      *error = arg + ": " +
+               (errno == ENOENT ? std::string("no such file or directory")
+                                : std::string(std::strerror(errno)));
+      return false;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      // Refused here, before anything opens it: a FIFO would wait for a writer.
+      if (!S_ISREG(st.st_mode)) {
+        *error = arg + ": not a regular file (" + FileKind(st.st_mode) + ")";
+        return false;
+      }
+      if (!add(arg, st)) return false;
       continue;
     }
     std::vector<std::string> found;
+    std::error_code ec;
     for (fs::directory_iterator it(arg, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code type_ec;
       if (HasTraceExtension(it->path()) && it->is_regular_file(type_ec)) {
@@ -89,7 +212,14 @@ bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::st
       return false;
     }
     std::sort(found.begin(), found.end());
-    files->insert(files->end(), found.begin(), found.end());
+    for (const std::string& path : found) {
+      struct stat one {};
+      if (::stat(path.c_str(), &one) != 0) {
+        *error = path + ": " + std::strerror(errno);
+        return false;
+      }
+      if (!add(path, one)) return false;
+    }
   }
   return true;
 }
@@ -122,11 +252,21 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
     return Unreadable(path, "not an fp8audit trace: the first record is not a header", problem);
   }
 
+  if (record.header().schema_version() > kTraceSchemaVersion) {
+    return Unreadable(path,
+                      "written by a newer fp8audit (trace schema version " +
+                          std::to_string(record.header().schema_version()) +
+                          "; this one reads up to " + std::to_string(kTraceSchemaVersion) +
+                          "): read it with that version",
+                      problem);
+  }
+
   Auditor auditor(MakeAuditorOptions(options, Resolve(options, &record.header())));
   auditor.on_microbatch = options.on_microbatch;
   auditor.OnHeader(record.header());
   std::string damage;
-  bool second_header = false;
+  bool misplaced = false;  // the damage is a whole record in the wrong place
+  bool footer_seen = false;
   uint64_t next_progress = 0;
   while (true) {
     const uint64_t offset = reader->bytes_consumed();
@@ -140,25 +280,37 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
       damage = reader->damage();
       break;
     }
-    if (record.has_header()) {
-      // A second header: two traces were concatenated, or the writer went wrong.
+    if (record.has_header() || footer_seen) {
+      // A second header (two traces concatenated), or anything after the footer, which a writer
+      // writes last: the writer went wrong, or files were joined.
       damage = "record " + std::to_string(reader->records()) + " at byte " +
-               std::to_string(offset) + ": a second header";
-      second_header = true;
+               std::to_string(offset) + ": " +
+               (record.has_header() ? "a second header" : "a record after the footer");
+      misplaced = true;
       break;
     }
+    if (record.has_footer()) footer_seen = true;
     auditor.OnRecord(record);
   }
   if (options.on_read) options.on_read(reader->bytes_consumed());
   if (!damage.empty()) auditor.OnDamage(damage);
+  const bool footer_missing = damage.empty() && !footer_seen;
+  const uint64_t whole_microbatches = footer_missing ? auditor.OnMissingFooter() : 0;
   auditor.Finish();
   v1::RankReport r = std::move(*auditor.mutable_report());  // not a copy: rows can be many
   r.set_path(path);
   if (problem != nullptr) {
     if (!damage.empty()) {
-      const uint64_t whole = reader->records() - (second_header ? 1 : 0);
+      const uint64_t whole = reader->records() - (misplaced ? 1 : 0);
       *problem = path + ": trace damaged at " + damage + "; the " + std::to_string(whole) +
                  " whole records before it are reported";
+    } else if (footer_missing) {
+      *problem = path + ": " + r.damage();
+      if (whole_microbatches > 0) {
+        *problem += "; the " +
+                    Plural(whole_microbatches, "whole microbatch", "whole microbatches") +
+                    " before it " + (whole_microbatches == 1 ? "is" : "are") + " reported";
+      }
     } else if (IsDamaged(r)) {
       for (const v1::Violation& v : r.violations()) {
         if (v.kind() == v1::Violation::TRACE_DAMAGED) *problem = path + ": " + v.message();
@@ -170,12 +322,9 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
 
 TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
                                const TraceSetOptions& options) {
-  TraceSetResult result;
-  v1::AuditReport& report = result.report;
-  report.set_schema_version(1);
+  std::vector<std::string> problems;
   std::vector<v1::RankReport> ranks;
   ranks.reserve(files.size());
-  bool expects_updates = false;
   RankAgreement agreement;
   for (size_t i = 0; i < files.size(); ++i) {
     TraceSetOptions one = options;
@@ -195,51 +344,18 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
     std::string problem;
     ranks.push_back(AuditTraceFile(files[i], one, &problem));
     if (options.on_progress) options.on_progress(i, read, true);
-    if (!problem.empty()) result.problems.push_back(std::move(problem));
-    const v1::RankReport& r = ranks.back();
-    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
-    if (e.forward > 0 || e.backward > 0) expects_updates = true;
+    if (!problem.empty()) problems.push_back(std::move(problem));
   }
-  RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
-  for (std::string& p : job.problems) result.problems.push_back(std::move(p));
-  std::stable_sort(ranks.begin(), ranks.end(),
-                   [](const v1::RankReport& a, const v1::RankReport& b) {
-                     if (a.rank() != b.rank()) return a.rank() < b.rank();
-                     if (a.header().pid() != b.header().pid())
-                       return a.header().pid() < b.header().pid();
-                     return a.path() < b.path();
-                   });
-
-  v1::Totals* totals = report.mutable_totals();
-  bool damaged = job.incomplete;
-  bool violations = job.disagree;
-  for (v1::RankReport& r : ranks) {
-    const v1::Totals& t = r.totals();
-    totals->set_microbatches(totals->microbatches() + t.microbatches());
-    totals->set_forward_updates(SatAdd(totals->forward_updates(), t.forward_updates()));
-    totals->set_backward_updates(SatAdd(totals->backward_updates(), t.backward_updates()));
-    totals->set_failing_microbatches(totals->failing_microbatches() + t.failing_microbatches());
-    totals->set_events(SatAdd(totals->events(), t.events()));
-    totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
-    if (IsDamaged(r)) damaged = true;
-    if (r.verdict() == v1::FAIL) violations = true;
-    *report.add_ranks() = std::move(r);
-  }
-  for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
-
-  report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
-  if (damaged) {
-    result.outcome = Outcome::kIncomplete;
-  } else if (totals->microbatches() == 0 && expects_updates) {
-    result.outcome = Outcome::kNothingAudited;
-  } else if (violations) {
-    result.outcome = Outcome::kViolations;
-  } else {
-    result.outcome = Outcome::kPass;
-  }
-  return result;
+  return Conclude(std::move(ranks), agreement, std::move(problems), options);
 }
 
+TraceSetResult AuditRankReports(std::vector<v1::RankReport> ranks, const TraceSetOptions& options) {
+  RankAgreement agreement;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    for (const v1::MicrobatchResult& row : ranks[i].microbatches()) agreement.OnMicrobatch(i, row);
+  }
+  return Conclude(std::move(ranks), agreement, {}, options);
+}
 TraceDirSnapshot SnapshotTraceDir(const std::string& dir) {
   TraceDirSnapshot snapshot;
   std::error_code ec;

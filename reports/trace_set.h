@@ -39,7 +39,8 @@ struct TraceSetOptions {
 // What a set of traces amounts to, in order of precedence.
 enum class Outcome {
   kIncomplete,      // a trace is unreadable, empty, damaged or lost events: the audit is partial
-  kNothingAudited,  // no trace holds a microbatch (and updates were expected)
+  kNothingAudited,  // updates were expected, but no trace holds a microbatch, or none holds an
+                    // FP8 state update (nothing to judge: not DelayedScaling, or not recognised)
   kViolations,      // the audit found violations
   kPass,
 };
@@ -47,7 +48,9 @@ enum class Outcome {
 struct TraceSetResult {
   v1::AuditReport report;
   // One line per trace that could not be read in full, naming the file (and for damage the record
-  // number and byte offset). Every whole record before the damage is still in `report`.
+  // number and byte offset), per rank missing or claimed twice, and why nothing was audited. Every
+  // whole record before the damage is still in `report`. The report carries both (outcome,
+  // problems), for its renderers.
   std::vector<std::string> problems;
   Outcome outcome = Outcome::kPass;
 };
@@ -70,6 +73,11 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
 // traces (the audit is incomplete; also a line in `problems`); the verdict.
 TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
                                const TraceSetOptions& options);
+
+// The job-level audit (as AuditTraceFiles makes after reading) of rank reports made elsewhere (an
+// Auditor's, or a JSON report's). Ranks are compared on the rows the reports hold: every row when
+// they were audited with max_rows 0.
+TraceSetResult AuditRankReports(std::vector<v1::RankReport> ranks, const TraceSetOptions& options);
 
 // The *.fp8trace files of a directory with their modification time and size, to tell which
 // traces a run wrote (created or changed) from the ones that were there before it.

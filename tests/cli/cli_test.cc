@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,7 +177,62 @@ TEST_F(ReportCli, TruncatedTraceReportsWholeRecordsAndExits2) {
   // Every microbatch before the damage is still reported, the violation included.
   EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates")) << Describe(r);
   EXPECT_TRUE(Contains(r.out, "job total: 3 microbatches, 1 failing")) << Describe(r);
-  EXPECT_TRUE(Contains(r.out, "DAMAGED")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "INCOMPLETE record ")) << Describe(r);
+}
+
+TEST_F(ReportCli, TraceWithoutAFooterExits2AndReportsEveryWholeMicrobatch) {
+  TraceBuilder t(0, 100, "nvtx");  // killed inside microbatch 2: no end marker, no footer
+  t.MarkedMicrobatch().MarkedMicrobatch(29, 196).Begin().Forward();
+  const std::string path = WriteTrace("killed.fp8trace", t);
+  for (const std::string cmd : {"report", "check"}) {
+    const Result r = Fp8audit({cmd, path});
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.err, "fp8audit " + cmd + ": " + path +
+                         ": trace ends without a footer (the process was killed?): microbatch 2 "
+                         "unfinished; the 2 whole microbatches before it are reported\n")
+        << Describe(r);
+    EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates, expected 1"))
+        << Describe(r);
+  }
+}
+
+TEST_F(ReportCli, HostileInputsExit2WithOneLine) {
+  const std::string good = WriteTrace("good.fp8trace", Passing());
+  TraceBuilder newer = Passing();
+  newer.header()->set_schema_version(99);
+  const std::string fifo = Path("pipe.fp8trace");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string empties = Path("empties.fp8trace");
+  std::ofstream(empties, std::ios::binary) << Slurp(good) + std::string(100000, '\0');
+  const std::string pow63 = Path("pow63.fp8trace");
+  std::ofstream(pow63, std::ios::binary) << Slurp(good) + std::string(9, '\x80') + '\x01' + "x";
+  const std::map<std::vector<std::string>, std::string> cases = {
+      {{good, good}, good + ": given twice (the same file as " + good + ")"},
+      {{fifo}, fifo + ": not a regular file (a FIFO)"},
+      {{WriteTrace("newer.fp8trace", newer)},
+       Path("newer.fp8trace") +
+           ": written by a newer fp8audit (trace schema version 99; this one reads up to 1): "
+           "read it with that version"},
+      {{empties},
+       empties + ": trace damaged at record " + std::to_string(Passing().records().size() + 1) +
+           " at byte " + std::to_string(fs::file_size(good)) +
+           ": an empty record (a writer never frames one); the " +
+           std::to_string(Passing().records().size()) + " whole records before it are reported"},
+      {{pow63},
+       pow63 + ": trace damaged at record " + std::to_string(Passing().records().size() + 1) +
+           " at byte " + std::to_string(fs::file_size(good)) +
+           ": size 9223372036854775808 exceeds the record limit (16777216 bytes); the " +
+           std::to_string(Passing().records().size()) + " whole records before it are reported"},
+  };
+  for (const auto& [paths, line] : cases) {
+    for (const std::string cmd : {"report", "check"}) {
+      std::vector<std::string> args = {cmd};
+      args.insert(args.end(), paths.begin(), paths.end());
+      const Result r = Fp8audit(args);
+      EXPECT_EQ(r.code, 2) << Describe(r);
+      EXPECT_EQ(r.err, "fp8audit " + cmd + ": " + line + "\n") << Describe(r);
+    }
+  }
 }
 
 TEST_F(ReportCli, CorruptedTraceExits2NamingRecordAndOffset) {
@@ -245,12 +301,32 @@ TEST_F(ReportCli, JunitAndMarkdownFormats) {
   const std::string path = WriteTrace("a.fp8trace", Failing());
   const Result junit = Fp8audit({"report", "--format", "junit", path});
   EXPECT_EQ(junit.code, 3) << Describe(junit);
-  EXPECT_TRUE(Contains(junit.out, "<testsuites name=\"fp8audit\" tests=\"4\" failures=\"1\""))
+  EXPECT_TRUE(Contains(junit.out, "<testsuites name=\"fp8audit\" tests=\"1\" failures=\"1\""))
       << junit.out;
-  EXPECT_TRUE(Contains(junit.out, "<failure type=\"forward count\"")) << junit.out;
+  EXPECT_TRUE(Contains(junit.out, "<testcase classname=\"fp8audit\" name=\"rank 0\" time=\""))
+      << junit.out;
+  EXPECT_TRUE(Contains(junit.out,
+                       "<failure type=\"FP8 state updates\" message=\"1 of 3 microbatches failing: "
+                       "microbatch 1 (step 0): 29 forward and 196 backward updates, expected "
+                       "1/1\">"))
+      << junit.out;
   const Result md = Fp8audit({"report", "--format", "markdown", path});
   EXPECT_EQ(md.code, 3);
   EXPECT_TRUE(Contains(md.out, "| 1 | 0 | 29 | 196 | 1/1 | **FAIL** |")) << md.out;
+}
+
+TEST_F(ReportCli, JunitOfAHundredThousandFailingMicrobatchesIsUnderOneMegabyte) {
+  // Every microbatch with an extra forward update, recorded by `run`.
+  const Result run = Run({"--", "true"}, "100000x2/1");
+  ASSERT_EQ(run.code, 3) << Describe(run);
+  const std::string xml = Path("report.xml");
+  const Result r = Fp8audit({"report", Path("out"), "--format", "junit", "-o", xml});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_LT(fs::file_size(xml), 1u << 20);
+  const std::string text = Slurp(xml);
+  EXPECT_TRUE(Contains(text, "message=\"100000 of 100000 microbatches failing: microbatch 0 "))
+      << text.substr(0, 2048);
+  EXPECT_TRUE(Contains(text, "... and 99900 more failing microbatches")) << text.substr(0, 2048);
 }
 
 TEST_F(ReportCli, OutputFileIsWrittenAndAnUnwritableOneExits2) {
@@ -346,6 +422,35 @@ TEST_F(CheckCli, HeaderOnlyTraceHasNothingToAudit) {
   const Result r = Fp8audit({"check", WriteTrace("a.fp8trace", t)});
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "nothing to audit")) << Describe(r);
+}
+
+TEST_F(CheckCli, MicrobatchesWithoutAnyUpdateExit2NotAViolation) {
+  TraceBuilder t(-1, 1);  // plain PyTorch: passes, but no DelayedScaling update kernel
+  for (int i = 0; i < 6; ++i) t.PlainMicrobatch(0, 0);
+  t.Footer();
+  const std::string path = WriteTrace("plain.fp8trace", t);
+  for (const std::string cmd : {"check", "report"}) {
+    const Result r = Fp8audit({cmd, path});
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "fp8audit " + cmd +
+                                    ": nothing to judge: 6 microbatches in 1 trace and not one FP8 "
+                                    "state update: the job does not use DelayedScaling"))
+        << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "NVTE_UNFUSED_FP8_UPDATE=1")) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "--patterns FILE")) << Describe(r);
+    EXPECT_FALSE(Contains(r.out, "6 of 6 microbatches failing")) << Describe(r);
+  }
+  EXPECT_EQ(Fp8audit({"check", path}).out,
+            "NOTHING AUDITED: 1 trace, 6 microbatches, 0 forward and 0 backward updates\n");
+}
+
+TEST_F(RunCli, JobWithoutAnyUpdateExits2) {
+  const Result r = Run({"--", "true"}, "0/0,0/0,0/0");
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit run: nothing to judge: 3 microbatches in 1 trace"))
+      << Describe(r);
+  EXPECT_EQ(Run({"--", "true"}, "0/0,1/1,0/0").code, 3);
 }
 
 TEST_F(RunCli, ReturnsCommandExitCodeWhenCommandFails) {
@@ -492,6 +597,28 @@ TEST_F(RunCli, DamagedTraceFromTheRunExits2) {
   const Result r = Run({"--", "true"}, "1/1,1/1", {{"FP8AUDIT_FAKE_DAMAGE", "1"}});
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "trace damaged at record")) << Describe(r);
+}
+
+TEST_F(RunCli, CommandThatSucceedsWithoutAFooterIsIncomplete) {
+  // The job ends through _exit() or abort() in a child, or its last process is killed, and yet
+  // the command's status is 0: the missing footer still makes the audit incomplete.
+  const Result r = Run({"--", "true"}, "1/1,29/196,1/1", {{"FP8AUDIT_FAKE_KILLED", "1"}});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err,
+                       ": trace ends without a footer (the process was killed?): microbatch 2 "
+                       "unfinished; the 2 whole microbatches before it are reported\n"))
+      << Describe(r);
+  // The violation before the kill is not lost.
+  EXPECT_TRUE(Contains(r.err, "microbatch 1 (step 0): 196 backward updates, expected 1"))
+      << Describe(r);
+}
+
+TEST_F(RunCli, KilledCommandWithoutAFooterReturnsItsOwnCode) {
+  const Result r =
+      Run({"--", "sh", "-c", "kill -KILL $$"}, "1/1,1/1", {{"FP8AUDIT_FAKE_KILLED", "1"}});
+  EXPECT_EQ(r.code, 128 + 9) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "killed by signal 9")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "trace ends without a footer")) << Describe(r);
 }
 
 TEST_F(RunCli, TheCommandsOwnFlagsAreNotParsed) {
@@ -660,7 +787,7 @@ TEST_F(MultiRankCli, CheckTwoTracesClaimingRank0Exits2) {
                                   " (pid 300, 2 microbatches)"))
       << Describe(r);
   EXPECT_TRUE(Contains(r.out, "  job: rank 0 is claimed by 2 traces")) << Describe(r);
-  EXPECT_TRUE(Contains(r.out, "FAIL: 3 traces")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "INCOMPLETE: 3 traces")) << Describe(r);
 }
 
 TEST_F(MultiRankCli, CheckMissingRankExits2) {
@@ -671,6 +798,24 @@ TEST_F(MultiRankCli, CheckMissingRankExits2) {
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "fp8audit check: no trace of rank 2 (traces of ranks 0, 1, 3)"))
       << Describe(r);
+}
+
+TEST_F(MultiRankCli, RanksZeroAndMaxExit2WithOneLineInBoundedTime) {
+  Add(RankTrace(0, 2));
+  Add(RankTrace(2147483647, 2, -1, 1, 1, 555));
+  for (const std::string cmd : {"check", "report"}) {
+    std::vector<std::string> args = {cmd, Path("traces")};
+    if (cmd == "report") args.insert(args.end(), {"--format", "html"});
+    const Result r = Fp8audit(args);
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.err, "fp8audit " + cmd +
+                         ": no trace of ranks 1-2147483646 (2147483646 ranks; traces of ranks 0, "
+                         "2147483647): the audit is incomplete; did those ranks write their traces "
+                         "elsewhere, or end before their first kernel launch?\n")
+        << Describe(r);
+    if (cmd == "check") continue;
+    EXPECT_LT(r.out.size(), 100u << 10);
+  }
 }
 
 TEST_F(MultiRankCli, CheckDamagedRankTraceExits2) {
@@ -759,6 +904,22 @@ TEST_F(RunCli, LauncherOfRanksWritesNoTraceOfItsOwn) {
 
   const Result check = Fp8audit({"check", Path("out")});
   EXPECT_EQ(check.code, 0) << Describe(check);
+}
+
+// A worker killed with SIGKILL under a launcher that still exits 0: the audit is not a pass. How
+// much of the worker's trace reached the disk depends on the writer's period, but whether it holds
+// its header only, its first microbatches or nothing at all, the run exits 2.
+TEST_F(RunCli, WorkerKilledUnderTheRealAgentIsIncompleteThoughTheLauncherExits0) {
+  const std::string script = std::string(FP8AUDIT_NVTX_EMITTER) +
+                             " wait > ready.txt & pid=$!; "
+                             "until [ -s ready.txt ]; do sleep 0.05; done; "
+                             "kill -KILL $pid; wait $pid; exit 0";
+  const Result r =
+      Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c", script}, RealAgentEnv());
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "trace ends without a footer (the process was killed?)") ||
+              Contains(r.err, "empty trace (0 bytes)") || Contains(r.err, "no trace was written"))
+      << Describe(r);
 }
 
 TEST_F(RunCli, RanksThatDisagreeUnderTheRealAgentExit3) {

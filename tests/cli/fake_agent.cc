@@ -1,8 +1,10 @@
 // A stand-in for libfp8audit.so in `fp8audit run` tests: preloaded into the command, it writes a
 // trace at load time as $FP8AUDIT_FAKE_TRACE describes ("F/B,F/B,...": forward/backward updates
-// per marked microbatch) into $FP8AUDIT_OUT, and appends the injection environment it saw to
-// $FP8AUDIT_FAKE_ENV_DUMP. Writes the protobuf wire format itself so that it links nothing but
-// libc (it is loaded into sh, never sanitized).
+// per marked microbatch; "NxF/B": N such microbatches) into $FP8AUDIT_OUT, and appends the
+// injection environment it saw to $FP8AUDIT_FAKE_ENV_DUMP. $FP8AUDIT_FAKE_KILLED leaves out the
+// last microbatch's end marker and the footer, as a process killed inside it leaves its trace.
+// Writes the protobuf wire format itself so that it links nothing but libc (it is loaded into sh,
+// never sanitized).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -97,22 +99,33 @@ __attribute__((constructor)) void FakeAgent() {
   const char* kernel = "transformer_engine::delayed_scaling_recipe::kernel_bulk";
   enum { kUpdateForward = 7, kUpdateBackward = 8, kBegin = 11, kEnd = 12 };
   enum { kNvtx = 2, kKernel = 3 };
+  const bool killed = std::getenv("FP8AUDIT_FAKE_KILLED") != nullptr;
   uint64_t events = 0;
   for (const char* p = spec; *p != '\0';) {
     char* next = nullptr;
-    const long forward = std::strtol(p, &next, 10);
+    long repeat = 1;
+    long forward = std::strtol(p, &next, 10);
+    if (*next == 'x') {
+      repeat = forward;
+      forward = std::strtol(next + 1, &next, 10);
+    }
     const long backward = *next == '/' ? std::strtol(next + 1, &next, 10) : 0;
-    Event(kBegin, pid, kNvtx, "fp8audit.microbatch", &bytes);
-    for (long i = 0; i < forward; ++i) Event(kUpdateForward, pid, kKernel, kernel, &bytes);
-    for (long i = 0; i < backward; ++i) Event(kUpdateBackward, pid + 1, kKernel, kernel, &bytes);
-    Event(kEnd, pid, kNvtx, nullptr, &bytes);
-    events += 2 + static_cast<uint64_t>(forward + backward);
+    for (long r = 0; r < repeat; ++r) {
+      Event(kBegin, pid, kNvtx, "fp8audit.microbatch", &bytes);
+      for (long i = 0; i < forward; ++i) Event(kUpdateForward, pid, kKernel, kernel, &bytes);
+      for (long i = 0; i < backward; ++i) Event(kUpdateBackward, pid + 1, kKernel, kernel, &bytes);
+      const bool last = *next == '\0' && r + 1 == repeat;
+      if (!(killed && last)) Event(kEnd, pid, kNvtx, nullptr, &bytes);
+      events += 2 + static_cast<uint64_t>(forward + backward);
+    }
     p = *next == ',' ? next + 1 : next;
     if (next == p && *p != '\0') break;
   }
-  std::string footer;
-  Field(1, events, &footer);
-  Record(3, footer, &bytes);
+  if (!killed) {
+    std::string footer;
+    Field(1, events, &footer);
+    Record(3, footer, &bytes);
+  }
   if (std::getenv("FP8AUDIT_FAKE_DAMAGE") != nullptr) bytes.resize(bytes.size() - 3);
   WriteFile(std::string(out_dir) + "/testhost." + std::to_string(pid) + ".fp8trace", bytes);
 }

@@ -1,11 +1,15 @@
 #include "proto/trace_io.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <utility>
 
 namespace fp8audit {
 namespace {
@@ -100,6 +104,86 @@ TEST(TraceIo, HugeSizePrefixIsDamageNotAllocation) {
   EXPECT_EQ(reader->Next(&r), TraceFileReader::Status::kDamaged);
   EXPECT_NE(reader->damage().find("limit"), std::string::npos) << reader->damage();
   std::filesystem::remove(path);
+}
+
+// Reads `bytes` as a trace: the records before the damage, and the damage ("" when none).
+std::pair<int, std::string> ReadBytes(const std::string& name, const std::string& bytes) {
+  const std::string path = TempPath(name);
+  { std::ofstream(path, std::ios::binary) << bytes; }
+  std::string error;
+  auto reader = TraceFileReader::Open(path, &error);
+  EXPECT_NE(reader, nullptr) << error;
+  int whole = 0;
+  v1::TraceRecord r;
+  TraceFileReader::Status status;
+  while ((status = reader->Next(&r)) == TraceFileReader::Status::kRecord) ++whole;
+  std::filesystem::remove(path);
+  return {whole, status == TraceFileReader::Status::kDamaged ? reader->damage() : ""};
+}
+
+std::string HeaderBytes() {
+  v1::TraceRecord header;
+  header.mutable_header()->set_pid(42);
+  std::string bytes;
+  AppendRecord(header, &bytes);
+  return bytes;
+}
+
+TEST(TraceIo, SizePrefixOf2To63IsBeyondTheLimitNotAnEmptyRecord) {
+  // 2^63 as a varint: nine 0x80 bytes, then 0x01. Its low 32 bits are 0.
+  std::string prefix(9, '\x80');
+  prefix += '\x01';
+  const auto [whole, damage] = ReadBytes("pow63", HeaderBytes() + prefix + "xyz");
+  EXPECT_EQ(whole, 1);
+  EXPECT_NE(damage.find("record 2 at byte"), std::string::npos) << damage;
+  EXPECT_NE(damage.find("size 9223372036854775808 exceeds the record limit"), std::string::npos)
+      << damage;
+}
+
+TEST(TraceIo, SizePrefixLongerThanAVarintIsDamage) {
+  // Eleven continuation bytes: no 64-bit varint is that long.
+  const auto [whole, damage] = ReadBytes("longvarint", HeaderBytes() + std::string(11, '\x80'));
+  EXPECT_EQ(whole, 1);
+  EXPECT_NE(damage.find("malformed size prefix"), std::string::npos) << damage;
+  // Ten bytes whose last carries bits beyond 64.
+  std::string over(9, '\xff');
+  over += '\x7f';
+  const auto [whole2, damage2] = ReadBytes("overflow", HeaderBytes() + over);
+  EXPECT_EQ(whole2, 1);
+  EXPECT_NE(damage2.find("malformed size prefix"), std::string::npos) << damage2;
+}
+
+TEST(TraceIo, EmptyRecordsAreDamage) {
+  // A writer never frames an empty record: 100,000 of them are not a trace's events.
+  const auto [whole, damage] = ReadBytes("emptyrecords", HeaderBytes() + std::string(100000, '\0'));
+  EXPECT_EQ(whole, 1);
+  EXPECT_NE(damage.find("record 2 at byte"), std::string::npos) << damage;
+  EXPECT_NE(damage.find("an empty record"), std::string::npos) << damage;
+}
+
+TEST(TraceIo, FifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string path = TempPath("fifo");
+  std::filesystem::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  // In a child, so that a reader that blocks on the FIFO fails the test instead of hanging it.
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(60);
+    std::string error;
+    auto reader = TraceFileReader::Open(path, &error);
+    ::_exit(reader == nullptr && error == path + ": not a regular file (a FIFO)" ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the reader blocked or accepted the FIFO (status " << status << ")";
+}
+
+TEST(TraceIo, DeviceIsRefused) {
+  std::string error;
+  EXPECT_EQ(TraceFileReader::Open("/dev/zero", &error), nullptr);
+  EXPECT_EQ(error, "/dev/zero: not a regular file (a character device)");
 }
 
 TEST(TraceIo, EmptyFileReadsAsEndWithNoRecords) {

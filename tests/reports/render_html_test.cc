@@ -64,8 +64,11 @@ TEST(RenderHtml, EscapesEveryStringFromTheTrace) {
   EXPECT_FALSE(Contains(html, "<evil>")) << html;
   EXPECT_FALSE(Contains(html, "kernel<float")) << html;
   EXPECT_FALSE(Contains(html, "\x1b")) << html;
+  // The command quoted for a shell: the argument in single quotes, each ' as '\''.
   EXPECT_TRUE(
-      Contains(html, "&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&amp;&#39;x&#39;"))
+      Contains(html,
+               "&#39;&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&amp;&#39;\\&#39;&#39;"
+               "x&#39;\\&#39;&#39;&#39;"))
       << html;
   EXPECT_TRUE(Contains(html, "&lt;b&gt;host&lt;/b&gt;")) << html;
   EXPECT_TRUE(Contains(html, "?[31mred?[0m &lt;img src=x onerror=alert(1)&gt;")) << html;
@@ -137,12 +140,7 @@ TEST(RenderHtml, PassingJobSaysPass) {
 }
 
 TEST(RenderHtml, FlagsRanksThatDisagreeAndDamagedTraces) {
-  v1::AuditReport report = Job({PassingRank(0, 3), PassingRank(1, 3), PassingRank(2, 2)});
-  v1::Violation* v = report.add_violations();
-  v->set_kind(v1::Violation::RANK_DISAGREEMENT);
-  v->set_rank(-1);
-  v->set_message("ranks disagree on the number of microbatches (rank 0: 3, rank 1: 3, rank 2: 2)");
-  report.set_verdict(v1::FAIL);
+  const v1::AuditReport report = Job({PassingRank(0, 3), PassingRank(1, 3), PassingRank(2, 2)});
   const std::string html = RenderHtml(report, RenderOptions{});
   Keep("disagree", html);
   EXPECT_TRUE(Contains(html, "<span id=\"verdict\">FAIL</span>")) << html;
@@ -161,15 +159,7 @@ TEST(RenderHtml, FlagsRanksThatDisagreeAndDamagedTraces) {
   odd.MarkedMicrobatch().MarkedMicrobatch(1, 2).MarkedMicrobatch().Footer();
   v1::RankReport r1 = odd.Audit();
   r1.set_path("traces/testhost.rank1.fp8trace");
-  v1::AuditReport per_mb = Job({PassingRank(0, 3), r1, PassingRank(2, 3)});
-  v = per_mb.add_violations();
-  v->set_kind(v1::Violation::RANK_DISAGREEMENT);
-  v->set_rank(-1);
-  v->set_microbatch(1);
-  v->set_message(
-      "ranks disagree in microbatch 1 (forward/backward updates): ranks 0, 2: 1/1; "
-      "rank 1: 1/2");
-  per_mb.set_verdict(v1::FAIL);
+  const v1::AuditReport per_mb = Job({PassingRank(0, 3), r1, PassingRank(2, 3)});
   const std::string h2 = RenderHtml(per_mb, RenderOptions{});
   Keep("disagree_microbatch", h2);
   EXPECT_EQ(Count(h2, "badge b-dis disagree"), 1u) << h2;
@@ -193,7 +183,59 @@ TEST(RenderHtml, FlagsRanksThatDisagreeAndDamagedTraces) {
   const std::string damaged = RenderHtml(Job({auditor.report()}), RenderOptions{});
   EXPECT_TRUE(Contains(damaged, "<span id=\"verdict\">INCOMPLETE</span>")) << damaged;
   EXPECT_TRUE(Contains(damaged, "truncated &lt;record&gt;")) << damaged;
-  EXPECT_TRUE(Contains(damaged, "incomplete: damaged trace")) << damaged;
+  EXPECT_TRUE(Contains(damaged, "incomplete trace</span>")) << damaged;
+}
+
+TEST(RenderHtml, PresentsTheRankStandingTheAuditCarriesWithoutRecomputingIt) {
+  // Two ranks that agree; the report says rank 1 differs in microbatches 0-1 and 5 (of 8): the
+  // page shows what the report says.
+  v1::AuditReport report = Job({PassingRank(0, 8), PassingRank(1, 8)});
+  ASSERT_EQ(report.ranks(1).standing().differing_microbatches(), 0u);
+  v1::RankStanding* standing = report.mutable_ranks(1)->mutable_standing();
+  standing->set_differing_microbatches(3);
+  auto* range = standing->add_differing();
+  range->set_first(0);
+  range->set_last(1);
+  range = standing->add_differing();
+  range->set_first(5);
+  range->set_last(5);
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_EQ(Count(html, "disagrees: updates differ in 3 microbatches (first: 0)"), 2u) << html;
+  EXPECT_EQ(Count(html, "<rect class=\"dm\""), 3u) << html;
+  // And claimed by two traces, as the report says.
+  report.mutable_ranks(0)->mutable_standing()->set_claimed_by(2);
+  EXPECT_TRUE(Contains(RenderHtml(report, RenderOptions{}), "rank claimed by several traces"));
+}
+
+TEST(RenderHtml, MarksWhereALongRankDiffersInTheRightColumn) {
+  // 5,000,000 microbatches in 1,000 columns of 5,000: a difference near the end is in the last.
+  v1::AuditReport report = Job({PassingRank(0, 2), PassingRank(1, 2)});
+  for (int i = 0; i < 2; ++i) report.mutable_ranks(i)->mutable_totals()->set_microbatches(5000000);
+  v1::RankStanding* standing = report.mutable_ranks(1)->mutable_standing();
+  standing->set_differing_microbatches(10);
+  auto* range = standing->add_differing();
+  range->set_first(4999990);
+  range->set_last(4999999);
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_EQ(Count(html, " dis\" data-first=\"4995000\" data-last=\"4999999\""), 1u) << html;
+  EXPECT_EQ(Count(html, " dis\" data-first="), 1u);
+}
+
+TEST(RenderHtml, ShowsTheOutcomeTheAuditDecidedAndWhy) {
+  // Microbatches, but not one update: nothing to judge, whatever the rows' own verdicts say.
+  TraceBuilder t(-1, 1);
+  t.PlainMicrobatch(0, 0).PlainMicrobatch(0, 0).Footer();
+  const v1::AuditReport report = Job({t.Audit()});
+  ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_TRUE(Contains(html, "<span id=\"verdict\">NOTHING AUDITED</span>")) << html;
+  EXPECT_TRUE(Contains(html,
+                       "<ul class=\"problems\"><li>nothing to judge: 2 microbatches in 1 "
+                       "trace and not one FP8 state update"))
+      << html;
+  const std::string md = RenderMarkdown(report, RenderOptions{});
+  EXPECT_TRUE(Contains(md, "# fp8audit report: NOTHING AUDITED\n")) << md;
+  EXPECT_TRUE(Contains(md, "- nothing to judge: 2 microbatches in 1 trace and not one FP8")) << md;
 }
 
 // A rank of `n` microbatches in which every `every`-th fails with an extra backward update, built

@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "reports/output.h"
+#include "reports/render_util.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
@@ -74,14 +77,19 @@ TEST(RenderText, EmptyAndDamagedRanksSayWhy) {
   damaged.set_damage("record 9 at byte 321: truncated");
   const std::string text = RenderText(Job({empty, damaged}), RenderOptions{});
   EXPECT_TRUE(Contains(text, "no microbatches")) << text;
-  EXPECT_TRUE(Contains(text, "DAMAGED   record 9 at byte 321: truncated")) << text;
+  EXPECT_TRUE(Contains(text, "INCOMPLETE record 9 at byte 321: truncated")) << text;
 }
 
 TEST(RenderSummary, NamesFailingRanksAndTheirFirstViolations) {
   const std::string s = RenderSummary(Job({PassingRank(1, 2), FailingRank(0)}), 10);
   EXPECT_TRUE(Contains(s, "rank 0 (testhost, pid 4242): 1 of 2 microbatches failing")) << s;
   EXPECT_TRUE(Contains(s, "  microbatch 1 (step 0): 2 backward updates, expected 1")) << s;
-  EXPECT_FALSE(Contains(s, "rank 1")) << s;
+  EXPECT_FALSE(Contains(s, "rank 1 (")) << s;  // it passes: no line of its own
+  // The job's own violations follow the ranks'.
+  EXPECT_TRUE(Contains(s,
+                       "  job: ranks disagree in microbatch 1 (forward/backward updates): rank "
+                       "0: 1/2; rank 1: 1/1\n"))
+      << s;
   EXPECT_TRUE(Contains(s, "FAIL: 2 traces, 4 microbatches, 1 failing")) << s;
 }
 
@@ -112,37 +120,207 @@ TEST(RenderJson, PrintsProtoFieldNamesAndParsesBackToTheSameReport) {
   EXPECT_EQ(back.SerializeAsString(), report.SerializeAsString());
 }
 
-TEST(RenderJunit, OneSuitePerRankOneCasePerMicrobatchFailuresCarryTheViolation) {
-  v1::RankReport failing = FailingRank();
-  failing.mutable_header()->set_host("a<b>&\"c\"");
-  const std::string xml = RenderJunit(Job({failing, PassingRank(1, 3)}));
-  EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
-  EXPECT_EQ(Count(xml, "<testsuite "), 2u) << xml;
-  // 2 + 3 microbatches, plus one integrity case per trace.
-  EXPECT_TRUE(
-      Contains(xml, "<testsuites name=\"fp8audit\" tests=\"7\" failures=\"1\" errors=\"0\">"))
-      << xml;
-  EXPECT_TRUE(Contains(xml, "name=\"rank 0 (a&lt;b&gt;&amp;&quot;c&quot;, pid 4242)\"")) << xml;
-  EXPECT_TRUE(Contains(xml,
-                       "<testcase classname=\"fp8audit.rank0.pid4242\" name=\"microbatch 1 "
-                       "(step 0)\">"))
-      << xml;
-  EXPECT_TRUE(Contains(xml,
-                       "<failure type=\"backward count\" message=\"microbatch 1 (step 0): 2 "
-                       "backward updates, expected 1\">"))
-      << xml;
-  EXPECT_TRUE(Contains(xml, "transformer_engine::delayed_scaling_recipe::kernel_bulk")) << xml;
-  EXPECT_EQ(Count(xml, "<testcase "), 7u);
+// The values of every `attribute="..."` in `xml`.
+std::vector<std::string> Attributes(const std::string& xml, const std::string& attribute) {
+  std::vector<std::string> values;
+  const std::string key = " " + attribute + "=\"";
+  for (size_t at = xml.find(key); at != std::string::npos; at = xml.find(key, at + 1)) {
+    const size_t from = at + key.size();
+    values.push_back(xml.substr(from, xml.find('"', from) - from));
+  }
+  return values;
 }
 
-TEST(RenderJunit, DamageIsAnError) {
-  std::string problem;
+TEST(RenderJunit, OneTestcasePerTraceWithStableNamesAndATime) {
+  v1::RankReport failing = FailingRank();
+  failing.mutable_header()->set_host("a<b>&\"c\"");
+  const std::string xml = RenderJunit(Job({failing, PassingRank(1, 2)}));
+  EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
+  // A testcase per trace and one for the job's ranks; the suite's time is the longest trace's.
+  EXPECT_TRUE(Contains(xml,
+                       "<testsuites name=\"fp8audit\" tests=\"3\" failures=\"2\" errors=\"0\" "
+                       "skipped=\"0\" time=\"0.005\">"))
+      << xml;
+  EXPECT_EQ(Attributes(xml, "name"),
+            (std::vector<std::string>{"fp8audit", "fp8audit", "outcome", "microbatches",
+                                      "failing microbatches", "rank 0", "rank 1", "job"}))
+      << xml;
+  EXPECT_EQ(Attributes(xml, "classname"), std::vector<std::string>(3, "fp8audit")) << xml;
+  // Every testcase has a time: the trace's duration, here from its first to its last event (0.25
+  // ms apart: 22 events in rank 0's, 18 in rank 1's).
+  EXPECT_EQ(Attributes(xml, "time"),
+            (std::vector<std::string>{"0.005", "0.005", "0.005", "0.004", "0.000"}))
+      << xml;
+  EXPECT_TRUE(Contains(xml,
+                       "<failure type=\"FP8 state updates\" message=\"1 of 2 microbatches "
+                       "failing: microbatch 1 (step 0): 1 forward and 2 backward updates, "
+                       "expected 1/1\">"))
+      << xml;
+  EXPECT_TRUE(Contains(xml, "during recompute of reentrant checkpoint frame 1")) << xml;
+  EXPECT_TRUE(Contains(xml,
+                       "<failure type=\"rank disagreement\" message=\"ranks disagree in "
+                       "microbatch 1 (forward/backward updates): rank 0: 1/2; rank 1: 1/1\">"))
+      << xml;
+  // The trace's facts go to the testcase's output, escaped, with the command quoted for a shell.
+  EXPECT_TRUE(Contains(xml, "host: a&lt;b&gt;&amp;&quot;c&quot;, pid 4242\n")) << xml;
+  EXPECT_TRUE(Contains(xml, "command: python train.py\n")) << xml;
+
+  // Another run of the same job (other pids, other paths): the same testcase names.
+  v1::RankReport again = FailingRank();
+  again.mutable_header()->set_pid(9999);
+  again.set_path("elsewhere/x.9999.rank0.fp8trace");
+  EXPECT_EQ(Attributes(RenderJunit(Job({again, PassingRank(1, 2)})), "name"),
+            Attributes(xml, "name"));
+}
+
+TEST(RenderJunit, FailingMicrobatchesAreListedUpToACap) {
+  // 100,000 microbatches, every one with an extra forward update: the JUnit stays under 1 MB.
+  Auditor auditor(AuditorOptions{});
+  TraceBuilder head(0, 1, "nvtx");
+  auditor.OnHeader(head.records()[0].header());
+  v1::Event e;
+  uint64_t t = 0;
+  auto event = [&](v1::EventKind kind, uint64_t thread) {
+    e.set_kind(kind);
+    e.set_timestamp_ns(t += 1000);
+    e.set_thread_id(thread);
+    e.set_source(kind == v1::MICROBATCH_BEGIN || kind == v1::MICROBATCH_END ? v1::NVTX
+                                                                            : v1::KERNEL);
+    e.set_detail(kind == v1::UPDATE_FORWARD || kind == v1::UPDATE_BACKWARD
+                     ? TraceBuilder::kUpdateKernel
+                     : "");
+    auditor.OnEvent(e);
+  };
+  for (int i = 0; i < 100000; ++i) {
+    event(v1::MICROBATCH_BEGIN, 1);
+    event(v1::UPDATE_FORWARD, 1);
+    event(v1::UPDATE_FORWARD, 1);
+    event(v1::BACKWARD_BEGIN, 2);
+    event(v1::UPDATE_BACKWARD, 2);
+    event(v1::BACKWARD_END, 1);
+    event(v1::MICROBATCH_END, 1);
+  }
+  auditor.OnFooter(v1::TraceFooter());
+  auditor.Finish();
+  const std::string xml = RenderJunit(Job({auditor.report()}));
+  EXPECT_LT(xml.size(), 1u << 20);
+  EXPECT_TRUE(Contains(xml,
+                       "message=\"100000 of 100000 microbatches failing: microbatch 0 (step 0): "
+                       "2 forward and 1 backward updates, expected 1/1"))
+      << xml.substr(0, 4096);
+  EXPECT_EQ(Count(xml, "\nmicrobatch "), 100u) << xml.substr(0, 4096);
+  EXPECT_TRUE(Contains(xml,
+                       "... and 99900 more failing microbatches (fp8audit report --format "
+                       "json lists them all)"))
+      << xml.substr(xml.size() - 4096);
+}
+
+TEST(RenderJunit, IncompleteTraceIsAnError) {
   Auditor a(Expectation{});
   a.OnDamage("record 2 at byte 10: truncated");
   a.Finish();
   const std::string xml = RenderJunit(Job({a.report()}));
   EXPECT_TRUE(Contains(xml, "errors=\"1\"")) << xml;
-  EXPECT_TRUE(Contains(xml, "<error type=\"trace damaged\"")) << xml;
+  EXPECT_TRUE(Contains(xml,
+                       "<error type=\"incomplete\" message=\"trace damaged at record 2 at "
+                       "byte 10: truncated; the audit covers only the whole records before it"))
+      << xml;
+}
+
+TEST(RenderJunit, MissingRankIsAnErrorOfTheJob) {
+  const std::string xml = RenderJunit(Job({PassingRank(0, 2), PassingRank(2, 2)}));
+  EXPECT_TRUE(Contains(xml, "tests=\"3\" failures=\"0\" errors=\"1\"")) << xml;
+  EXPECT_TRUE(Contains(xml, "<testcase classname=\"fp8audit\" name=\"job\"")) << xml;
+  EXPECT_TRUE(Contains(xml, "<error type=\"incomplete\" message=\"no trace of rank 1")) << xml;
+}
+
+TEST(RenderJunit, NothingAuditedSkipsTheTracesAndIsAnErrorOfTheJob) {
+  TraceBuilder t(-1, 1);
+  t.PlainMicrobatch(0, 0).PlainMicrobatch(0, 0).Footer();
+  const std::string xml = RenderJunit(Job({t.Audit()}));
+  EXPECT_TRUE(Contains(xml, "tests=\"2\" failures=\"0\" errors=\"1\" skipped=\"1\"")) << xml;
+  EXPECT_TRUE(Contains(xml, "<skipped message=\"nothing to judge\"/>")) << xml;
+  EXPECT_TRUE(Contains(xml,
+                       "<error type=\"nothing audited\" message=\"nothing to judge: 2 "
+                       "microbatches in 1 trace"))
+      << xml;
+}
+
+TEST(RenderJunit, TracesOfOneRankGetDistinctStableNames) {
+  TraceBuilder child(0, 7000, "nvtx");
+  child.header()->set_parent_pid(4242);
+  child.MarkedMicrobatch().Footer();
+  TraceBuilder solo(-1, 12, "nvtx");
+  solo.MarkedMicrobatch().Footer();
+  TraceBuilder solo2(-1, 13, "nvtx");
+  solo2.MarkedMicrobatch().Footer();
+  const std::string xml =
+      RenderJunit(Job({PassingRank(0, 1), child.Audit(), solo.Audit(), solo2.Audit()}));
+  const std::vector<std::string> names = Attributes(xml, "name");
+  EXPECT_EQ(
+      std::vector<std::string>(names.begin() + 5, names.end()),
+      (std::vector<std::string>{"no rank", "no rank #2", "rank 0", "rank 0 forked child", "job"}))
+      << xml;
+}
+
+TEST(ShellQuote, QuotesOnlyWhatAShellWouldReadOtherwise) {
+  EXPECT_EQ(ShellQuote("python"), "python");
+  EXPECT_EQ(ShellQuote("--lr=1e-3"), "--lr=1e-3");
+  EXPECT_EQ(ShellQuote("a/b.py,c:d@e%f+g"), "a/b.py,c:d@e%f+g");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("my repro's"), "'my repro'\\''s'");
+  EXPECT_EQ(ShellQuote("$HOME"), "'$HOME'");
+  EXPECT_EQ(ShellQuote("*"), "'*'");
+}
+
+TEST(ShellQuote, EveryQuotedCommandRerunsWithTheSameArguments) {
+  const std::vector<std::string> args = {
+      "my repro's", "",    "a b",   "$HOME", "`id`", "$(id)", "back\\slash", "\"q\"", "*",    "~",
+      "!x",         "a;b", "a|b&c", "<in>",  "'",    "''",    "\xc3\xbc",    "#x",    "a=b c"};
+  v1::TraceHeader h;
+  h.add_command("printf");
+  h.add_command("%s\\n");
+  for (const std::string& a : args) h.add_command(a);
+  const std::string line = CommandLine(h, 4096);
+  EXPECT_TRUE(Contains(line, "printf '%s\\n' 'my repro'\\''s' '' 'a b' '$HOME'")) << line;
+  FILE* sh = ::popen(("/bin/sh -c " + ShellQuote(line)).c_str(), "r");
+  ASSERT_NE(sh, nullptr);
+  std::string out;
+  char buf[256];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, sh)) > 0;) out.append(buf, n);
+  ASSERT_EQ(::pclose(sh), 0) << line;
+  std::string expected;
+  for (const std::string& a : args) expected += a + "\n";
+  EXPECT_EQ(out, expected) << line;
+}
+
+TEST(ShellQuote, ControlCharactersShowAsQuestionMarksNotRaw) {
+  v1::TraceHeader h;
+  h.add_command("echo");
+  h.add_command("two\nlines\x1b[31m");
+  EXPECT_EQ(CommandLine(h, 4096), "echo 'two?lines?[31m'");
+}
+
+TEST(Render, EveryFormatQuotesTheCommandForAShell) {
+  v1::RankReport r = FailingRank();
+  r.mutable_header()->clear_command();
+  for (const char* a : {"python", "my repro's.py", "--name", "a b"}) {
+    r.mutable_header()->add_command(a);
+  }
+  const v1::AuditReport report = Job({r});
+  const std::string quoted = "python 'my repro'\\''s.py' --name 'a b'";
+  EXPECT_TRUE(Contains(RenderText(report, RenderOptions{}), "command   " + quoted + "\n"));
+  EXPECT_TRUE(Contains(RenderJunit(report),
+                       "command: python &apos;my repro&apos;\\&apos;&apos;s.py&apos; "
+                       "--name &apos;a b&apos;\n"))
+      << RenderJunit(report);
+  EXPECT_TRUE(Contains(RenderHtml(report, RenderOptions{}),
+                       "<code>python &#39;my repro&#39;\\&#39;&#39;s.py&#39; --name &#39;a "
+                       "b&#39;</code>"));
+  // Markdown escapes the backslash for itself: it renders as the shell's line.
+  EXPECT_TRUE(Contains(RenderMarkdown(report, RenderOptions{}),
+                       "- command: python 'my repro'\\\\''s.py' --name 'a b'\n"))
+      << RenderMarkdown(report, RenderOptions{});
 }
 
 TEST(Render, ControlCharactersFromTracesAreNeutralised) {

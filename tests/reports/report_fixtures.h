@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fp8audit/report.pb.h"
+#include "reports/trace_set.h"
 #include "tests/reports/trace_builder.h"
 
 namespace fp8audit::testing {
@@ -24,22 +25,9 @@ inline size_t Count(const std::string& haystack, const std::string& needle) {
   return n;
 }
 
-// A job report of `ranks`, with summed totals and the verdict they give.
+// The job report of `ranks`, as the audit concludes it (totals, rank agreement, outcome).
 inline v1::AuditReport Job(const std::vector<v1::RankReport>& ranks) {
-  v1::AuditReport report;
-  report.set_schema_version(1);
-  bool fail = false;
-  for (const auto& r : ranks) {
-    *report.add_ranks() = r;
-    auto* t = report.mutable_totals();
-    t->set_microbatches(t->microbatches() + r.totals().microbatches());
-    t->set_failing_microbatches(t->failing_microbatches() + r.totals().failing_microbatches());
-    t->set_forward_updates(t->forward_updates() + r.totals().forward_updates());
-    t->set_backward_updates(t->backward_updates() + r.totals().backward_updates());
-    fail = fail || r.verdict() == v1::FAIL;
-  }
-  report.set_verdict(fail ? v1::FAIL : v1::PASS);
-  return report;
+  return reports::AuditRankReports(ranks, reports::TraceSetOptions{}).report;
 }
 
 // Microbatch 0 passes; in microbatch 1 each recomputed module updates backward state again.

@@ -1,6 +1,7 @@
 #include "reports/trace_set.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,6 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::Contains;
+using testing::Count;
 using testing::TraceBuilder;
 
 class TraceSetTest : public ::testing::Test {
@@ -171,6 +173,137 @@ TEST_F(TraceSetTest, SecondHeaderIsDamage) {
   EXPECT_EQ(r.microbatches_size(), 1);
 }
 
+// ---- Incomplete traces: a killed process, truncation, hostile framing --------------------------
+
+TEST_F(TraceSetTest, TraceWithoutAFooterIsIncompleteAndNamesTheUnfinishedMicrobatch) {
+  // SIGKILL, the OOM killer, abort() or _exit(): the agent never writes its footer.
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().MarkedMicrobatch(29, 196).Begin().Forward().BackwardBegin();
+  const std::string path = Write("killed.fp8trace", t);
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{
+                path + ": trace ends without a footer (the process was killed?): microbatch 2 "
+                       "unfinished; the 2 whole microbatches before it are reported"});
+  // Every whole microbatch is still reported, the violation in microbatch 1 included.
+  const v1::RankReport& r = set.report.ranks(0);
+  ASSERT_EQ(r.microbatches_size(), 3);
+  EXPECT_EQ(r.microbatches(1).verdict(), v1::FAIL);
+  EXPECT_EQ(r.totals().failing_microbatches(), 1u);
+  EXPECT_TRUE(Contains(r.damage(), "trace ends without a footer")) << r.damage();
+  EXPECT_EQ(set.report.verdict(), v1::FAIL);
+}
+
+TEST_F(TraceSetTest, TraceWithoutAFooterAfterAWholeMicrobatchSaysWhereItEnds) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().MarkedMicrobatch();
+  const std::string a = Write("a.fp8trace", t);
+  TraceBuilder threads(-1, 78);  // no markers: pass boundaries segment
+  threads.PlainMicrobatch().PlainMicrobatch();
+  const std::string b = Write("b.fp8trace", threads);
+  TraceBuilder header_only(-1, 79);
+  const std::string c = Write("c.fp8trace", header_only);
+  const TraceSetResult set = AuditTraceFiles({a, b, c}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems,
+            (std::vector<std::string>{
+                a + ": trace ends without a footer (the process was killed?) after microbatch 1; "
+                    "the 2 whole microbatches before it are reported",
+                b + ": trace ends without a footer (the process was killed?): microbatch 1 "
+                    "unfinished; the 1 whole microbatch before it is reported",
+                c + ": trace ends without a footer (the process was killed?) before its first "
+                    "microbatch"}));
+}
+
+TEST_F(TraceSetTest, TruncationAtEveryRecordBoundaryIsIncomplete) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().MarkedMicrobatch(1, 2).MarkedMicrobatch().Footer();
+  const std::string bytes = t.Bytes();
+  const std::string path = Path("cut.fp8trace");
+  std::ofstream(path, std::ios::binary) << bytes;
+  ASSERT_EQ(AuditTraceFiles({path}, TraceSetOptions{}).outcome, Outcome::kViolations);
+  uint64_t boundary = 0;
+  for (const v1::TraceRecord& record : t.records()) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, boundary);
+    const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+    EXPECT_EQ(set.outcome, Outcome::kIncomplete) << "cut at byte " << boundary;
+    EXPECT_EQ(set.problems.size(), 1u) << "cut at byte " << boundary;
+    std::string one;
+    AppendRecord(record, &one);
+    boundary += one.size();
+  }
+  EXPECT_EQ(boundary, bytes.size());
+}
+
+TEST_F(TraceSetTest, RecordsAfterTheFooterAreDamage) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().Footer();
+  TraceBuilder more(0, 77, "nvtx");
+  more.MarkedMicrobatch(29, 196);
+  std::string bytes = t.Bytes();
+  const uint64_t after_footer = bytes.size();
+  for (size_t i = 1; i < more.records().size(); ++i) AppendRecord(more.records()[i], &bytes);
+  const std::string path = Path("mid.fp8trace");
+  std::ofstream(path, std::ios::binary) << bytes;
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  ASSERT_EQ(set.problems.size(), 1u);
+  EXPECT_EQ(set.problems[0],
+            path + ": trace damaged at record " + std::to_string(t.records().size() + 1) +
+                " at byte " + std::to_string(after_footer) + ": a record after the footer; the " +
+                std::to_string(t.records().size()) + " whole records before it are reported");
+  EXPECT_EQ(set.report.ranks(0).totals().microbatches(), 1u);  // what follows is not audited
+}
+
+TEST_F(TraceSetTest, NewerSchemaVersionIsRefused) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.header()->set_schema_version(99);
+  t.MarkedMicrobatch().Footer();
+  const std::string path = Write("new.fp8trace", t);
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems, std::vector<std::string>{
+                              path + ": written by a newer fp8audit (trace schema version 99; "
+                                     "this one reads up to 1): read it with that version"});
+  EXPECT_EQ(set.report.ranks(0).totals().microbatches(), 0u);
+}
+
+TEST_F(TraceSetTest, OneFileGivenTwiceIsRefused) {
+  TraceBuilder t(0, 77, "nvtx");
+  t.MarkedMicrobatch().Footer();
+  const std::string path = Write("a.fp8trace", t);
+  std::vector<std::string> files;
+  std::string error;
+  EXPECT_FALSE(ExpandTracePaths({path, path}, &files, &error));
+  EXPECT_EQ(error, path + ": given twice (the same file as " + path + ")");
+  // A directory and a file in it; a second name (hard link) of the same file.
+  files.clear();
+  EXPECT_FALSE(ExpandTracePaths({dir_.string(), path}, &files, &error));
+  EXPECT_EQ(error, path + ": given twice (the same file as " + path + ")");
+  fs::create_directories(Path("other"));
+  fs::create_hard_link(path, Path("other/b.fp8trace"));
+  files.clear();
+  EXPECT_FALSE(ExpandTracePaths({path, Path("other")}, &files, &error));
+  EXPECT_EQ(error, Path("other/b.fp8trace") + ": given twice (the same file as " + path + ")");
+}
+
+TEST_F(TraceSetTest, FifoAndDevicePathsAreRefusedBeforeReading) {
+  const std::string fifo = Path("pipe.fp8trace");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::vector<std::string> files;
+  std::string error;
+  EXPECT_FALSE(ExpandTracePaths({fifo}, &files, &error));
+  EXPECT_EQ(error, fifo + ": not a regular file (a FIFO)");
+  EXPECT_FALSE(ExpandTracePaths({"/dev/zero"}, &files, &error));
+  EXPECT_EQ(error, "/dev/zero: not a regular file (a character device)");
+  // Read anyway (a race with the check): refused, not waited on.
+  const TraceSetResult set = AuditTraceFiles({fifo}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{fifo + ": cannot read: not a regular file (a FIFO)"});
+}
+
 TEST_F(TraceSetTest, DirectoryReadsEveryTraceSortedByRankThenPid) {
   for (const auto& [rank, pid] : std::vector<std::pair<int, int>>{{1, 20}, {0, 30}, {0, 10}}) {
     TraceBuilder t(rank, pid, "nvtx");
@@ -222,7 +355,7 @@ TEST_F(TraceSetTest, ZeroExpectationInTheHeaderIsKeptForCurrentScaling) {
   t.MarkedMicrobatch(0, 0).Footer();
   EXPECT_EQ(AuditTraceFiles({Write("z.fp8trace", t)}, TraceSetOptions{}).outcome, Outcome::kPass);
   TraceBuilder u(0, 2, "nvtx");
-  u.MarkedMicrobatch(0, 0).Footer();  // no expectation recorded: 1/1
+  u.MarkedMicrobatch(0, 0).MarkedMicrobatch(1, 1).Footer();  // no expectation recorded: 1/1
   EXPECT_EQ(AuditTraceFiles({Write("u.fp8trace", u)}, TraceSetOptions{}).outcome,
             Outcome::kViolations);
 }
@@ -257,6 +390,59 @@ TEST_F(TraceSetTest, NoMicrobatchAnywhereIsNothingAudited) {
   EXPECT_EQ(AuditTraceFiles({path}, zero).outcome, Outcome::kPass);
 }
 
+// The line a job with microbatches but not one FP8 state update gets (N microbatches, T traces).
+std::string NothingToJudge(const std::string& what) {
+  return "nothing to judge: " + what +
+         " and not one FP8 state update: the job does not use DelayedScaling (plain PyTorch, "
+         "torch._scaled_mm, another recipe), or Transformer Engine runs its unfused update path "
+         "(NVTE_UNFUSED_FP8_UPDATE=1), or its update kernels have names the agent's patterns do "
+         "not know: audit a DelayedScaling job with the fused update, or record again with "
+         "`fp8audit run --patterns FILE` naming its kernels (for a job meant to make no updates: "
+         "--expect-forward 0 --expect-backward 0)";
+}
+
+TEST_F(TraceSetTest, MicrobatchesWithoutAnyUpdateAreNothingToJudge) {
+  // A plain PyTorch job: pass boundaries from the autograd threads, no update kernel anywhere.
+  TraceBuilder t(-1, 1);
+  for (int i = 0; i < 6; ++i) t.PlainMicrobatch(0, 0);
+  t.Footer();
+  const std::string path = Write("plain.fp8trace", t);
+  const TraceSetResult set = AuditTraceFiles({path}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kNothingAudited);
+  EXPECT_EQ(set.problems, std::vector<std::string>{NothingToJudge("6 microbatches in 1 trace")});
+  EXPECT_EQ(set.report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  EXPECT_EQ(std::vector<std::string>(set.report.problems().begin(), set.report.problems().end()),
+            set.problems);
+  EXPECT_EQ(set.report.totals().microbatches(), 6u);
+  // Expecting none: a pass.
+  TraceSetOptions zero;
+  zero.expect_forward = 0;
+  zero.expect_backward = 0;
+  EXPECT_EQ(AuditTraceFiles({path}, zero).outcome, Outcome::kPass);
+}
+
+TEST_F(TraceSetTest, SomeMicrobatchesWithoutUpdatesStayAViolation) {
+  TraceBuilder t(-1, 1);
+  t.PlainMicrobatch().PlainMicrobatch(0, 0).PlainMicrobatch().Footer();
+  const TraceSetResult set = AuditTraceFiles({Write("some.fp8trace", t)}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kViolations);
+  EXPECT_EQ(set.report.outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+  EXPECT_TRUE(set.problems.empty());
+  EXPECT_EQ(set.report.totals().failing_microbatches(), 1u);
+}
+
+TEST_F(TraceSetTest, NoTraceWithAMicrobatchIsNothingAudited) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.Footer();
+  const TraceSetResult set = AuditTraceFiles({Write("n.fp8trace", t)}, TraceSetOptions{});
+  EXPECT_EQ(set.outcome, Outcome::kNothingAudited);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{
+                "nothing to audit: no microbatch in 1 trace (no FP8 state update and no pass "
+                "boundary was recorded; is the job using DelayedScaling, and do the agent's kernel "
+                "patterns match it?)"});
+}
+
 TEST_F(TraceSetTest, TracesWrittenSinceSeesNewAndChangedFilesOnly) {
   TraceBuilder t(0, 1, "nvtx");
   t.MarkedMicrobatch();
@@ -286,6 +472,8 @@ TEST_F(TraceSetTest, LongTraceStreamsWithBoundedRows) {
       mb.MarkedMicrobatch(1, i == 12345 ? 5 : 1);
       for (size_t k = 1; k < mb.records().size(); ++k) AppendRecord(mb.records()[k], &chunk);
     }
+    head.Footer();
+    AppendRecord(head.records().back(), &chunk);
     writer->WriteFramed(chunk);
   }
   TraceSetOptions options;
@@ -497,7 +685,55 @@ TEST_F(MultiRankTest, MissingRankMakesTheAuditIncomplete) {
       "its trace elsewhere, or end before its first kernel launch?";
   EXPECT_EQ(set.problems, std::vector<std::string>{expected});
   EXPECT_EQ(JobMessages(set), std::vector<std::string>{expected});
-  EXPECT_EQ(MissingRanks(set.report), std::vector<int32_t>{2});
+  ASSERT_EQ(set.report.missing_ranks_size(), 1);
+  EXPECT_EQ(set.report.missing_ranks(0).first(), 2);
+  EXPECT_EQ(set.report.missing_ranks(0).last(), 2);
+}
+
+TEST_F(MultiRankTest, RanksZeroAndMaxAreOneRangeOfMissingRanksInBoundedTimeAndSpace) {
+  // A hostile directory: rank 0 and rank 2^31-1. The 2^31-2 ranks between are one range, not a
+  // list, in the audit, in every rendering, and in the exit line.
+  WriteRank(0, 2);
+  WriteRank(2147483647, 2, {}, 555);
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete) << Describe(set);
+  EXPECT_EQ(set.problems,
+            std::vector<std::string>{
+                "no trace of ranks 1-2147483646 (2147483646 ranks; traces of ranks 0, "
+                "2147483647): the audit is incomplete; did those ranks write their traces "
+                "elsewhere, or end before their first kernel launch?"});
+  ASSERT_EQ(set.report.missing_ranks_size(), 1);
+  EXPECT_EQ(set.report.missing_ranks(0).first(), 1);
+  EXPECT_EQ(set.report.missing_ranks(0).last(), 2147483646);
+  for (Format f :
+       {Format::kText, Format::kMarkdown, Format::kJson, Format::kJunit, Format::kHtml}) {
+    std::string out, error;
+    ASSERT_TRUE(Render(set.report, f, RenderOptions{}, &out, &error)) << error;
+    EXPECT_LT(out.size(), 100u << 10) << static_cast<int>(f);
+  }
+  const std::string text = RenderText(set.report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "  1-2147483646  -  ")) << text;
+  EXPECT_TRUE(Contains(text, "missing  no trace (2147483646 ranks)\n")) << text;
+}
+
+TEST_F(MultiRankTest, ManyGapsAreListedAsRangesAndCapped) {
+  for (int r = 0; r <= 100; r += 2) WriteRank(r, 1);  // 51 traces, 50 gaps of one rank
+  WriteRank(200, 1);                                  // and one of 99
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kIncomplete);
+  EXPECT_EQ(set.report.missing_ranks_size(), 51);
+  ASSERT_EQ(set.problems.size(), 1u);
+  EXPECT_TRUE(Contains(set.problems[0],
+                       "no trace of ranks 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, "
+                       "31, 33, 35, 37, 39 and 129 more in 31 ranges (149 ranks; traces of ranks "
+                       "0, 2, 4, "))
+      << set.problems[0];
+  const std::string text = RenderText(set.report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "missing  no trace\n")) << text;
+  EXPECT_TRUE(Contains(text, "31 more ranges of missing ranks (129 ranks)")) << text;
+  const std::string html = RenderHtml(set.report, RenderOptions{});
+  EXPECT_EQ(Count(html, "<tr class=\"rank-row missing\">"), 20u) << html;
+  EXPECT_TRUE(Contains(html, "31 more ranges of missing ranks (129 ranks)")) << html;
 }
 
 TEST_F(MultiRankTest, OneRanksTraceAloneIsNotMissingTheOthers) {
@@ -575,6 +811,65 @@ TEST_F(MultiRankTest, ForkedChildrenAndTracesWithoutARankAreNotRanks) {
   EXPECT_EQ(set.outcome, Outcome::kViolations);  // the child's own 2/1 microbatches
 }
 
+TEST_F(MultiRankTest, EachTracesStandingAmongTheRanksIsCarriedInTheReport) {
+  WriteRank(0, 6);
+  WriteRank(1, 6, {{{1, 1}, {2, 1}}, {{1, 2}, {2, 1}}, {{1, 4}, {1, 3}}});
+  WriteRank(2, 5);
+  const TraceSetResult set = AuditDir();
+  ASSERT_EQ(set.report.ranks_size(), 3);
+  const v1::RankStanding& r0 = set.report.ranks(0).standing();
+  const v1::RankStanding& r1 = set.report.ranks(1).standing();
+  const v1::RankStanding& r2 = set.report.ranks(2).standing();
+  // Microbatches 1-2 and 4: rank 1 against ranks 0 and 2 (most ranks).
+  EXPECT_EQ(r1.differing_microbatches(), 3u);
+  ASSERT_EQ(r1.differing_size(), 2);
+  EXPECT_EQ(r1.differing(0).first(), 1u);
+  EXPECT_EQ(r1.differing(0).last(), 2u);
+  EXPECT_EQ(r1.differing(1).first(), 4u);
+  EXPECT_EQ(r1.differing(1).last(), 4u);
+  EXPECT_EQ(r0.differing_microbatches(), 0u);
+  EXPECT_EQ(r2.differing_microbatches(), 0u);
+  // Rank 2 alone has 5 microbatches.
+  EXPECT_FALSE(r0.count_differs());
+  EXPECT_FALSE(r1.count_differs());
+  EXPECT_TRUE(r2.count_differs());
+  EXPECT_EQ(r0.claimed_by(), 0u);
+}
+
+TEST_F(MultiRankTest, TwoTracesOfOneRankCarryHowManyClaimIt) {
+  WriteRank(0, 2, {}, 100);
+  WriteRank(0, 2, {}, 300);
+  WriteRank(1, 2);
+  const TraceSetResult set = AuditDir();
+  ASSERT_EQ(set.report.ranks_size(), 3);
+  EXPECT_EQ(set.report.ranks(0).standing().claimed_by(), 2u);
+  EXPECT_EQ(set.report.ranks(1).standing().claimed_by(), 2u);
+  EXPECT_EQ(set.report.ranks(2).standing().claimed_by(), 0u);
+}
+
+TEST_F(MultiRankTest, NoRankSawAnUpdateIsNothingToJudge) {
+  WriteJob(2, 3,
+           {{{0, 0}, {0, 0}},
+            {{0, 1}, {0, 0}},
+            {{0, 2}, {0, 0}},
+            {{1, 0}, {0, 0}},
+            {{1, 1}, {0, 0}},
+            {{1, 2}, {0, 0}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kNothingAudited) << Describe(set);
+  EXPECT_EQ(set.problems, std::vector<std::string>{NothingToJudge("6 microbatches in 2 traces")});
+}
+
+TEST_F(MultiRankTest, OneRankWithoutUpdatesAmongRanksWithThemIsAViolation) {
+  WriteJob(2, 2, {{{1, 0}, {0, 0}}, {{1, 1}, {0, 0}}});
+  const TraceSetResult set = AuditDir();
+  EXPECT_EQ(set.outcome, Outcome::kViolations) << Describe(set);
+  EXPECT_EQ(JobMessages(set),
+            std::vector<std::string>{"ranks disagree in microbatches 0-1 (forward/backward "
+                                     "updates): rank 0: 1/1; rank 1: 0/0"})
+      << Describe(set);
+}
+
 TEST(Ranks, RankFromFileNameAndRankList) {
   EXPECT_EQ(RankFromFileName("out/h.12.rank3.fp8trace"), 3);
   EXPECT_EQ(RankFromFileName("h.12.rank17.fp8trace"), 17);
@@ -586,6 +881,11 @@ TEST(Ranks, RankFromFileNameAndRankList) {
   EXPECT_EQ(RankList({7, 6, 0, 1, 2, 3, 4}), "ranks 0-4, 6, 7");
   EXPECT_EQ(RankList({0, 1}), "ranks 0, 1");
   EXPECT_EQ(RankList({0, 2, 4, 5, 6}), "ranks 0, 2, 4-6");
+  std::vector<int32_t> odd;
+  for (int32_t r = 1; r < 100; r += 2) odd.push_back(r);
+  EXPECT_EQ(RankList(odd),
+            "ranks 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31, 33, 35, 37, 39 and "
+            "30 more in 30 ranges");
 }
 
 TEST_F(MultiRankTest, TextAndMarkdownShowAPerRankTableAndTheDisagreement) {
@@ -641,7 +941,7 @@ TEST_F(MultiRankTest, TableNotesForkedDuplicateAndDamagedTraces) {
                        "  700             0        0        0         0  ok       "
                        "forked from pid 100, no microbatches\n"))
       << text;
-  EXPECT_TRUE(Contains(text, "  FAIL     damaged\n")) << text;
+  EXPECT_TRUE(Contains(text, "  FAIL     incomplete\n")) << text;
 }
 
 TEST_F(MultiRankTest, SingleTraceHasNoRankTable) {

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace fp8audit::reports {
+namespace fp8audit::cli {
 
 // The agent library: $FP8AUDIT_AGENT when set, else <dir of this executable>/../lib/libfp8audit.so.
 // Returns the absolute path of an existing file, or "" and sets `error` (one line).
@@ -31,4 +31,4 @@ struct LaunchResult {
 LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
                            const std::vector<std::pair<std::string, std::string>>& env);
 
-}  // namespace fp8audit::reports
+}  // namespace fp8audit::cli

@@ -1,4 +1,4 @@
-#include "reports/launcher.h"
+#include "cli/launcher.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-namespace fp8audit::reports {
+namespace fp8audit::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -112,4 +112,4 @@ TEST(Launcher, AgentComesFromTheEnvironmentWhenSet) {
 }
 
 }  // namespace
-}  // namespace fp8audit::reports
+}  // namespace fp8audit::cli

@@ -1,4 +1,4 @@
-#include "reports/launcher.h"
+#include "cli/launcher.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 extern char** environ;
 
-namespace fp8audit::reports {
+namespace fp8audit::cli {
 namespace {
 
 namespace fs = std::filesystem;
@@ -194,4 +194,4 @@ LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
   return result;
 }
 
-}  // namespace fp8audit::reports
+}  // namespace fp8audit::cli
