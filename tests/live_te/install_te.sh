@@ -26,13 +26,20 @@ for name in ("nvidia.cudnn", "nvidia.nccl"):
             dirs.append(str(pathlib.Path(loc) / "include"))
 print(":".join(dirs))')
 export CPATH="$wheel_includes${CPATH:+:$CPATH}"
-src=$(mktemp -d)
-tar -C "$src" -xzf "$te"/transformer_engine_torch-*-src.tar.gz
 # The extension's wheel puts its library under transformer_engine/, which pip --target will not
-# merge into an existing package directory: stage it, then copy it over.
+# merge into an existing package directory: stage it, then copy it over. A wheel built ahead of
+# time (build_te_ext.sh) is only unpacked; otherwise the extension is built here from source.
 stage=$(mktemp -d)
-(cd "$src" && NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_FRAMEWORK=pytorch NVTE_CUDA_ARCHS=90 MAX_JOBS=$(nproc) \
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir \
-  --target "$stage" .)
+prebuilt=$(ls "$te"/transformer_engine_torch-*-cp312-*.whl 2>/dev/null | head -n 1 || true)
+if [[ -n "$prebuilt" ]]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$stage" \
+    "$prebuilt"
+else
+  src=$(mktemp -d)
+  tar -C "$src" -xzf "$te"/transformer_engine_torch-*-src.tar.gz
+  (cd "$src" && NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_FRAMEWORK=pytorch NVTE_CUDA_ARCHS=90 \
+    MAX_JOBS=$(nproc) python3 -m pip install -q --no-index --no-deps --no-build-isolation \
+    --no-cache-dir --target "$stage" .)
+fi
 cp -a "$stage"/. "$site"/
 python3 -c "import transformer_engine.pytorch as te, transformer_engine; print('transformer_engine', transformer_engine.__version__)"
