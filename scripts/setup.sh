@@ -51,10 +51,13 @@ rm -rf "$venv"
 python3 -m venv "$venv"
 wheels=${FP8AUDIT_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit/wheels}
 mkdir -p "$wheels"
-# numpy: torch warns on import without it. The download is skipped for wheels already there.
+# numpy: torch warns on import without it.
 req=("torch==$torch_version" numpy)
-$venv/bin/pip download -q -d "$wheels" "${req[@]}"
-$venv/bin/pip install -q --no-index --find-links "$wheels" "${req[@]}"
+# From the wheelhouse alone when it has everything (no index, works offline), else download first.
+if ! $venv/bin/pip install -q --no-index --find-links "$wheels" "${req[@]}" 2>/dev/null; then
+  $venv/bin/pip download -q -d "$wheels" "${req[@]}"
+  $venv/bin/pip install -q --no-index --find-links "$wheels" "${req[@]}"
+fi
 abi=$($venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 if [[ "$abi" != 1 ]]; then
   echo "setup: torch==$torch_version was built with the pre-C++11 libstdc++ ABI; fp8audit needs the C++11 ABI" >&2
