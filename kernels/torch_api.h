@@ -1,9 +1,10 @@
 // The kernels over torch::Tensor (at::Tensor). CPU tensors run the bit-exact CPU reference; CUDA
 // tensors run the fenced CUDA kernels on the current stream (when built with CUDA and a CUDA
-// libtorch). FP8 data is carried as torch.uint8 tensors of codes (libtorch 1.13 has no float8
-// dtypes). Every argument is checked (defined, dtype, shape, device, contiguity, non-empty,
-// no shared memory between inputs and outputs); a failure throws c10::Error naming the operator
-// and the argument. Nothing is written when a check fails.
+// libtorch). FP8 data is carried as torch.uint8 tensors of codes (kept from libtorch 1.13, which
+// had no float8 dtypes; with PyTorch 2.x `codes.view(torch.float8_e4m3fn)` / `float8_e5m2`
+// reinterprets them without a copy). Every argument is checked (defined, dtype, shape, device,
+// contiguity, non-empty, no shared memory between inputs and outputs); a failure throws c10::Error
+// naming the operator and the argument. Nothing is written when a check fails.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -8,13 +8,27 @@
 // Every input that is a tensor must be defined, and when grad is enabled at least one must
 // require grad (otherwise nothing inside could ever receive a gradient).
 //
-// non_reentrant: libtorch 1.13 has no C++ saved-tensor hooks, so PyTorch's semantics are
-// implemented cooperatively. fn runs once with grad (the original graph is kept); inside the
-// frame the runtime's FP8 modules save no activations but a handle into a shared frame object.
-// When the first of them needs its activations in backward, the frame re-runs fn (the recompute,
-// under grad, between the model's RecomputeEnter/Exit; its graph is discarded) and captures each
-// FP8 module call's activations in call order; the original graph's nodes then proceed. Other
-// (non-FP8) operators inside fn save their activations as usual.
+// non_reentrant: implemented cooperatively, because PyTorch 2.x's saved-tensor hooks cannot be
+// driven from C++ without Python (read off PyTorch 2.11's headers and saved_variable.cpp):
+//   - the default hooks that PyTorch's own non-reentrant checkpoint pushes (every tensor saved
+//     for backward inside the frame goes through them) live in at::SavedTensorDefaultHooks, a
+//     thread-local stack of c10::SafePyObject pairs: Python callables, nothing else;
+//   - SavedVariable's constructor takes its hooks from Engine::get_default_saved_variable_hooks(),
+//     which the C++ Engine answers with nullptr; only the Python engine (libtorch_python) turns
+//     that stack into hooks;
+//   - SavedVariable::register_hooks(std::unique_ptr<SavedVariableHooks>) is C++, but per saved
+//     variable after the fact, and the SavedVariables of PyTorch's backward nodes are private
+//     members of each generated node class (reachable only through the Python bindings);
+//   - the one C++ seam, replacing the process-wide default engine (set_default_engine_stub) with a
+//     subclass that returns our hooks, is internal ("only for internal autograd machinery"),
+//     assumes a single Engine per process, and would displace the Python engine in any Python
+//     process.
+// So fn runs once with grad (the original graph is kept); inside the frame the runtime's FP8
+// modules save no activations but a handle into a shared frame object. When the first of them
+// needs its activations in backward, the frame re-runs fn (the recompute, under grad, between the
+// model's RecomputeEnter/Exit; its graph is discarded) and captures each FP8 module call's
+// activations in call order; the original graph's nodes then proceed. Other (non-FP8) operators
+// inside fn save their activations as usual.
 //
 // Both: a checkpoint entered with autograd disabled runs fn directly (fixed ownership), a
 // recompute uses the stashed phase-1 scales (so recomputed FP8 values are bitwise those of the

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # Installs what fp8audit needs to build and test, where it is missing (Debian/Ubuntu, as root or
 # with sudo). CUDA, CUPTI and NVTX are used from /usr/local/cuda when present; nothing needs a GPU.
+#
+# PyTorch: the build uses the PyTorch of one Python interpreter (CMake's FP8AUDIT_PYTHON; see
+# cmake/Fp8auditTorch.cmake for how it is chosen). This script makes sure there is one:
+#   - $FP8AUDIT_PYTHON when set (it must already have torch >= 2; nothing is installed into it);
+#   - else ./.venv when it holds the pinned torch (checked through a stamp file: no import);
+#   - else python3 when it already has torch >= 2 (e.g. a GPU machine's job environment, which may
+#     have no network): used as it is;
+#   - else ./.venv is (re)created with python3 -m venv and torch==$FP8AUDIT_TORCH_VERSION from PyPI
+#     (about 3 GB of wheels, 4.6 GB installed). Wheels are kept in $FP8AUDIT_WHEELHOUSE (default
+#     ~/.cache/fp8audit/wheels) so a second clone on the same machine installs without downloading.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake ninja-build libprotobuf-dev protobuf-compiler libcli11-dev
-      libgtest-dev libtorch-dev python3 python3-torch clang libclang-rt-14-dev chromium)
+      libgtest-dev python3 python3-venv clang libclang-rt-14-dev chromium binutils)
 if [[ "${FP8AUDIT_SETUP_EXTRA:-}" != "" ]]; then read -r -a extra <<<"$FP8AUDIT_SETUP_EXTRA"; pkgs+=("${extra[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -16,3 +27,40 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# ---- PyTorch ----------------------------------------------------------------------------------
+torch_version=${FP8AUDIT_TORCH_VERSION:-2.11.0}
+venv=.venv
+# numpy: torch warns on import without it; pytest: the Python suites (tests/python).
+req=("torch==$torch_version" numpy pytest)
+stamp=$venv/.fp8audit-$(echo "${req[*]}" | tr ' =' '_-')
+has_torch2() {  # PYTHON: exit 0 when it imports torch 2.x or later
+  "$1" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' >/dev/null 2>&1
+}
+if [[ -n "${FP8AUDIT_PYTHON:-}" ]]; then
+  if ! has_torch2 "$FP8AUDIT_PYTHON"; then
+    echo "setup: FP8AUDIT_PYTHON=$FP8AUDIT_PYTHON has no torch 2.x" >&2
+    exit 2
+  fi
+  exit 0
+fi
+if [[ -f "$stamp" && -x $venv/bin/python ]]; then exit 0; fi
+if [[ ! -d $venv ]] && command -v python3 >/dev/null && has_torch2 python3; then
+  exit 0  # python3's own torch (no venv is made, so CMake takes python3: cmake/Fp8auditTorch.cmake)
+fi
+echo "setup: creating $venv with torch==$torch_version from PyPI (a few minutes on a fresh machine)" >&2
+rm -rf "$venv"
+python3 -m venv "$venv"
+wheels=${FP8AUDIT_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit/wheels}
+mkdir -p "$wheels"
+# From the wheelhouse alone when it has everything (no index, works offline), else download first.
+if ! $venv/bin/pip install -q --no-index --find-links "$wheels" "${req[@]}" 2>/dev/null; then
+  $venv/bin/pip download -q -d "$wheels" "${req[@]}"
+  $venv/bin/pip install -q --no-index --find-links "$wheels" "${req[@]}"
+fi
+abi=$($venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+if [[ "$abi" != 1 ]]; then
+  echo "setup: torch==$torch_version was built with the pre-C++11 libstdc++ ABI; fp8audit needs the C++11 ABI" >&2
+  exit 1
+fi
+touch "$stamp"

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,11 +19,14 @@
 #include "state/layouts.h"
 #include "state/scenario.h"
 #include "state/scenario_runner.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::runtime {
 namespace {
 
-namespace fs = std::filesystem;
+using testutil::ListDirectory;
+using testutil::PathExists;
+using testutil::RemoveTree;
 using Counts = std::vector<std::pair<uint64_t, uint64_t>>;
 
 std::string SkipReason() {
@@ -34,7 +36,7 @@ std::string SkipReason() {
   if (!FP8AUDIT_RUNTIME_NVTX) return "the runtime was built without NVTX3 headers: no events";
   const std::string agent = FP8AUDIT_RUNTIME_AGENT_LIB;
   if (agent.empty()) return "the agent (target fp8audit_agent) is not built in this tree";
-  if (!fs::exists(agent)) return "the agent library " + agent + " does not exist (build it)";
+  if (!PathExists(agent)) return "the agent library " + agent + " does not exist (build it)";
   return "";
 #endif
 }
@@ -82,12 +84,12 @@ AgentRun RunUnderAgent(const std::vector<std::string>& args) {
     run.output = ss.str();
   }
   std::vector<std::string> traces;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    if (e.path().extension() == ".fp8trace") traces.push_back(e.path().string());
+  for (const std::string& name : ListDirectory(dir)) {
+    if (name.ends_with(".fp8trace")) traces.push_back(std::string(dir) + "/" + name);
   }
   if (run.output.find("File already exists in database: fp8audit/") != std::string::npos) {
     run.blocked = true;
-    fs::remove_all(dir);
+    RemoveTree(dir);
     return run;
   }
   if (traces.size() != 1) {
@@ -132,7 +134,7 @@ AgentRun RunUnderAgent(const std::vector<std::string>& args) {
     }
   }
   if (status_read == TraceFileReader::Status::kDamaged) run.problem = reader->damage();
-  fs::remove_all(dir);
+  RemoveTree(dir);
   return run;
 }
 
