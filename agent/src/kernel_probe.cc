@@ -144,7 +144,8 @@ const FunctionInfo* KernelProbe::Resolve(uintptr_t handle, const char* symbol, b
       cu_.kernel_get_name(&mangled, reinterpret_cast<CUkernel>(handle));
     }
   }
-  auto* fi = new FunctionInfo();
+  owned_.push_back(std::make_unique<FunctionInfo>());
+  FunctionInfo* fi = owned_.back().get();
   fi->name = mangled != nullptr ? Demangle(mangled) : std::string("<unnamed kernel>");
   if (const PatternRule* rule = classifier_.Match(fi->name); rule != nullptr) {
     fi->event = rule->event;

@@ -123,10 +123,11 @@ class KernelProbe {
   const Classifier& classifier_;
   DriverApi cu_;
   std::function<void()> first_function_;
-  // Kernel functions by handle (CUfunction or CUkernel), shared by all threads; entries live
-  // forever (events point at them).
+  // Kernel functions by handle (CUfunction or CUkernel), shared by all threads; every one lives as
+  // long as the probe (events point at them; the agent's probe is never destroyed).
   std::mutex fn_mu_;
   std::unordered_map<uintptr_t, FunctionInfo*> functions_;
+  std::vector<std::unique_ptr<FunctionInfo> > owned_;
   uint64_t functions_epoch_ = 0;
   bool first_seen_ = false;
   std::atomic<uint64_t> fn_epoch_{1};

@@ -154,8 +154,9 @@ void ProbeControl::OnCudaInit(bool from_driver) {
   // Not attached: the TE probes count (in `cupti` mode too, when the agent interposes TE).
   const bool te_fallback = te_interposed_ && mode_ != ProbeMode::kTe;
   if (te_fallback) SetBits(bits() | kProbeTeCall, "CUPTI unavailable");
-  const std::string then = te_fallback ? "; Transformer Engine's update calls are counted instead"
-                                       : "; NVTX events still are";
+  const std::string then = te_fallback
+                               ? "; Transformer Engine's update calls and NVTX events still are"
+                               : "; NVTX events still are";
   if (r == AttachResult::kHeld) {
     Agent::Warn("kernel launches are not recorded: another tool holds CUPTI (" + why + ")" + then);
   } else {
