@@ -167,6 +167,33 @@ TEST(AgentTeCall, ProbeCuptiRecordsNoTeCallAndTheHeaderSaysWhichProbesRan) {
   EXPECT_EQ(h.probes(1), "python-hook");
 }
 
+// The auto rule at CUDA's initialisation, end to end (without a GPU the attempt to subscribe shows
+// as the "not recorded" line; with one, as the notice that the agent holds CUPTI).
+TEST(AgentTeCall, AutoLeavesCuptiAloneWhenTeIsLoadedBeforeCudaInitialises) {
+  if (SanitizerBuild()) GTEST_SKIP() << "an ASan-built agent cannot be LD_PRELOAD-ed into a child";
+  auto cupti_lines = [](const RunResult& run) {
+    size_t n = 0;
+    for (const std::string& line : run.stderr_lines()) {
+      n += line.find("kernel launches are not recorded") != std::string::npos ||
+           line.find("holds CUPTI") != std::string::npos;
+    }
+    return n;
+  };
+  const RunResult after = Call("cuda-after", "sequence", Preloaded());
+  ASSERT_EQ(after.exit_code(), 0) << after.stderr_text;
+  EXPECT_EQ(cupti_lines(after), 0u) << after.stderr_text;
+  const RunResult before = Call("cuda-before", "sequence", Preloaded());
+  ASSERT_EQ(before.exit_code(), 0) << before.stderr_text;
+  EXPECT_EQ(cupti_lines(before), 1u) << before.stderr_text;
+  const RunResult te_mode =
+      Call("cuda-before", "sequence", {{"LD_PRELOAD", AgentPath()}, {"FP8AUDIT_PROBE", "te"}});
+  EXPECT_EQ(cupti_lines(te_mode), 0u) << te_mode.stderr_text;
+  for (const RunResult* run : {&after, &before, &te_mode}) {
+    ASSERT_EQ(run->traces.size(), 1u);
+    EXPECT_EQ(OfKind(run->traces[0], v1::UPDATE_FORWARD).size(), 3u);  // te-call counts alike
+  }
+}
+
 TEST(AgentTeCall, ABadProbeModeIsOneLineAndAutoApplies) {
   if (SanitizerBuild()) GTEST_SKIP() << "an ASan-built agent cannot be LD_PRELOAD-ed into a child";
   const RunResult run =

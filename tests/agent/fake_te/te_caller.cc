@@ -6,6 +6,9 @@
 //                               dependency, outside the global scope)
 //   te_caller missing           no TE at all: calls the update entry point found in the global
 //                               scope (the preloaded agent's), if any
+//   te_caller cuda-after DIR MODE   as global, then calls the preloaded agent's InitializeInjection
+//                               as the driver does at cuInit (TE loaded before CUDA initialises)
+//   te_caller cuda-before DIR MODE  InitializeInjection first, then as global (TE loads later)
 // MODE is fake_ext_run's. Exit 0 when every check passed.
 #include <dlfcn.h>
 
@@ -34,7 +37,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[2];
-  if (std::strcmp(argv[1], "global") == 0 &&
+  const std::string how = argv[1];
+  auto inject = [] {
+    auto fn = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "InitializeInjection"));
+    if (fn != nullptr) fn();
+  };
+  if (how == "cuda-before") inject();
+  if ((how == "global" || how == "cuda-before" || how == "cuda-after") &&
       dlopen((dir + "/libtransformer_engine.so").c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     std::fprintf(stderr, "%s\n", dlerror());
     return 2;
@@ -44,6 +53,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", dlerror());
     return 2;
   }
+  if (how == "cuda-after") inject();
   auto run = reinterpret_cast<int (*)(const char*)>(dlsym(ext, "fake_ext_run"));
   return run != nullptr && run(argv[3]) == 0 ? 0 : 1;
 }
