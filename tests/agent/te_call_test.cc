@@ -167,6 +167,36 @@ TEST(AgentTeCall, ProbeCuptiRecordsNoTeCallAndTheHeaderSaysWhichProbesRan) {
   EXPECT_EQ(h.probes(1), "python-hook");
 }
 
+// The Python hook's range around TE calls: the calls count, the hook's fused updates are
+// cross-checks of them, its unfused ones (no call inside the range) count.
+TEST(AgentTeCall, AHookRangeAroundTeCallsDefersToThemAndCountsWhatNoCallMade) {
+  if (SanitizerBuild()) GTEST_SKIP() << "an ASan-built agent cannot be LD_PRELOAD-ed into a child";
+  const RunResult run = Call("global", "hooked",
+                             {{"LD_PRELOAD", AgentPath()},
+                              {"NVTX_INJECTION64_PATH", AgentPath()},
+                              {"FP8AUDIT_PYHOOK", "te-count"},
+                              {"FP8AUDIT_EXPECT_BACKWARD", "0"}});
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  EXPECT_EQ(run.stderr_text, "");
+  ASSERT_EQ(run.traces.size(), 1u);
+  const std::vector<Row> rows = Rows(run.traces[0]);
+  const std::vector<std::pair<v1::EventKind, v1::Source>> want = {
+      {v1::UPDATE_FORWARD, v1::TE_CALL},
+      {v1::CROSSCHECK_UPDATE_FORWARD, v1::PYTHON_HOOK},
+      {v1::UPDATE_FORWARD, v1::TE_CALL},
+      {v1::UPDATE_FORWARD, v1::PYTHON_HOOK},
+      {v1::CROSSCHECK_UPDATE_FORWARD, v1::PYTHON_HOOK},
+      {v1::UPDATE_FORWARD, v1::PYTHON_HOOK}};
+  ASSERT_EQ(rows.size(), want.size()) << run.stderr_text;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(rows[i].kind, want[i].first) << i;
+    EXPECT_EQ(rows[i].source, want[i].second) << i;
+  }
+  const auto& h = run.traces[0].header;
+  ASSERT_EQ(h.probes_size(), 2);
+  EXPECT_EQ(h.probes(1), "python-hook");
+}
+
 // The auto rule at CUDA's initialisation, end to end (without a GPU the attempt to subscribe shows
 // as the "not recorded" line; with one, as the notice that the agent holds CUPTI).
 TEST(AgentTeCall, AutoLeavesCuptiAloneWhenTeIsLoadedBeforeCudaInitialises) {

@@ -2,6 +2,7 @@
 // update entry points the way csrc/extensions/recipe.cpp does (fresh vectors by value, the current
 // stream), from the training thread and from a thread named like PyTorch's autograd threads, and
 // checks that the core library received exactly what it passed.
+#include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 
 #include <cstdint>
@@ -66,9 +67,22 @@ void Single(NVTEDType dtype) {
 // "sequence": the training thread's forward update (E4M3, 3 tensors); on an autograd thread a
 // backward update (E5M2, 5), a recompute's forward update (E4M3, 2), a single-tensor backward
 // update (E5M2) and one of an unknown dtype with no tensors; back on the training thread a forward
-// update. "throw": a call that throws, caught here, then one forward update. Returns the failed
-// checks.
+// update. "throw": a call that throws, caught here, then one forward update. "hooked": the Python
+// hook's NVTX ranges (as torch.cuda.nvtx sends them) around a fused call announcing 1 update,
+// around a fused call announcing 2 of which 1 unfused, and around no call announcing 1 unfused
+// update. Returns the failed checks.
 extern "C" __attribute__((visibility("default"))) int fake_ext_run(const char* mode) {
+  if (std::strcmp(mode, "hooked") == 0) {
+    nvtxRangePushA("fp8audit.te.update pass=forward count=1 unfused=0");
+    Bulk(3, kNVTEFloat8E4M3);
+    nvtxRangePop();
+    nvtxRangePushA("fp8audit.te.update pass=forward count=2 unfused=1");
+    Bulk(2, kNVTEFloat8E4M3);
+    nvtxRangePop();
+    nvtxRangePushA("fp8audit.te.update pass=forward count=1 unfused=1");
+    nvtxRangePop();
+    return g_failures;
+  }
   if (std::strcmp(mode, "throw") == 0) {
     try {
       Bulk(2, kNVTEFloat8E4M3, "throw");
