@@ -238,8 +238,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  1    internal error\n"
       "  2    bad flags, agent library not found, --patterns unreadable, --out unusable, --fix-te\n"
       "       without fp8audit's Python package or model library (or with --no-python-hook); no\n"
-      "       trace was written, or a\n"
-      "       trace is damaged or lost events (the audit is incomplete)\n"
+      "       trace was written, or a trace is damaged or lost events (the audit is incomplete)\n"
       "  3    CMD succeeded and the audit found violations\n");
   sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }

@@ -23,7 +23,7 @@ run() {  # NAME [fp8audit run flags...] -- SCRIPT [ARGS...]
   while [ "$1" != "--" ]; do flags+=("$1"); shift; done
   shift
   local start=$SECONDS
-  "$fp8audit" run --out "$out/$name" --max-rows 0 "${flags[@]}" -- python3 "$@" \
+  "$fp8audit" run --out "$out/$name" --max-rows 0 ${flags[@]+"${flags[@]}"} -- python3 "$@" \
     >"$out/$name.jsonl" 2>"$out/$name.err"
   local rc=$?
   "$dump" "$out/$name"/*.fp8trace >"$out/$name.events.jsonl"
