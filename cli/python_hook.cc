@@ -21,7 +21,7 @@ bool HasHook(const fs::path& dir) {
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> PythonHookEnvironment(
-    const std::vector<std::string>& features, std::string* error) {
+    const std::vector<std::string>& features, bool need_model, std::string* error) {
   std::error_code ec;
   const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   std::vector<fs::path> candidates;
@@ -49,17 +49,20 @@ std::vector<std::pair<std::string, std::string>> PythonHookEnvironment(
   }
   std::string model = Env("FP8AUDIT_MODEL_LIB");
   if (!model.empty() && !fs::is_regular_file(model, ec)) {
-    *error = "FP8AUDIT_MODEL_LIB=" + model + " is not a file";
-    return {};
-  }
-  if (model.empty()) {
+    if (need_model) {
+      *error = "FP8AUDIT_MODEL_LIB=" + model + " is not a file";
+      return {};
+    }
+    model.clear();
+  } else if (model.empty()) {
     const fs::path lib = exe_dir / ".." / "lib" / "libfp8audit_model.so";
-    if (!fs::is_regular_file(lib, ec)) {
+    if (fs::is_regular_file(lib, ec)) {
+      model = fs::weakly_canonical(lib, ec).string();
+    } else if (need_model) {
       *error = "libfp8audit_model.so not found at " + lib.string() +
                " (build the fp8audit_model target, or set FP8AUDIT_MODEL_LIB)";
       return {};
     }
-    model = fs::weakly_canonical(lib, ec).string();
   }
   const std::string site = (python / "fp8audit" / "hook" / "site").string();
   std::string path = site + ":" + python.string();
@@ -69,7 +72,10 @@ std::vector<std::pair<std::string, std::string>> PythonHookEnvironment(
     if (("," + armed + ",").find("," + f + ",") != std::string::npos) continue;
     armed += (armed.empty() ? "" : ",") + f;
   }
-  return {{"PYTHONPATH", path}, {"FP8AUDIT_PYHOOK", armed}, {"FP8AUDIT_MODEL_LIB", model}};
+  std::vector<std::pair<std::string, std::string>> env = {{"PYTHONPATH", path},
+                                                          {"FP8AUDIT_PYHOOK", armed}};
+  if (!model.empty()) env.emplace_back("FP8AUDIT_MODEL_LIB", model);
+  return env;
 }
 
 }  // namespace fp8audit::cli

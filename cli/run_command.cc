@@ -35,6 +35,8 @@ struct RunArgs {
   bool fail_fast = false;
   bool self_profile = false;
   bool fix_te = false;
+  bool no_python_hook = false;
+  std::string probe = "auto";
   std::string on_full = "wait";
   std::string patterns;
   uint32_t max_rows = 50;
@@ -103,11 +105,24 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
   env.emplace_back("FP8AUDIT_ON_FULL", args.on_full);
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
-  if (args.fix_te) {
-    const auto hook = PythonHookEnvironment({"te-version", "te-fix"}, &error);
-    if (hook.empty()) {
+  env.emplace_back("FP8AUDIT_PROBE", args.probe);
+  if (args.fix_te && args.no_python_hook) {
+    Say("--fix-te works through the Python hook: drop --no-python-hook");
+    return kExitUsage;
+  }
+  if (!args.no_python_hook) {
+    // te-count before te-fix: the fix then wraps the counting function and keeps it when removed.
+    std::vector<std::string> features = {"te-version"};
+    if (args.probe != "cupti") features.emplace_back("te-count");
+    if (args.fix_te) features.emplace_back("te-fix");
+    const auto hook = PythonHookEnvironment(features, /*need_model=*/args.fix_te, &error);
+    if (hook.empty() && args.fix_te) {
       Say("--fix-te: " + error);
       return kExitUsage;
+    }
+    if (hook.empty()) {
+      Say("the Python hook is not armed (" + error +
+          "): Python jobs are counted by the C-level probes only");
     }
     env.insert(env.end(), hook.begin(), hook.end());
   }
@@ -175,6 +190,18 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                 "apply the fixed FP8 update ownership to Transformer Engine in CMD and every "
                 "Python process it starts (fp8audit.te.patch() when TE is imported; verified TE "
                 "releases only, otherwise one line on stderr and TE runs unpatched)");
+  sub->add_option("--probe", args->probe,
+                  "what counts FP8 state updates (FP8AUDIT_PROBE): auto (default) counts "
+                  "Transformer Engine's update calls where libtransformer_engine is loaded and "
+                  "leaves CUPTI free for torch.profiler and Nsight, and uses CUPTI kernel-launch "
+                  "callbacks in a job without TE or with --patterns; te never uses CUPTI; cupti "
+                  "only launches; all every probe (for cross-checks)")
+      ->check(CLI::IsMember({"auto", "te", "cupti", "all"}))
+      ->type_name("MODE");
+  sub->add_flag("--no-python-hook", args->no_python_hook,
+                "do not put fp8audit's Python hook on CMD's PYTHONPATH (by default it records "
+                "TE's version and counts reduce_and_update_fp8_tensors calls, TE's unfused update "
+                "path included)");
   sub->add_option("--on-full", args->on_full,
                   "what a thread of CMD does when its agent event buffer is full: wait (default) "
                   "for the agent's writer, giving up after 2 s without writer progress, or drop "
@@ -198,7 +225,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->footer(
       "Everything from CMD on is CMD's own, flags included (a -- before CMD is optional).\n"
       "CMD runs with LD_PRELOAD (prepended), CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH set\n"
-      "to the agent: $FP8AUDIT_AGENT, else ../lib/libfp8audit.so next to this executable. SIGINT\n"
+      "to the agent: $FP8AUDIT_AGENT, else ../lib/libfp8audit.so next to this executable, and\n"
+      "fp8audit's Python hook first on PYTHONPATH (chaining CMD's own sitecustomize). SIGINT\n"
       "and SIGTERM sent to fp8audit are forwarded to CMD. After CMD ends, the report goes to\n"
       "standard error (CMD's standard output stays its own); `fp8audit report DIR` shows it "
       "again.\n\n"
@@ -209,10 +237,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  0    CMD succeeded and every microbatch had the expected updates\n"
       "  1    internal error\n"
       "  2    bad flags, agent library not found, --patterns unreadable, --out unusable, --fix-te\n"
-      "       without fp8audit's Python package or model library; no trace was written, or a\n"
-      "       trace is damaged, ends without a footer (a process was killed) or lost events: the\n"
-      "       audit is incomplete; there is nothing to judge (no microbatch, or not one FP8 state\n"
-      "       update)\n"
+      "       without fp8audit's Python package or model library (or with --no-python-hook); no\n"
+      "       trace was written, or a trace is damaged, ends without a footer (a process was\n"
+      "       killed) or lost events: the audit is incomplete; there is nothing to judge (no\n"
+      "       microbatch, or not one FP8 state update)\n"
       "  3    CMD succeeded and the audit found violations\n");
   sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }

@@ -134,6 +134,31 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
     }
   }
 
+  if (const char* v = env("FP8AUDIT_PROBE"); v != nullptr) {
+    static const std::pair<const char*, ProbeMode> kModes[] = {{"auto", ProbeMode::kAuto},
+                                                               {"", ProbeMode::kAuto},
+                                                               {"te", ProbeMode::kTe},
+                                                               {"cupti", ProbeMode::kCupti},
+                                                               {"all", ProbeMode::kAll}};
+    bool known = false;
+    for (const auto& [name, mode] : kModes) {
+      if (std::strcmp(v, name) == 0) {
+        c.probe = mode;
+        known = true;
+      }
+    }
+    if (!known) warn("FP8AUDIT_PROBE", v, "is not auto, te, cupti or all", "auto");
+  }
+
+  if (const char* v = env("FP8AUDIT_PYHOOK"); v != nullptr) {
+    std::string features = ",";
+    for (const char* p = v; *p != '\0' && features.size() < 4096; ++p) {
+      if (*p != ' ' && *p != '\t') features += *p;
+    }
+    features += ",";
+    c.python_hook = features.find(",te-count,") != std::string::npos;
+  }
+
   for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID"}) {
     const char* v = env(name);
     if (v == nullptr) continue;

@@ -17,6 +17,9 @@ enum class OnFull : uint8_t {
   kDrop,  // drop the event at once (counted)
 };
 
+// Which probes count state updates: FP8AUDIT_PROBE (probe_control.h has the rules).
+enum class ProbeMode : uint8_t { kAuto, kTe, kCupti, kAll };
+
 struct Config {
   bool disabled = false;                                 // FP8AUDIT_DISABLE=1
   std::string out_dir;                                   // FP8AUDIT_OUT, made absolute
@@ -30,7 +33,9 @@ struct Config {
   FormatHint format = FormatHint::kAuto;                 // FP8AUDIT_FP8_FORMAT=auto|hybrid|e4m3
   OnFull on_full = OnFull::kWait;                        // FP8AUDIT_ON_FULL=wait|drop
   bool self_profile = false;                             // FP8AUDIT_SELF_PROFILE=1
-  int32_t rank = -1;                                     // RANK, else LOCAL_RANK, else SLURM_PROCID
+  ProbeMode probe = ProbeMode::kAuto;                    // FP8AUDIT_PROBE=auto|te|cupti|all
+  bool python_hook = false;  // FP8AUDIT_PYHOOK names te-count (the Python hook counts updates)
+  int32_t rank = -1;         // RANK, else LOCAL_RANK, else SLURM_PROCID
 };
 
 inline constexpr uint32_t kMaxExpectation = 1000000;

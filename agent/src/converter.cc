@@ -1,6 +1,11 @@
 #include "agent/src/converter.h"
 
+#include <algorithm>
+#include <string>
+#include <string_view>
+
 #include "agent/src/nvtx_grammar.h"
+#include "agent/src/probe_control.h"
 #include "proto/text_escape.h"
 
 namespace fp8audit::agent {
@@ -15,14 +20,42 @@ v1::EventKind ByPass(uint8_t pass) {
 }
 
 bool IsE5M2Update(const RawEvent& raw) {
-  return raw.kind == RawKind::kKernelUpdate && raw.rule == RuleEvent::kUpdate &&
+  return IsDtypeUpdateKind(raw.kind) && raw.rule == RuleEvent::kUpdate &&
          raw.scaled_max == ScaledMax::kE5M2;
+}
+
+v1::EventKind CrossCheck(v1::EventKind kind) {
+  if (kind == v1::UPDATE_FORWARD) return v1::CROSSCHECK_UPDATE_FORWARD;
+  if (kind == v1::UPDATE_BACKWARD) return v1::CROSSCHECK_UPDATE_BACKWARD;
+  return v1::CROSSCHECK_UPDATE;
+}
+
+// The value of `key=` in a space-separated message, kept to printable ASCII that a version or
+// semantics name uses (others become '?'), at most 64 characters.
+std::string KeyValue(std::string_view message, std::string_view key) {
+  size_t at = 0;
+  while (at < message.size()) {
+    const size_t end = std::min(message.find(' ', at), message.size());
+    const std::string_view token = message.substr(at, end - at);
+    if (token.size() > key.size() && token.substr(0, key.size()) == key &&
+        token[key.size()] == '=') {
+      std::string out(token.substr(key.size() + 1, 64));
+      for (char& c : out) {
+        const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                        (c >= 'A' && c <= 'Z') || c == '.' || c == '+' || c == '-' || c == '_';
+        if (!ok) c = '?';
+      }
+      return out;
+    }
+    at = end + 1;
+  }
+  return {};
 }
 
 }  // namespace
 
 bool EventConverter::IsProvisional(const RawEvent& raw) const {
-  return hint_ == FormatHint::kAuto && !seen_e5m2_ && raw.kind == RawKind::kKernelUpdate &&
+  return hint_ == FormatHint::kAuto && !seen_e5m2_ && IsDtypeUpdateKind(raw.kind) &&
          raw.rule == RuleEvent::kUpdate && raw.scaled_max == ScaledMax::kE4M3 &&
          raw.pass == kPassBackward;
 }
@@ -90,10 +123,13 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_source(v1::KERNEL);
       e->set_detail(std::string(raw.Text()));
       return true;
-    case RawKind::kKernelUpdate: {
-      e->set_source(v1::KERNEL);
+    case RawKind::kKernelUpdate:
+    case RawKind::kKernelCrossCheck:
+    case RawKind::kTeCall: {
+      e->set_source(raw.kind == RawKind::kTeCall ? v1::TE_CALL : v1::KERNEL);
       e->set_count(raw.count);
       if (raw.fn != nullptr) e->set_detail(raw.fn->name);
+      if (raw.kind == RawKind::kTeCall) e->set_tensors(raw.Tensors());
       v1::EventKind kind = ByPass(raw.pass);
       if (raw.rule == RuleEvent::kUpdateForward) {
         kind = v1::UPDATE_FORWARD;
@@ -106,9 +142,37 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
                             (hint_ == FormatHint::kAuto && seen_e5m2_) || how == Resolve::kForward;
         if (hybrid && how != Resolve::kByPass) kind = v1::UPDATE_FORWARD;
       }
-      e->set_kind(kind);
+      e->set_kind(raw.kind == RawKind::kKernelCrossCheck ? CrossCheck(kind) : kind);
       return true;
     }
+    case RawKind::kPythonUpdate:
+    case RawKind::kPythonCrossCheck: {
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_count(raw.count);
+      e->set_detail(std::string(raw.Text()));
+      const v1::EventKind kind = raw.rule == RuleEvent::kUpdateForward    ? v1::UPDATE_FORWARD
+                                 : raw.rule == RuleEvent::kUpdateBackward ? v1::UPDATE_BACKWARD
+                                                                          : ByPass(raw.pass);
+      e->set_kind(raw.kind == RawKind::kPythonCrossCheck ? CrossCheck(kind) : kind);
+      return true;
+    }
+    case RawKind::kTeVersion:
+    case RawKind::kTePatched:
+      e->set_kind(raw.kind == RawKind::kTeVersion ? v1::TE_VERSION : v1::TE_PATCHED);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::PASS_UNSPECIFIED);
+      e->set_detail(std::string(raw.Text()));
+      e->set_te_version(KeyValue(raw.Text(), "te"));
+      if (raw.kind == RawKind::kTePatched) e->set_semantics(KeyValue(raw.Text(), "semantics"));
+      return true;
+    case RawKind::kProbes:
+      e->set_kind(v1::PROBES);
+      e->set_pass(v1::PASS_UNSPECIFIED);
+      e->set_detail(std::string(raw.Text()));
+      for (const std::string& name : ProbeNames(static_cast<uint32_t>(raw.count))) {
+        e->add_probes(name);
+      }
+      return true;
     case RawKind::kStructured:
       e->set_source(v1::NVTX);
       e->set_detail(std::string(raw.Text()));

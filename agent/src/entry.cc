@@ -5,6 +5,8 @@
 //                          this library when they are unset and the process is single-threaded
 //   CUDA_INJECTION64_PATH  the driver calls InitializeInjection at cuInit: attach the kernel probe
 //   NVTX_INJECTION64_PATH  each NVTX client calls InitializeInjectionNvtx2 at its first NVTX call
+// and, from libfp8audit.so's definitions of Transformer Engine's update entry points, the te-call
+// probe's fp8audit_agent_te_begin / fp8audit_agent_te_end around each call (te_probe.h).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -18,8 +20,10 @@
 
 #include "agent/src/kernel_probe.h"
 #include "agent/src/nvtx_probe.h"
+#include "agent/src/probe_control.h"
 #include "agent/src/recorder.h"
 #include "agent/src/self_profile.h"
+#include "agent/src/te_probe.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -68,13 +72,21 @@ void OnLoad(const char* public_path) {
   const char* cuda_injection = getenv("CUDA_INJECTION64_PATH");
   if (IsSelf(cuda_injection, self)) return;  // the driver calls InitializeInjection at cuInit
   if (CudaDriverLoaded()) {
-    AttachKernelProbe(false);  // loaded late (e.g. through NVTX): subscribe now
+    Probes().OnCudaInit(false);  // loaded late (e.g. through NVTX): decide now
   } else if (cuda_injection != nullptr && *cuda_injection != '\0') {
     static std::atomic<bool> once{false};
     a.WarnOnce(&once, std::string("kernel launches are not recorded: CUDA_INJECTION64_PATH names "
                                   "another tool (") +
                           cuda_injection + "); NVTX events still are");
   }
+}
+
+TeCallProbe& TeProbe() {
+  static TeCallProbe* probe = new TeCallProbe(&Agent::Get(), [] {
+    CollectCudaFactsOnce();
+    Probes().OnTeSeen("Transformer Engine called its update entry point");
+  });
+  return *probe;
 }
 
 }  // namespace
@@ -87,7 +99,7 @@ extern "C" __attribute__((visibility("default"))) void fp8audit_agent_start(
 
 extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_injection() {
   auto& a = fp8audit::agent::Initialized();
-  if (a.enabled()) fp8audit::agent::AttachKernelProbe(true);
+  if (a.enabled()) fp8audit::agent::Probes().OnCudaInit(true);
   return 1;
 }
 
@@ -99,5 +111,23 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_
 }
 
 extern "C" __attribute__((visibility("default"))) int fp8audit_agent_set_launch_probe(int on) {
-  return fp8audit::agent::SetLaunchProbe(on != 0);
+  namespace a = fp8audit::agent;
+  const int launches = a::SetLaunchProbe(on != 0);
+  a::Probes().SetRecording(on != 0);
+  const bool te_call = (a::Probes().bits() & a::kProbeTeCall) != 0;
+  return launches == 0 || te_call ? 0 : -1;
+}
+
+// The te-call probe (shim.cc calls these around each TE update call). Begin returns 1 when the call
+// was recorded; only then is End called.
+extern "C" __attribute__((visibility("default"))) int fp8audit_agent_te_begin(int entry,
+                                                                              int fp8_dtype,
+                                                                              uint64_t tensors) {
+  namespace a = fp8audit::agent;
+  if (!a::Agent::Get().enabled() || !a::Probes().te_call_recording()) return 0;
+  return a::TeProbe().Begin(entry, fp8_dtype, tensors) ? 1 : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) void fp8audit_agent_te_end() {
+  fp8audit::agent::TeProbe().End();
 }

@@ -20,9 +20,6 @@
 #include "agent/src/self_profile.h"
 
 #if FP8AUDIT_AGENT_CUPTI
-#include <cuda.h>
-#include <cupti.h>  // also the driver functions' parameter structs
-
 #include "agent/src/cupti_callbacks.h"
 #endif
 
@@ -57,95 +54,7 @@ bool CudaDriverLoaded() {
   return true;
 }
 
-#if !FP8AUDIT_AGENT_CUPTI
-
-int SetLaunchProbe(bool) { return -1; }
-
-void AttachKernelProbe(bool) {
-  static std::atomic<bool> once{false};
-  Agent::Get().WarnOnce(&once,
-                        "kernel launches are not recorded: this agent was built without CUPTI; "
-                        "NVTX events still are");
-}
-
-#else
-
 namespace {
-
-std::atomic<bool> g_warned{false};
-
-void Unrecorded(const std::string& why) {
-  Agent::Get().WarnOnce(&g_warned,
-                        "kernel launches are not recorded: " + why + "; NVTX events still are");
-}
-
-struct Driver {
-  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
-  CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
-  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
-  CUresult (*kernel_get_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
-  CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
-  CUresult (*node_get_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
-  CUresult (*kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
-  CUresult (*child_graph)(CUgraphNode, CUgraph*) = nullptr;
-  CUresult (*driver_get_version)(int*) = nullptr;
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
-  CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
-  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-};
-Driver g_cu;
-
-struct Cupti {
-  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
-  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
-                                 CUpti_CallbackId) = nullptr;
-  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
-  CUptiResult (*get_version)(uint32_t*) = nullptr;
-#ifdef CUpti_SubscriberParams_STRUCT_SIZE
-  CUptiResult (*subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
-                              CUpti_SubscriberParams*) = nullptr;
-#endif
-};
-Cupti g_cupti;
-std::atomic<CUpti_SubscriberHandle> g_subscriber{nullptr};  // set once the callbacks are enabled
-
-template <typename Fn>
-void Load(void* lib, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(lib, name));
-}
-
-// Kernel functions by handle (CUfunction or CUkernel), shared by all threads; entries live forever.
-struct Functions {
-  Functions() { RegisterForkMutex(&mu); }
-  std::mutex mu;
-  std::unordered_map<uintptr_t, FunctionInfo*> map;
-  uint64_t epoch = 0;
-  bool facts_done = false;
-};
-Functions& F() {
-  static Functions* f = new Functions();
-  return *f;
-}
-
-// Graph execs: what one launch of each holds.
-struct GraphInfo {
-  uint64_t kernels = 0;
-  struct Group {
-    const FunctionInfo* fn;
-    ScaledMax scaled_max;
-    uint64_t count;
-  };
-  std::vector<Group> updates;
-};
-struct Graphs {
-  Graphs() { RegisterForkMutex(&mu); }
-  std::mutex mu;
-  std::unordered_map<uintptr_t, std::shared_ptr<const GraphInfo> > map;
-};
-Graphs& G() {
-  static Graphs* g = new Graphs();
-  return *g;
-}
 
 std::string ReadDriverRelease() {
   const int fd = ::open("/proc/driver/nvidia/version", O_RDONLY | O_CLOEXEC);
@@ -160,80 +69,109 @@ std::string VersionText(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
-// GPU name, driver release and CUDA versions; called on an application thread inside a launch
-// callback (the driver is initialised there), at most once.
-void CollectFacts() {
+}  // namespace
+
+void CollectCudaFactsOnce() {
+  static std::atomic<bool> once{false};
+  if (once.load(std::memory_order_acquire) || once.exchange(true)) return;
   std::string gpu, driver = ReadDriverRelease(), cuda;
-  CUdevice dev = 0;
-  char name[256] = {};
-  if (g_cu.ctx_get_device != nullptr && g_cu.device_get_name != nullptr &&
-      g_cu.ctx_get_device(&dev) == CUDA_SUCCESS &&
-      g_cu.device_get_name(name, sizeof(name) - 1, dev) == CUDA_SUCCESS) {
-    gpu = name;
-  }
   int version = 0;
   using RuntimeVersion = int (*)(int*);
   if (auto fn = reinterpret_cast<RuntimeVersion>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion"));
       fn != nullptr && fn(&version) == 0 && version > 0) {
     cuda = VersionText(version);
   }
-  if (g_cu.driver_get_version != nullptr && g_cu.driver_get_version(&version) == CUDA_SUCCESS) {
-    const std::string api = "CUDA " + VersionText(version);
-    driver = driver.empty() ? api : driver + " (" + api + ")";
+  if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD); lib != nullptr) {
+    using CtxGetDevice = int (*)(int*);
+    using DeviceGetName = int (*)(char*, int, int);
+    using DriverGetVersion = int (*)(int*);
+    auto ctx_get_device = reinterpret_cast<CtxGetDevice>(dlsym(lib, "cuCtxGetDevice"));
+    auto device_get_name = reinterpret_cast<DeviceGetName>(dlsym(lib, "cuDeviceGetName"));
+    auto driver_get_version = reinterpret_cast<DriverGetVersion>(dlsym(lib, "cuDriverGetVersion"));
+    int dev = 0;
+    char name[256] = {};
+    if (ctx_get_device != nullptr && device_get_name != nullptr && ctx_get_device(&dev) == 0 &&
+        device_get_name(name, sizeof(name) - 1, dev) == 0) {
+      gpu = name;
+    }
+    if (driver_get_version != nullptr && driver_get_version(&version) == 0) {
+      const std::string api = "CUDA " + VersionText(version);
+      driver = driver.empty() ? api : driver + " (" + api + ")";
+    }
+    dlclose(lib);
   }
   Agent::Get().SetCudaFacts(gpu, driver, cuda);
 }
 
-// The function behind `handle`, classified at its first sight (demangling happens here only).
-const FunctionInfo* Resolve(uintptr_t handle, const char* symbol, bool is_kernel) {
-  Agent& a = Agent::Get();
-  Functions& f = F();
-  std::lock_guard<std::mutex> lock(f.mu);
-  if (!f.facts_done) {
-    f.facts_done = true;
-    CollectFacts();
+#if !FP8AUDIT_AGENT_CUPTI
+
+int SetLaunchProbe(bool) { return -1; }
+bool DetachKernelProbe() { return false; }
+
+AttachResult AttachKernelProbe(bool, std::string* why) {
+  *why = "this agent was built without CUPTI";
+  return AttachResult::kUnavailable;
+}
+
+#else
+
+// ---- KernelProbe: every rule that decides a count ------------------------------------------
+
+KernelProbe::KernelProbe(RecordSink* sink, const Classifier* classifier, const DriverApi& driver,
+                         std::function<void()> first_function)
+    : sink_(*sink),
+      classifier_(*classifier),
+      cu_(driver),
+      first_function_(std::move(first_function)) {}
+
+const FunctionInfo* KernelProbe::Resolve(uintptr_t handle, const char* symbol, bool is_kernel) {
+  std::lock_guard<std::mutex> lock(fn_mu_);
+  if (!first_seen_) {
+    first_seen_ = true;
+    if (first_function_) first_function_();
   }
-  const uint64_t epoch = a.function_epoch();
-  if (f.epoch != epoch || f.map.size() > (1u << 20)) {
-    f.map.clear();
-    f.epoch = epoch;
+  const uint64_t epoch = function_epoch();
+  if (functions_epoch_ != epoch || functions_.size() > (1u << 20)) {
+    functions_.clear();
+    functions_epoch_ = epoch;
   }
-  if (auto it = f.map.find(handle); it != f.map.end()) return it->second;
+  if (auto it = functions_.find(handle); it != functions_.end()) return it->second;
   const char* mangled = symbol;
   if (mangled == nullptr) {
-    if (!is_kernel && g_cu.func_get_name != nullptr) {
-      g_cu.func_get_name(&mangled, reinterpret_cast<CUfunction>(handle));
-    } else if (is_kernel && g_cu.kernel_get_name != nullptr) {
-      g_cu.kernel_get_name(&mangled, reinterpret_cast<CUkernel>(handle));
+    if (!is_kernel && cu_.func_get_name != nullptr) {
+      cu_.func_get_name(&mangled, reinterpret_cast<CUfunction>(handle));
+    } else if (is_kernel && cu_.kernel_get_name != nullptr) {
+      cu_.kernel_get_name(&mangled, reinterpret_cast<CUkernel>(handle));
     }
   }
-  auto* fi = new FunctionInfo();
+  owned_.push_back(std::make_unique<FunctionInfo>());
+  FunctionInfo* fi = owned_.back().get();
   fi->name = mangled != nullptr ? Demangle(mangled) : std::string("<unnamed kernel>");
-  if (const PatternRule* rule = a.classifier().Match(fi->name); rule != nullptr) {
+  if (const PatternRule* rule = classifier_.Match(fi->name); rule != nullptr) {
     fi->event = rule->event;
     fi->chunked = rule->chunked;
     if (rule->scaled_max_param >= 0 && ParameterIsFloat(fi->name, rule->scaled_max_param)) {
       fi->scaled_max_param = rule->scaled_max_param;
     }
   }
-  f.map.emplace(handle, fi);
+  functions_.emplace(handle, fi);
   return fi;
 }
 
 // The offset of scaled_max in a packed argument buffer, asked of the driver once per function.
-int64_t ScaledMaxOffset(const FunctionInfo* fi, uintptr_t handle, bool is_kernel) {
+int64_t KernelProbe::ScaledMaxOffset(const FunctionInfo* fi, uintptr_t handle, bool is_kernel) {
   int64_t offset = fi->scaled_max_offset.load(std::memory_order_acquire);
   if (offset != -2) return offset;
-  std::lock_guard<std::mutex> lock(F().mu);
+  std::lock_guard<std::mutex> lock(fn_mu_);
   size_t off = 0, size = 0;
   const auto index = static_cast<size_t>(fi->scaled_max_param);
   bool ok = false;
-  if (!is_kernel && g_cu.func_get_param_info != nullptr) {
-    ok = g_cu.func_get_param_info(reinterpret_cast<CUfunction>(handle), index, &off, &size) ==
+  if (!is_kernel && cu_.func_get_param_info != nullptr) {
+    ok = cu_.func_get_param_info(reinterpret_cast<CUfunction>(handle), index, &off, &size) ==
          CUDA_SUCCESS;
   }
-  if (!ok && g_cu.kernel_get_param_info != nullptr) {
-    ok = g_cu.kernel_get_param_info(reinterpret_cast<CUkernel>(handle), index, &off, &size) ==
+  if (!ok && cu_.kernel_get_param_info != nullptr) {
+    ok = cu_.kernel_get_param_info(reinterpret_cast<CUkernel>(handle), index, &off, &size) ==
          CUDA_SUCCESS;
   }
   offset = ok && size == sizeof(float) ? static_cast<int64_t>(off) : -1;
@@ -242,8 +180,8 @@ int64_t ScaledMaxOffset(const FunctionInfo* fi, uintptr_t handle, bool is_kernel
 }
 
 // Reads the float scaled_max from the host-side launch arguments (never device memory).
-ScaledMax ReadScaledMax(const FunctionInfo* fi, uintptr_t handle, bool is_kernel, void** params,
-                        void** extra) {
+ScaledMax KernelProbe::ReadScaledMax(const FunctionInfo* fi, uintptr_t handle, bool is_kernel,
+                                     void** params, void** extra) {
   if (fi->scaled_max_param < 0) return ScaledMax::kNotRead;
   float value = 0;
   if (params != nullptr) {
@@ -269,35 +207,37 @@ ScaledMax ReadScaledMax(const FunctionInfo* fi, uintptr_t handle, bool is_kernel
   return ClassifyScaledMax(value);
 }
 
-// Stream captures in progress (cuStreamBeginCapture..EndCapture). While any is, a launch into a
-// capturing stream only records a graph node: it is counted when the graph is launched.
-std::atomic<int> g_active_captures{0};
-
-bool Capturing(CUstream stream) {
+bool KernelProbe::Capturing(CUstream stream) const {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return g_cu.stream_is_capturing != nullptr &&
-         g_cu.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
+  return cu_.stream_is_capturing != nullptr &&
+         cu_.stream_is_capturing(stream, &status) == CUDA_SUCCESS &&
          status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-// Transformer Engine launches kernel_bulk with one block per tensor and at most AMAX_PARAMS_LIMIT
-// tensors (transformer_engine/common/recipe/delayed_scaling.cu: the AmaxParam array must fit the
-// kernel parameter space, (32768 - 24) / 24 = 1364 for CUDA >= 12.1 builds, (4096 - 24) / 24 = 169
-// before). A larger update is launched as back-to-back kernels of that many blocks, then the rest.
-bool IsFullUpdateChunk(unsigned grid_x) { return grid_x == 1364 || grid_x == 169; }
+// A classified launch inside a TE update call the te-call probe recorded is a cross-check of it.
+void KernelProbe::RecordUpdate(ThreadState* ts, const FunctionInfo* fi, ScaledMax scaled_max,
+                               uint64_t count) {
+  RawEvent e;
+  e.kind = ts->te_call_depth > 0 ? RawKind::kKernelCrossCheck : RawKind::kKernelUpdate;
+  if (e.kind == RawKind::kKernelUpdate) ts->counted_updates += count;
+  e.fn = fi;
+  e.rule = fi->event;
+  e.scaled_max = scaled_max;
+  e.count = count;
+  sink_.Record(ts, &e);
+}
 
 // Hot path: one launch on this thread.
-void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** extra,
-              CUstream stream, unsigned grid_x) {
-  if (g_active_captures.load(std::memory_order_relaxed) > 0 && Capturing(stream)) return;
-  Agent& a = Agent::Get();
-  ThreadState* ts = a.Self();
+void KernelProbe::OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** extra,
+                           CUstream stream, unsigned grid_x) {
+  if (active_captures_.load(std::memory_order_relaxed) > 0 && Capturing(stream)) return;
+  ThreadState* ts = sink_.Self();
   if (ts == nullptr) return;
-  a.CountLaunches(1);
+  sink_.CountLaunches(1);
   const uint64_t seq = ++ts->launch_seq;
-  a.OnLaunchPhase(ts);
+  sink_.OnActivity(ts, "launch");
   const auto handle = reinterpret_cast<uintptr_t>(handle_ptr);
-  const uint64_t epoch = a.function_epoch();
+  const uint64_t epoch = function_epoch();
   if (ts->cache_epoch != epoch) {
     for (auto& e : ts->cache) e = {};
     ts->cache_epoch = epoch;
@@ -306,7 +246,7 @@ void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** 
   if (fi == nullptr) {
     fi = Resolve(handle, symbol, false);
     ts->CacheInsert(handle, fi);
-    a.EnsureWriter();
+    sink_.EnsureTrace();
   }
   if (fi->event == RuleEvent::kNone) return;
   const ScaledMax scaled_max = ReadScaledMax(fi, handle, false, params, extra);
@@ -323,27 +263,22 @@ void OnLaunch(const void* handle_ptr, const char* symbol, void** params, void** 
     ts->full_chunk_stream = stream;
     if (continues) return;
   }
-  RawEvent e;
-  e.kind = RawKind::kKernelUpdate;
-  e.fn = fi;
-  e.rule = fi->event;
-  e.scaled_max = scaled_max;
-  a.Record(ts, &e);
+  RecordUpdate(ts, fi, scaled_max, 1);
 }
 
-void Enumerate(CUgraph graph, GraphInfo* info, int depth) {
+void KernelProbe::Enumerate(CUgraph graph, GraphInfo* info, int depth) {
   size_t n = 0;
-  if (g_cu.graph_get_nodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0 || n > (1u << 20)) return;
+  if (cu_.graph_get_nodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0 || n > (1u << 20)) return;
   std::vector<CUgraphNode> nodes(n);
-  if (g_cu.graph_get_nodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
+  if (cu_.graph_get_nodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
   nodes.resize(std::min(n, nodes.size()));
   for (CUgraphNode node : nodes) {
     CUgraphNodeType type{};
-    if (g_cu.node_get_type(node, &type) != CUDA_SUCCESS) continue;
+    if (cu_.node_get_type(node, &type) != CUDA_SUCCESS) continue;
     if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
       CUDA_KERNEL_NODE_PARAMS_v2 p{};
-      if (g_cu.kernel_node_get_params == nullptr ||
-          g_cu.kernel_node_get_params(node, &p) != CUDA_SUCCESS) {
+      if (cu_.kernel_node_get_params == nullptr ||
+          cu_.kernel_node_get_params(node, &p) != CUDA_SUCCESS) {
         ++info->kernels;
         continue;
       }
@@ -363,67 +298,49 @@ void Enumerate(CUgraph graph, GraphInfo* info, int depth) {
         }
       }
       if (!merged) info->updates.push_back({fi, sm, 1});
-    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && depth < 8 && g_cu.child_graph != nullptr) {
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && depth < 8 && cu_.child_graph != nullptr) {
       CUgraph child = nullptr;
-      if (g_cu.child_graph(node, &child) == CUDA_SUCCESS && child != nullptr) {
+      if (cu_.child_graph(node, &child) == CUDA_SUCCESS && child != nullptr) {
         Enumerate(child, info, depth + 1);
       }
     }
   }
 }
 
-void OnGraphExecCreated(const CUpti_GraphData* g) {
+void KernelProbe::OnGraphExecCreated(const CUpti_GraphData* g) {
   if (g == nullptr || g->graph == nullptr || g->graphExec == nullptr ||
-      g_cu.graph_get_nodes == nullptr || g_cu.node_get_type == nullptr) {
+      cu_.graph_get_nodes == nullptr || cu_.node_get_type == nullptr) {
     return;
   }
   auto info = std::make_shared<GraphInfo>();
   Enumerate(g->graph, info.get(), 0);
-  Graphs& graphs = G();
-  std::lock_guard<std::mutex> lock(graphs.mu);
-  graphs.map[reinterpret_cast<uintptr_t>(g->graphExec)] = std::move(info);
+  std::lock_guard<std::mutex> lock(graph_mu_);
+  graphs_[reinterpret_cast<uintptr_t>(g->graphExec)] = std::move(info);
 }
 
-void OnGraphExecDestroy(const CUpti_GraphData* g) {
+void KernelProbe::OnGraphExecDestroy(const CUpti_GraphData* g) {
   if (g == nullptr) return;
-  Graphs& graphs = G();
-  std::lock_guard<std::mutex> lock(graphs.mu);
-  graphs.map.erase(reinterpret_cast<uintptr_t>(g->graphExec));
+  std::lock_guard<std::mutex> lock(graph_mu_);
+  graphs_.erase(reinterpret_cast<uintptr_t>(g->graphExec));
 }
 
-void OnGraphLaunch(CUgraphExec exec) {
-  Agent& a = Agent::Get();
-  ThreadState* ts = a.Self();
+void KernelProbe::OnGraphLaunch(CUgraphExec exec) {
+  ThreadState* ts = sink_.Self();
   if (ts == nullptr) return;
   std::shared_ptr<const GraphInfo> info;
   {
-    Graphs& graphs = G();
-    std::lock_guard<std::mutex> lock(graphs.mu);
-    auto it = graphs.map.find(reinterpret_cast<uintptr_t>(exec));
-    if (it != graphs.map.end()) info = it->second;
+    std::lock_guard<std::mutex> lock(graph_mu_);
+    auto it = graphs_.find(reinterpret_cast<uintptr_t>(exec));
+    if (it != graphs_.end()) info = it->second;
   }
   if (info == nullptr) return;  // instantiated before the agent attached
-  a.CountLaunches(info->kernels);
-  a.OnLaunchPhase(ts);
-  a.EnsureWriter();
-  for (const auto& g : info->updates) {
-    RawEvent e;
-    e.kind = RawKind::kKernelUpdate;
-    e.fn = g.fn;
-    e.rule = g.fn->event;
-    e.scaled_max = g.scaled_max;
-    e.count = g.count;
-    a.Record(ts, &e);
-  }
+  sink_.CountLaunches(info->kernels);
+  sink_.OnActivity(ts, "launch");
+  sink_.EnsureTrace();
+  for (const auto& g : info->updates) RecordUpdate(ts, g.fn, g.scaled_max, g.count);
 }
 
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                         const void* data) {
-  // The handler's kind is only worked out when self-profiling (off: one relaxed load).
-  const HandlerTimer timer(!SelfProfileOn()                     ? Handler::kLaunch
-                           : domain == CUPTI_CB_DOMAIN_RESOURCE ? Handler::kResource
-                           : IsLaunchCallback(cbid)             ? Handler::kLaunch
-                                                                : Handler::kDriverOther);
+void KernelProbe::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
     const auto* cb = static_cast<const CUpti_CallbackData*>(data);
     if (cb->callbackSite != CUPTI_API_EXIT) return;
@@ -432,8 +349,8 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
     if (cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture ||
         cbid == CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz) {
       // Ends the capture whatever it returns (an invalidated capture ends with an error).
-      int n = g_active_captures.load();
-      while (n > 0 && !g_active_captures.compare_exchange_weak(n, n - 1)) {
+      int n = active_captures_.load();
+      while (n > 0 && !active_captures_.compare_exchange_weak(n, n - 1)) {
       }
       return;
     }
@@ -445,7 +362,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
       case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz:
       case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph:
       case CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz:
-        g_active_captures.fetch_add(1);
+        active_captures_.fetch_add(1);
         break;
       case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel: {
         const auto* p = static_cast<const cuLaunchKernel_params*>(cb->functionParams);
@@ -504,11 +421,49 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
         OnGraphExecDestroy(static_cast<const CUpti_GraphData*>(r->resourceDescriptor));
         break;
       case CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING:
-        Agent::Get().InvalidateFunctions();
+        fn_epoch_.fetch_add(1, std::memory_order_relaxed);
         break;
       default:
         break;
     }
+  }
+}
+
+// ---- Attaching to CUPTI -------------------------------------------------------------------
+
+namespace {
+
+struct Cupti {
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
+                                 CUpti_CallbackId) = nullptr;
+  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
+  CUptiResult (*get_version)(uint32_t*) = nullptr;
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+  CUptiResult (*subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                              CUpti_SubscriberParams*) = nullptr;
+#endif
+};
+Cupti g_cupti;
+DriverApi g_cu;
+std::atomic<CUpti_SubscriberHandle> g_subscriber{nullptr};  // set once the callbacks are enabled
+std::atomic<KernelProbe*> g_probe{nullptr};                 // never freed
+
+template <typename Fn>
+void Load(void* lib, const char* name, Fn* out) {
+  *out = reinterpret_cast<Fn>(dlsym(lib, name));
+}
+
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const void* data) {
+  // The handler's kind is only worked out when self-profiling (off: one relaxed load).
+  const HandlerTimer timer(!SelfProfileOn()                     ? Handler::kLaunch
+                           : domain == CUPTI_CB_DOMAIN_RESOURCE ? Handler::kResource
+                           : IsLaunchCallback(cbid)             ? Handler::kLaunch
+                                                                : Handler::kDriverOther);
+  if (KernelProbe* probe = g_probe.load(std::memory_order_acquire); probe != nullptr) {
+    probe->OnCallback(domain, cbid, data);
   }
 }
 
@@ -565,6 +520,22 @@ void* OpenCupti(std::string* loaded, std::string* tried) {
   return nullptr;
 }
 
+// Every callback the probe enables, off (0) or on (1).
+void EnableAll(uint32_t on, CUpti_SubscriberHandle subscriber) {
+  for (CUpti_CallbackId id : kLaunchCallbacks) {
+    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  for (CUpti_CallbackId id : kGraphLaunchCallbacks) {
+    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  for (CUpti_CallbackId id : kCaptureCallbacks) {
+    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+  }
+  for (CUpti_CallbackId id : kResourceCallbacks) {
+    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id);
+  }
+}
+
 }  // namespace
 
 int SetLaunchProbe(bool on) {
@@ -581,17 +552,27 @@ int SetLaunchProbe(bool on) {
   return failed != 0 ? -1 : 0;
 }
 
-void AttachKernelProbe(bool from_driver) {
+bool DetachKernelProbe() {
+  CUpti_SubscriberHandle subscriber = g_subscriber.exchange(nullptr, std::memory_order_acq_rel);
+  if (subscriber == nullptr) return false;
+  EnableAll(0, subscriber);
+  return g_cupti.unsubscribe == nullptr || g_cupti.unsubscribe(subscriber) == CUPTI_SUCCESS;
+}
+
+AttachResult AttachKernelProbe(bool from_driver, std::string* why) {
   static std::atomic<bool> attempted{false};
   Agent& a = Agent::Get();
-  if (!a.enabled() || attempted.exchange(true)) return;
+  if (!a.enabled() || attempted.exchange(true)) {
+    *why = "already attempted";
+    return AttachResult::kUnavailable;
+  }
 
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (cuda == nullptr && from_driver) cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (cuda == nullptr) {
     const char* e = dlerror();
-    Unrecorded(std::string("no CUDA driver (") + (e != nullptr ? e : "libcuda.so.1") + ")");
-    return;
+    *why = std::string("no CUDA driver (") + (e != nullptr ? e : "libcuda.so.1") + ")";
+    return AttachResult::kUnavailable;
   }
   Load(cuda, "cuFuncGetName", &g_cu.func_get_name);
   Load(cuda, "cuFuncGetParamInfo", &g_cu.func_get_param_info);
@@ -606,13 +587,14 @@ void AttachKernelProbe(bool from_driver) {
   Load(cuda, "cuDeviceGetName", &g_cu.device_get_name);
   Load(cuda, "cuStreamIsCapturing", &g_cu.stream_is_capturing);
 
-  std::string why, cupti_path;
-  void* lib = OpenCupti(&cupti_path, &why);
+  std::string tried, cupti_path;
+  void* lib = OpenCupti(&cupti_path, &tried);
   if (lib == nullptr) {
-    Unrecorded("no CUPTI could be loaded (" + why + ")");
-    return;
+    *why = "no CUPTI could be loaded (" + tried + ")";
+    return AttachResult::kUnavailable;
   }
   Load(lib, "cuptiSubscribe", &g_cupti.subscribe);
+  Load(lib, "cuptiUnsubscribe", &g_cupti.unsubscribe);
   Load(lib, "cuptiEnableCallback", &g_cupti.enable_callback);
   Load(lib, "cuptiGetResultString", &g_cupti.result_string);
   Load(lib, "cuptiGetVersion", &g_cupti.get_version);
@@ -625,14 +607,20 @@ void AttachKernelProbe(bool from_driver) {
   Load(lib, "cuptiSubscribe_v2", &g_cupti.subscribe_v2);
 #endif
   if (g_cupti.subscribe == nullptr || g_cupti.enable_callback == nullptr) {
-    Unrecorded("this CUPTI lacks cuptiSubscribe or cuptiEnableCallback");
-    return;
+    *why = "this CUPTI lacks cuptiSubscribe or cuptiEnableCallback";
+    return AttachResult::kUnavailable;
   }
   auto result_text = [](CUptiResult r) {
     const char* s = nullptr;
     if (g_cupti.result_string != nullptr) g_cupti.result_string(r, &s);
     return std::string(s != nullptr ? s : "error ") + (s != nullptr ? "" : std::to_string(r));
   };
+
+  static KernelProbe* probe =
+      new KernelProbe(&a, &a.classifier(), g_cu, [] { CollectCudaFactsOnce(); });
+  RegisterForkMutex(&probe->functions_mutex());
+  RegisterForkMutex(&probe->graphs_mutex());
+  g_probe.store(probe, std::memory_order_release);
 
   CUpti_SubscriberHandle subscriber = nullptr;
   CUptiResult r = CUPTI_SUCCESS;
@@ -654,34 +642,22 @@ void AttachKernelProbe(bool from_driver) {
   r = g_cupti.subscribe(&subscriber, &OnCallback, nullptr);
 #endif
   if (r != CUPTI_SUCCESS) {
-    Unrecorded("CUPTI refused the subscription (" + result_text(r) +
-               (other.empty() ? std::string() : "; held by " + other) +
-               (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-                    ? ": another profiler is attached"
-                    : "") +
-               ")");
-    return;
+    const bool held = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    *why = "CUPTI refused the subscription: " + result_text(r) +
+           (other.empty() ? std::string() : "; held by " + other);
+    return held ? AttachResult::kHeld : AttachResult::kUnavailable;
   }
   // cuLaunchKernel is required; the other entry points (and the capture bookkeeping) are enabled
   // where this CUPTI knows them.
   r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kLaunchCallbacks[0]);
   if (r != CUPTI_SUCCESS) {
-    Unrecorded("CUPTI could not enable the launch callback (" + result_text(r) + ")");
-    return;
+    *why = "CUPTI could not enable the launch callback (" + result_text(r) + ")";
+    if (g_cupti.unsubscribe != nullptr) g_cupti.unsubscribe(subscriber);
+    return AttachResult::kUnavailable;
   }
-  for (CUpti_CallbackId id : kLaunchCallbacks) {
-    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  }
-  for (CUpti_CallbackId id : kGraphLaunchCallbacks) {
-    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  }
-  for (CUpti_CallbackId id : kCaptureCallbacks) {
-    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  }
-  for (CUpti_CallbackId id : kResourceCallbacks) {
-    g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id);
-  }
+  EnableAll(1, subscriber);
   g_subscriber.store(subscriber, std::memory_order_release);
+  return AttachResult::kAttached;
 }
 
 #endif  // FP8AUDIT_AGENT_CUPTI

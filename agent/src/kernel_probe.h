@@ -1,17 +1,43 @@
 // Kernel-launch probe: CUPTI callbacks on the driver's launch entry points (cuLaunchKernel,
-// cuLaunchKernelEx, cuLaunchCooperativeKernel, their _ptsz forms, cuGraphLaunch[_ptsz]) and on
-// graph-exec creation. CUPTI and the driver are opened with dlopen; nothing CUDA is linked.
+// cuLaunchKernelEx, cuLaunchCooperativeKernel, their _ptsz forms, cuGraphLaunch[_ptsz]), stream
+// capture and graph-exec creation. CUPTI and the driver are opened with dlopen; nothing CUDA is
+// linked. KernelProbe holds every rule that decides a count and is driven by CUPTI's callback data
+// alone: tests/agent drive it with made-up callback data and a fake driver table (DriverApi).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "agent/src/patterns.h"
+#include "agent/src/raw_event.h"
+#include "agent/src/record_sink.h"
+
+#if FP8AUDIT_AGENT_CUPTI
+#include <cuda.h>
+#include <cupti.h>  // also the driver functions' parameter structs
+#endif
 
 namespace fp8audit::agent {
 
-// Subscribes once. `from_driver`: called from InitializeInjection (the driver is loading us).
-// When launches cannot be recorded (no driver, no CUPTI, another subscriber) prints one line and
-// leaves the NVTX path working.
-void AttachKernelProbe(bool from_driver);
+enum class AttachResult : uint8_t {
+  kAttached,
+  kHeld,         // another tool holds CUPTI (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+  kUnavailable,  // no driver, no CUPTI, or CUPTI refused otherwise
+};
+
+// Subscribes, once per process (`from_driver`: called from InitializeInjection, the driver is
+// loading us). `why` says why not.
+AttachResult AttachKernelProbe(bool from_driver, std::string* why);
+// Turns every callback off and unsubscribes, so that another tool can subscribe. True when a
+// subscription was released.
+bool DetachKernelProbe();
 
 // Turns the launch callbacks (kernel and graph launches) off or on for benchmarks that compare
 // steps with and without the probe in one process. Launches while it is off are not recorded or
@@ -20,8 +46,98 @@ int SetLaunchProbe(bool on);
 
 // True when libcuda is already loaded into the process.
 bool CudaDriverLoaded();
+// GPU name, driver release and CUDA versions into the trace header's facts, asked of the loaded
+// driver at most once per process (any probe, on an application thread, at its first activity).
+void CollectCudaFactsOnce();
 
 // The driver release ("580.159.04") in the text of /proc/driver/nvidia/version, or "".
 std::string ParseNvidiaDriverRelease(std::string_view text);
+
+// Transformer Engine launches kernel_bulk with one block per tensor and at most AMAX_PARAMS_LIMIT
+// tensors (transformer_engine/common/recipe/delayed_scaling.cu: the AmaxParam array must fit the
+// kernel parameter space, (32768 - 24) / 24 = 1364 for CUDA >= 12.1 builds, (4096 - 24) / 24 = 169
+// before). A larger update is launched as back-to-back kernels of that many blocks, then the rest.
+inline bool IsFullUpdateChunk(unsigned grid_x) { return grid_x == 1364 || grid_x == 169; }
+
+#if FP8AUDIT_AGENT_CUPTI
+
+// The driver functions the probe calls (any may be null: that fact is then not known).
+struct DriverApi {
+  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
+  CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
+  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
+  CUresult (*kernel_get_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
+  CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
+  CUresult (*node_get_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
+  CUresult (*kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
+  CUresult (*child_graph)(CUgraphNode, CUgraph*) = nullptr;
+  CUresult (*driver_get_version)(int*) = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+};
+
+// Graph execs: what one launch of each holds.
+struct GraphInfo {
+  uint64_t kernels = 0;
+  struct Group {
+    const FunctionInfo* fn;
+    ScaledMax scaled_max;
+    uint64_t count;
+  };
+  std::vector<Group> updates;
+};
+
+class KernelProbe {
+ public:
+  // `first_function`: called once, under the probe's lock, before the first kernel function is
+  // classified (the agent collects the CUDA facts there: the driver is initialised then).
+  KernelProbe(RecordSink* sink, const Classifier* classifier, const DriverApi& driver,
+              std::function<void()> first_function = {});
+  KernelProbe(const KernelProbe&) = delete;
+  KernelProbe& operator=(const KernelProbe&) = delete;
+
+  // CUPTI's callback: driver API (exit site) and resource domains.
+  void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+
+  // Kernel functions are cached per thread by handle until a module unloads.
+  uint64_t function_epoch() const { return fn_epoch_.load(std::memory_order_relaxed); }
+  std::mutex& functions_mutex() { return fn_mu_; }
+  std::mutex& graphs_mutex() { return graph_mu_; }
+
+ private:
+  void OnLaunch(const void* handle, const char* symbol, void** params, void** extra,
+                CUstream stream, unsigned grid_x);
+  void OnGraphLaunch(CUgraphExec exec);
+  void OnGraphExecCreated(const CUpti_GraphData* g);
+  void OnGraphExecDestroy(const CUpti_GraphData* g);
+  void Enumerate(CUgraph graph, GraphInfo* info, int depth);
+  bool Capturing(CUstream stream) const;
+  const FunctionInfo* Resolve(uintptr_t handle, const char* symbol, bool is_kernel);
+  int64_t ScaledMaxOffset(const FunctionInfo* fi, uintptr_t handle, bool is_kernel);
+  ScaledMax ReadScaledMax(const FunctionInfo* fi, uintptr_t handle, bool is_kernel, void** params,
+                          void** extra);
+  void RecordUpdate(ThreadState* ts, const FunctionInfo* fi, ScaledMax scaled_max, uint64_t count);
+
+  RecordSink& sink_;
+  const Classifier& classifier_;
+  DriverApi cu_;
+  std::function<void()> first_function_;
+  // Kernel functions by handle (CUfunction or CUkernel), shared by all threads; every one lives as
+  // long as the probe (events point at them; the agent's probe is never destroyed).
+  std::mutex fn_mu_;
+  std::unordered_map<uintptr_t, FunctionInfo*> functions_;
+  std::vector<std::unique_ptr<FunctionInfo> > owned_;
+  uint64_t functions_epoch_ = 0;
+  bool first_seen_ = false;
+  std::atomic<uint64_t> fn_epoch_{1};
+  std::mutex graph_mu_;
+  std::unordered_map<uintptr_t, std::shared_ptr<const GraphInfo> > graphs_;
+  // Stream captures in progress (cuStreamBeginCapture..EndCapture). While any is, a launch into a
+  // capturing stream only records a graph node: it is counted when the graph is launched.
+  std::atomic<int> active_captures_{0};
+};
+
+#endif  // FP8AUDIT_AGENT_CUPTI
 
 }  // namespace fp8audit::agent

@@ -50,8 +50,12 @@ std::string DescribeUpdate(const v1::Event& e) {
                                                     : "update";
   if (e.count() > 1) s += " x" + std::to_string(e.count());
   if (!e.detail().empty()) {
-    s += (e.source() == v1::KERNEL ? " kernel " : " nvtx '") + ShortName(e.detail()) +
-         (e.source() == v1::KERNEL ? "" : "'");
+    const bool quoted = e.source() != v1::KERNEL && e.source() != v1::TE_CALL;
+    s += (e.source() == v1::KERNEL        ? " kernel "
+          : e.source() == v1::TE_CALL     ? " TE call "
+          : e.source() == v1::PYTHON_HOOK ? " python hook '"
+                                          : " nvtx '") +
+         ShortName(e.detail()) + (quoted ? "'" : "");
   }
   s += " in the ";
   s += e.pass() == v1::BACKWARD  ? "backward pass"

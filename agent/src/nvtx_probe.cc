@@ -12,6 +12,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "agent/src/hook_probe.h"
+#include "agent/src/kernel_probe.h"
+#include "agent/src/probe_control.h"
 #include "agent/src/recorder.h"
 #include "agent/src/self_profile.h"
 
@@ -96,6 +99,14 @@ std::string Narrow(const wchar_t* s) {
   return out;
 }
 
+HookProbe& Hook() {
+  static HookProbe* hook = new HookProbe(&Agent::Get());
+  return *hook;
+}
+
+// Messages of fp8audit's Python hook start so (any domain).
+bool MaybeHook(std::string_view text) { return text.rfind("fp8audit.", 0) == 0; }
+
 bool Ours(nvtxDomainHandle_t domain) {
   return domain != nullptr && reinterpret_cast<const DomainInfo*>(domain)->fp8audit;
 }
@@ -139,9 +150,15 @@ void OnMark(nvtxDomainHandle_t domain, Message message) {
   const Text t(message);
   const std::string_view text = t.view();
   const bool step = text == a.config().step_mark;
-  if (!step && !Ours(domain)) return;
+  const bool hook = !step && MaybeHook(text) && IsHookMark(text);
+  if (!step && !hook && !Ours(domain)) return;
   ThreadState* ts = a.Self();
   if (ts == nullptr) return;
+  if (hook) {
+    Hook().OnMark(ts, text);
+    if (text.rfind("fp8audit.te ", 0) == 0) Probes().OnTeSeen("Transformer Engine was imported");
+    return;
+  }
   RecordText(ts, step ? RawKind::kStep : RawKind::kStructured, text);
 }
 
@@ -163,6 +180,9 @@ int OnPush(nvtxDomainHandle_t domain, Message message) {
   }
   if (microbatch) {
     RecordText(ts, RawKind::kMicrobatchBegin, text);
+  } else if (MaybeHook(text) && text.rfind(kHookUpdateRange, 0) == 0) {
+    CollectCudaFactsOnce();  // CUDA is in use by now (TE updates device state)
+    Hook().OnPush(ts, domain, level, text);
   } else if (Ours(domain)) {
     RecordText(ts, RawKind::kStructured, text);
   }
@@ -178,6 +198,7 @@ int OnPop(nvtxDomainHandle_t domain) {
   ThreadState::RangeStack* st = StackFor(ts, domain);
   if (st->depth == 0) return -1;
   const uint32_t level = --st->depth;
+  if (ts->nhook > 0) Hook().OnPop(ts, domain, level);
   if (level < 64 && ((st->microbatch_bits >> level) & 1) != 0) {
     st->microbatch_bits &= ~(1ull << level);
     RecordText(ts, RawKind::kMicrobatchEnd, a.config().microbatch_range);

@@ -30,9 +30,27 @@ enum class RawKind : uint8_t {
   kStep,
   kBackwardBegin,
   kBackwardEnd,
-  kKernelUpdate,  // fn, rule event, scaled_max
-  kStructured,    // text: a message of the fp8audit NVTX domain
+  kKernelUpdate,      // fn, rule event, scaled_max
+  kStructured,        // text: a message of the fp8audit NVTX domain
+  kKernelCrossCheck,  // as kKernelUpdate, launched inside a TE update call the TE-call probe
+                      // counted
+  kTeCall,            // fn: the entry point; scaled_max: from fp8_dtype; Tensors(): tensor count
+  kPythonUpdate,      // rule: kUpdateForward/kUpdateBackward; count; text: the hook's message
+  kPythonCrossCheck,  // as kPythonUpdate, for updates a TE-call or kernel probe counted
+  kTeVersion,         // text: the mark ("fp8audit.te te=<version>")
+  kTePatched,         // text: the mark ("fp8audit.patch te=<version> semantics=<s>")
+  kProbes,            // count: the active probes (ProbeBits, probe_control.h); text: why
 };
+
+// Events that report one state update (or several: count) as some probe saw it.
+inline constexpr bool IsUpdateKind(RawKind k) {
+  return k == RawKind::kKernelUpdate || k == RawKind::kKernelCrossCheck || k == RawKind::kTeCall ||
+         k == RawKind::kPythonUpdate || k == RawKind::kPythonCrossCheck;
+}
+// Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).
+inline constexpr bool IsDtypeUpdateKind(RawKind k) {
+  return k == RawKind::kKernelUpdate || k == RawKind::kKernelCrossCheck || k == RawKind::kTeCall;
+}
 
 // Pass values as in fp8audit.v1.Pass.
 inline constexpr uint8_t kPassUnspecified = 0;
@@ -68,6 +86,17 @@ struct RawEvent {
     std::memcpy(text, s.data(), text_len);
   }
   std::string_view Text() const { return std::string_view(text, text_len); }
+
+  // kTeCall events carry the call's tensor count in place of a text (4 bytes, host order).
+  void SetTensors(uint32_t n) {
+    std::memcpy(text, &n, sizeof(n));
+    text_len = 0;
+  }
+  uint32_t Tensors() const {
+    uint32_t n = 0;
+    std::memcpy(&n, text, sizeof(n));
+    return n;
+  }
 };
 
 }  // namespace fp8audit::agent

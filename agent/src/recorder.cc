@@ -12,6 +12,8 @@
 #include <new>
 #include <vector>
 
+#include "agent/src/probe_control.h"
+
 namespace fp8audit::agent {
 namespace {
 
@@ -87,6 +89,7 @@ void Agent::InitOnce() {
   RingOptions rings;
   rings.on_full = config_.on_full;
   rings_.Configure(rings, &writer_);
+  Probes().Init(config_, TeEntryPointsInterposedBy(self_path_));
   InstallLifecycleHooks();
   enabled_.store(true, std::memory_order_release);
 }
@@ -105,35 +108,9 @@ ThreadState* Agent::Self() {
   return ts;
 }
 
-uint8_t Agent::PassOf(const ThreadState* ts) const {
-  if (ts->role == Role::kAutograd) return kPassBackward;
-  if (ts->role == Role::kTraining) return kPassForward;
-  return phase_.load(std::memory_order_relaxed);
-}
-
-void Agent::OnLaunchPhase(ThreadState* ts) {
-  if (ts->role == Role::kUndecided) {
-    uint32_t expected = 0;
-    const bool first = training_tid_.compare_exchange_strong(expected, ts->tid);
-    ts->role = (first || expected == ts->tid) ? Role::kTraining : Role::kOther;
-  }
-  if (ts->role == Role::kAutograd) {
-    if (phase_.load(std::memory_order_relaxed) != kPassBackward &&
-        phase_.exchange(kPassBackward) != kPassBackward) {
-      RawEvent e;
-      e.kind = RawKind::kBackwardBegin;
-      e.SetText("launch on an autograd thread");
-      Record(ts, &e);
-    }
-  } else if (ts->role == Role::kTraining) {
-    if (phase_.load(std::memory_order_relaxed) == kPassBackward &&
-        phase_.exchange(kPassForward) == kPassBackward) {
-      RawEvent e;
-      e.kind = RawKind::kBackwardEnd;
-      e.SetText("launch on the training thread");
-      Record(ts, &e);
-    }
-  }
+void Agent::OnActivity(ThreadState* ts, const char* what) {
+  RawEvent boundary;
+  if (pass_.OnActivity(ts, what, &boundary)) Record(ts, &boundary);
 }
 
 void Agent::Record(ThreadState* ts, RawEvent* event) {
@@ -143,7 +120,8 @@ void Agent::Record(ThreadState* ts, RawEvent* event) {
   event->pass = PassOf(ts);
   event->launches = launches();
   rings_.Push(ts, *event);
-  if (writer_.not_started()) EnsureWriter();
+  const bool fact = event->kind == RawKind::kTeVersion || event->kind == RawKind::kTePatched;
+  if (!fact && writer_.not_started()) EnsureWriter();
 }
 
 void Agent::SetCudaFacts(std::string gpu, std::string driver, std::string cuda) {
@@ -166,6 +144,7 @@ CudaFacts Agent::cuda_facts() {
 
 void Agent::Shutdown() {
   if (!enabled()) return;
+  if (writer_.not_started() && rings_.Queued()) EnsureWriter();  // only facts were recorded
   if (writer_.Stop()) ::_exit(3);
 }
 
@@ -177,8 +156,7 @@ void Agent::StartAfresh() {
   auto* self = static_cast<ThreadState*>(Rings::Current());
   rings_.ResetInChild(self);
   launches_.store(0);
-  phase_.store(kPassForward);
-  training_tid_.store(self != nullptr && self->role == Role::kTraining ? self->tid : 0);
+  pass_.Reset(self != nullptr && self->role == Role::kTraining ? self->tid : 0);
 }
 
 }  // namespace fp8audit::agent

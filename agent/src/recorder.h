@@ -1,14 +1,7 @@
-// The agent's process-wide facade: configuration, the per-thread state the probes keep, phase
-// tracking, and the record sink they push into. The pieces behind it: rings.h (per-thread
-// buffers), writer.h (trace file, conversion, live check, its thread), lifecycle.h (signals, fork,
-// exit).
-//
-// Threads. A thread whose name starts with "pt_autograd_" (PyTorch's autograd device threads) is an
-// autograd thread: its launches and events are in the backward pass. The training thread is the
-// first other thread that launches a kernel (in a forked child: the first after the fork); its
-// launches are in the forward pass. Other threads' events take the pass of the last boundary. The
-// first launch on an autograd thread after a forward launch records BACKWARD_BEGIN; the first
-// training-thread launch after that records BACKWARD_END.
+// The agent's process-wide facade: configuration, the per-thread state the probes keep, and the
+// record sink they push into. The pieces behind it: rings.h (per-thread buffers), pass_tracker.h
+// (thread roles, forward/backward boundaries), writer.h (trace file, conversion, live check, its
+// thread), lifecycle.h (signals, fork, exit), probe_control.h (which update probes run).
 #pragma once
 
 #include <atomic>
@@ -19,6 +12,7 @@
 
 #include "agent/src/config.h"
 #include "agent/src/lifecycle.h"
+#include "agent/src/pass_tracker.h"
 #include "agent/src/patterns.h"
 #include "agent/src/raw_event.h"
 #include "agent/src/record_sink.h"
@@ -31,6 +25,7 @@ enum class Role : uint8_t { kUndecided, kTraining, kAutograd, kOther };
 
 inline constexpr size_t kCacheSize = 512;  // kernel functions cached per thread (power of two)
 inline constexpr int kMaxDomainStacks = 8;
+inline constexpr int kMaxHookRanges = 4;
 
 // What the probes keep per thread (owned by the thread itself), beside its ring.
 struct ThreadState : ThreadRing {
@@ -55,6 +50,25 @@ struct ThreadState : ThreadRing {
   const FunctionInfo* full_chunk_fn = nullptr;
   ScaledMax full_chunk_scaled_max = ScaledMax::kNotRead;
   const void* full_chunk_stream = nullptr;
+  // TE update calls in progress on this thread (te_probe.h): kernel updates launched inside one are
+  // cross-checks of the call.
+  uint32_t te_call_depth = 0;
+  // Updates recorded as counted on this thread (TE calls, kernel updates outside a TE call): a
+  // Python-hook update range in which any were recorded defers to them (hook_probe.h).
+  uint64_t counted_updates = 0;
+  // Open Python-hook update ranges on this thread, innermost last.
+  struct HookRange {
+    const void* domain = nullptr;
+    uint32_t level = 0;                 // its depth in the domain's range stack
+    RuleEvent rule = RuleEvent::kNone;  // kUpdateForward / kUpdateBackward / kUpdate
+    uint32_t count = 0;                 // updates the hook announced
+    uint32_t unfused = 0;               // of which TE runs without its C entry point
+    uint64_t counted_at_open = 0;       // counted_updates when the range opened
+    uint8_t text_len = 0;
+    char text[kRawTextBytes - 1] = {};
+  };
+  HookRange hook_ranges[kMaxHookRanges];
+  int nhook = 0;
 
   const FunctionInfo* CacheLookup(uintptr_t key) const {
     const CacheEntry& e = cache[Slot(key)];
@@ -86,23 +100,21 @@ class Agent final : public RecordSink {
   uint32_t parent_pid() const { return parent_pid_; }
 
   // RecordSink: this thread's state (one allocation per thread), and recording into its ring
-  // (dropped and counted when full).
+  // (dropped and counted when full). Facts (TE version, patched) do not start the writer: they
+  // wait in the ring for the first other event, or the exit, so that the header written when the
+  // writer starts can carry the CUDA facts the probes collect at their first activity.
   ThreadState* Self() override;
   void Record(ThreadState* ts, RawEvent* event) override;
+  void OnActivity(ThreadState* ts, const char* what) override;
+  void CountLaunches(uint64_t n) override { launches_.fetch_add(n, std::memory_order_relaxed); }
+  void EnsureTrace() override { EnsureWriter(); }
   // The pass of events recorded on this thread now.
-  uint8_t PassOf(const ThreadState* ts) const;
-
-  // Kernel launches: count, and track forward/backward boundaries.
-  void CountLaunches(uint64_t n) { launches_.fetch_add(n, std::memory_order_relaxed); }
+  uint8_t PassOf(const ThreadState* ts) const { return pass_.PassOf(ts); }
   uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
-  void OnLaunchPhase(ThreadState* ts);
   // Starts the writer thread (creating the trace file) if it is not running yet.
   void EnsureWriter() {
     if (enabled()) writer_.Ensure();
   }
-  // Kernel functions are cached per thread by handle until a module unloads.
-  uint64_t function_epoch() const { return fn_epoch_.load(std::memory_order_relaxed); }
-  void InvalidateFunctions() { fn_epoch_.fetch_add(1, std::memory_order_relaxed); }
 
   // One line on stderr ("fp8audit: " + text), at most once per `once` flag.
   static void Warn(const std::string& text);
@@ -139,9 +151,7 @@ class Agent final : public RecordSink {
   WriterThread writer_;
 
   std::atomic<uint64_t> launches_{0};
-  std::atomic<uint8_t> phase_{kPassForward};
-  std::atomic<uint32_t> training_tid_{0};
-  std::atomic<uint64_t> fn_epoch_{1};
+  PassTracker pass_;
 
   std::mutex facts_mu_;
   CudaFacts facts_;

@@ -151,6 +151,16 @@ uint64_t Rings::Dropped() {
   return total;
 }
 
+bool Rings::Queued() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (ThreadRing* r = threads_; r != nullptr; r = r->next) {
+    if (r->head.load(std::memory_order_acquire) != r->tail.load(std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void Rings::Drain(std::vector<RawEvent>* out) {
   const uint64_t mask = options_.capacity - 1;
   std::lock_guard<std::mutex> lock(mu_);

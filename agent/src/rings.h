@@ -94,6 +94,8 @@ class Rings {
 
   // Consumer side: appends every queued event to `out` and frees the rings of exited threads.
   void Drain(std::vector<RawEvent>* out);
+  // True when some ring holds events not drained yet.
+  bool Queued();
   // Events dropped in this process so far, and the reason of the first drop.
   uint64_t Dropped();
   DropReason first_drop() const { return first_drop_.load(std::memory_order_relaxed); }

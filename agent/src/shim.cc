@@ -3,8 +3,28 @@
 // implementation's own libraries (libprotobuf) never enter the process's global symbol scope, so
 // they cannot interpose on a framework's copies (libtorch exports its protobuf symbols) or the
 // other way round. Routes: see entry.cc.
+//
+// It also defines Transformer Engine's DelayedScaling update entry points (the te-call probe,
+// agent/src/te_probe.h). Preloaded, it comes before libtransformer_engine.so in the global scope,
+// so TE's PyTorch extension calls these; each one tells the implementation (when it is loaded and
+// the probe is on) and calls TE's own function with the same arguments. TE's own function is the
+// next definition after this library (dlsym RTLD_NEXT: libtransformer_engine.so loaded
+// RTLD_GLOBAL, as TE's Python package loads it), else the one in a loaded libtransformer_engine*.so
+// (dlopen RTLD_NOLOAD of that object: loaded without RTLD_GLOBAL). Where neither exists, a call
+// says so once on stderr and returns without doing anything (never a call through a null
+// pointer). A job without TE never calls them: defining them is harmless.
+//
+// nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction takes two std::vector
+// arguments by value. Under the Itanium C++ ABI (x86-64 psABI, AArch64 alike) a class that is not
+// trivially copyable or destructible is passed by invisible reference: the caller builds a
+// temporary, passes its address where the argument goes, and destroys it after the call. The
+// definitions here take those addresses as opaque pointers and hand the same pointers on, so no
+// vector is built, copied or destroyed here; the tensor count is (end - begin) / sizeof(void*)
+// from the first two pointers of the object (libstdc++ and libc++ lay a vector out as begin, end,
+// capacity). tests/agent/fake_te checks this against a library compiled with the real signature.
 #include <dlfcn.h>
 #include <limits.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +38,17 @@ using StartFn = void (*)(const char* public_path);
 using InjectionFn = int (*)();
 using NvtxFn = int (*)(const void* (*)(uint32_t));
 using ToggleFn = int (*)(int);
+using TeBeginFn = int (*)(int, int, uint64_t);
+using TeEndFn = void (*)();
 
 struct Impl {
   bool tried = false;
   StartFn start = nullptr;
   InjectionFn injection = nullptr;
   NvtxFn nvtx = nullptr;
-  ToggleFn toggle = nullptr;  // optional
+  ToggleFn toggle = nullptr;     // optional
+  TeBeginFn te_begin = nullptr;  // optional (an older implementation lacks the te-call probe)
+  TeEndFn te_end = nullptr;
 };
 Impl g_impl;
 
@@ -72,6 +96,9 @@ void Load() {
   g_impl.injection = reinterpret_cast<InjectionFn>(dlsym(h, "fp8audit_agent_initialize_injection"));
   g_impl.nvtx = reinterpret_cast<NvtxFn>(dlsym(h, "fp8audit_agent_initialize_nvtx"));
   g_impl.toggle = reinterpret_cast<ToggleFn>(dlsym(h, "fp8audit_agent_set_launch_probe"));
+  g_impl.te_begin = reinterpret_cast<TeBeginFn>(dlsym(h, "fp8audit_agent_te_begin"));
+  g_impl.te_end = reinterpret_cast<TeEndFn>(dlsym(h, "fp8audit_agent_te_end"));
+  if (g_impl.te_begin == nullptr || g_impl.te_end == nullptr) g_impl.te_begin = nullptr;
   if (g_impl.start == nullptr || g_impl.injection == nullptr || g_impl.nvtx == nullptr) {
     g_impl = Impl{true};
     Say("the agent library lacks its entry points: ", impl);
@@ -80,7 +107,110 @@ void Load() {
   g_impl.start(self);
 }
 
+// ---- Transformer Engine's update entry points --------------------------------------------------
+
+constexpr const char* kTeNames[2] = {
+    "nvte_delayed_scaling_recipe_amax_and_scale_update",
+    "nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction",
+};
+void* g_te_real[2] = {nullptr, nullptr};  // TE's own functions, once found (atomic access)
+bool g_te_missing_said[2] = {false, false};
+
+struct TePath {
+  char path[PATH_MAX] = {};
+};
+
+int FindTeLibrary(dl_phdr_info* info, size_t, void* data) {
+  const char* name = info->dlpi_name;
+  if (name == nullptr || *name == '\0') return 0;
+  const char* slash = strrchr(name, '/');
+  const char* base = slash != nullptr ? slash + 1 : name;
+  if (strncmp(base, "libtransformer_engine", 21) != 0 || strstr(base, ".so") == nullptr) return 0;
+  if (strlen(name) >= PATH_MAX) return 0;
+  strcpy(static_cast<TePath*>(data)->path, name);
+  return 1;
+}
+
+// True when `p` lies in this library (never TE's function, whatever the lookup returned).
+bool InThisLibrary(void* p) {
+  Dl_info mine{}, theirs{};
+  return dladdr(reinterpret_cast<void*>(&Load), &mine) != 0 && dladdr(p, &theirs) != 0 &&
+         mine.dli_fbase == theirs.dli_fbase;
+}
+
+// TE's own `entry` (see the comment at the top), or null.
+void* ResolveTe(int entry) {
+  void* real = __atomic_load_n(&g_te_real[entry], __ATOMIC_ACQUIRE);
+  if (real != nullptr) return real;
+  real = dlsym(RTLD_NEXT, kTeNames[entry]);
+  if (real != nullptr && InThisLibrary(real)) real = nullptr;
+  if (real == nullptr) {
+    TePath found;
+    dl_iterate_phdr(&FindTeLibrary, &found);  // no dlopen while the loader's list is held
+    if (found.path[0] != '\0') {
+      if (void* h = dlopen(found.path, RTLD_LAZY | RTLD_NOLOAD); h != nullptr) {
+        real = dlsym(h, kTeNames[entry]);  // the handle stays open: TE stays loaded anyway
+        if (real != nullptr && InThisLibrary(real)) real = nullptr;
+      }
+    }
+  }
+  if (real != nullptr) {
+    __atomic_store_n(&g_te_real[entry], real, __ATOMIC_RELEASE);
+  } else if (!__atomic_exchange_n(&g_te_missing_said[entry], true, __ATOMIC_ACQ_REL)) {
+    char line[256] = "fp8audit: ";
+    strcat(line, kTeNames[entry]);
+    strcat(line,
+           " was called but Transformer Engine's own function is not loaded; the call did "
+           "nothing\n");
+    [[maybe_unused]] ssize_t w = write(STDERR_FILENO, line, strlen(line));
+  }
+  return real;
+}
+
+// Tensors in a std::vector<void*> passed by invisible reference (0 when it does not look like one).
+uint64_t VectorSize(const void* vector) {
+  if (vector == nullptr) return 0;
+  const auto* begin_end = static_cast<const uintptr_t*>(vector);
+  const uintptr_t begin = begin_end[0], end = begin_end[1];
+  if (end < begin || (end - begin) % sizeof(void*) != 0) return 0;
+  const uint64_t n = (end - begin) / sizeof(void*);
+  return n <= (1u << 24) ? n : 0;
+}
+
+bool TeBegin(int entry, int fp8_dtype, uint64_t tensors) {
+  const TeBeginFn begin = g_impl.te_begin;
+  return begin != nullptr && begin(entry, fp8_dtype, tensors) != 0;
+}
+
 }  // namespace
+
+// NVTEDType is an unscoped enum (int); NVTETensor and cudaStream_t are pointers.
+extern "C" __attribute__((visibility("default"))) void
+nvte_delayed_scaling_recipe_amax_and_scale_update(const void* amax_history, const void* scale,
+                                                  void* updated_amax_history, void* updated_scale,
+                                                  const char* amax_compute_algo, int fp8_dtype,
+                                                  float margin, void* stream) {
+  using Fn = void (*)(const void*, const void*, void*, void*, const char*, int, float, void*);
+  const auto real = reinterpret_cast<Fn>(ResolveTe(0));
+  if (real == nullptr) return;
+  const bool recorded = TeBegin(0, fp8_dtype, 1);
+  real(amax_history, scale, updated_amax_history, updated_scale, amax_compute_algo, fp8_dtype,
+       margin, stream);
+  if (recorded) g_impl.te_end();
+}
+
+// The two vectors arrive as the addresses of the caller's temporaries (see the top).
+extern "C" __attribute__((visibility("default"))) void
+nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction(
+    const void* amax_reduction_buffer, void* amax_histories, void* scales,
+    const char* amax_compute_algo, int fp8_dtype, float margin, void* stream) {
+  using Fn = void (*)(const void*, void*, void*, const char*, int, float, void*);
+  const auto real = reinterpret_cast<Fn>(ResolveTe(1));
+  if (real == nullptr) return;
+  const bool recorded = TeBegin(1, fp8_dtype, VectorSize(amax_histories));
+  real(amax_reduction_buffer, amax_histories, scales, amax_compute_algo, fp8_dtype, margin, stream);
+  if (recorded) g_impl.te_end();
+}
 
 __attribute__((constructor)) static void Fp8auditShimLoad() { Load(); }
 

@@ -17,6 +17,7 @@
 
 #include "agent/src/converter.h"
 #include "agent/src/live_check.h"
+#include "agent/src/probe_control.h"
 #include "agent/src/recorder.h"
 #include "proto/text_escape.h"
 #include "proto/trace_io.h"
@@ -97,7 +98,7 @@ bool BlockAllSignals(sigset_t* previous) {
 
 v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32_t pid,
                                 uint32_t parent_pid, const std::vector<std::string>& command,
-                                const CudaFacts& facts) {
+                                const CudaFacts& facts, uint32_t probes) {
   v1::TraceHeader h;
   h.set_schema_version(1);
   h.set_host(host);
@@ -114,6 +115,8 @@ v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32
   h.set_expect_backward(c.expect_backward);
   h.set_markers(c.markers_configured ? "nvtx" : "threads");
   h.set_parent_pid(parent_pid);
+  h.set_probe_mode(ProbeModeName(c.probe));
+  for (const std::string& name : ProbeNames(probes)) h.add_probes(name);
   EscapeNonUtf8Fields(&h);
   return h;
 }
@@ -142,7 +145,7 @@ class TraceWriter {
     v1::TraceRecord record;
     v1::TraceHeader* h = record.mutable_header();
     *h = MakeTraceHeader(c, agent_.host(), agent_.pid(), agent_.parent_pid(), ReadCommandLine(),
-                         agent_.cuda_facts());
+                         agent_.cuda_facts(), Probes().bits());
     h->set_start_unix_ns(UnixNs());
     live_.OnHeader(*h);
     return Append(record) && Flush();
@@ -302,6 +305,7 @@ void WriterThread::Main() {
     }
     if (requested) flush_done_.store(request, std::memory_order_release);
     if (stop) break;
+    Probes().Poll();  // a provisional CUPTI subscription ends when TE loads
   }
   const LiveCheck& live = writer->live();
   if (live.failed() && agent_.config().fail_fast) {

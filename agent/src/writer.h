@@ -31,12 +31,13 @@ struct CudaFacts {
   uint32_t cupti_api_version = 0;
 };
 
-// What a process's trace header says (`command`: its argv; `start_unix_ns` set by the caller).
-// Strings that are not UTF-8 (host, argv, facts) are escaped and marked (proto/text_escape.h).
+// What a process's trace header says (`command`: its argv; `probes`: the active update probes,
+// probe_control.h; `start_unix_ns` set by the caller). Strings that are not UTF-8 (host, argv,
+// facts) are escaped and marked (proto/text_escape.h).
 ::fp8audit::v1::TraceHeader MakeTraceHeader(const Config& config, const std::string& host,
                                             uint32_t pid, uint32_t parent_pid,
                                             const std::vector<std::string>& command,
-                                            const CudaFacts& facts);
+                                            const CudaFacts& facts, uint32_t probes = 0);
 
 inline constexpr uint64_t kFlushPeriodMs = 100;
 inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle

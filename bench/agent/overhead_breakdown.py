@@ -6,7 +6,10 @@ Both tools export fp8audit_set_launch_probe, so the benchmark alternates probe o
 between batches (empty-kernel launches) or training steps (PyTorch) in one process:
   cupti          a CUPTI subscriber that only counts launches (CUPTI's own cost; null_subscriber)
   cupti-agent    the same subscriber with the agent's whole callback set, all of it toggled
-  agent          the agent through all three routes, as `fp8audit run` loads it
+  agent          the agent through all three routes, as `fp8audit run` loads it (probe auto: no
+                 TE in these jobs, so CUPTI launch callbacks)
+  agent-te       the same with FP8AUDIT_PROBE=te: TE's update calls only, no CUPTI; the toggle
+                 turns the te-call probe's recording on and off (nothing is on the launch path)
   agent-profile  the agent with FP8AUDIT_SELF_PROFILE=1: time spent in its own handlers
   off            no tool (for the side-by-side comparison across processes)
 Rounds rotate the order of the set-ups.
@@ -14,6 +17,9 @@ Rounds rotate the order of the set-ups.
 usage: overhead_breakdown.py --agent lib/libfp8audit.so --null-subscriber
            lib/libagent_null_subscriber.so [--launch-bench bin/agent_launch_overhead]
            [--configs launch_bound,gpu_bound] [--rounds 5]
+           [--te-call-bench bin/agent_te_call_bench --te-lib tests/agent/fake_te/libtransformer_engine.so]
+--te-call-bench: the te-call probe's added time per TE update call (through the agent vs TE's
+own function, alternating batches in one process; CPU only).
 """
 import argparse
 import json
@@ -25,7 +31,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL_VARS = ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "FP8AUDIT_SELF_PROFILE",
-             "FP8AUDIT_NULL_SET")
+             "FP8AUDIT_NULL_SET", "FP8AUDIT_PROBE")
 PIN = []
 
 
@@ -35,7 +41,8 @@ def setups(agent, null, out):
                 FP8AUDIT_OUT=out)
     return [("off", base, False), ("cupti", dict(base, CUDA_INJECTION64_PATH=null), True),
             ("cupti-agent", dict(base, CUDA_INJECTION64_PATH=null, FP8AUDIT_NULL_SET="agent"), True),
-            ("agent", full, True), ("agent-profile", dict(full, FP8AUDIT_SELF_PROFILE="1"), False)]
+            ("agent", full, True), ("agent-te", dict(full, FP8AUDIT_PROBE="te"), True),
+            ("agent-profile", dict(full, FP8AUDIT_SELF_PROFILE="1"), False)]
 
 
 def run(name, cmd, env, profiles):
@@ -89,11 +96,25 @@ def main():
     ap.add_argument("--configs", default="launch_bound,gpu_bound")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cpus", default="2-5")
+    ap.add_argument("--te-call-bench")
+    ap.add_argument("--te-lib")
     args = ap.parse_args()
     if args.cpus:
         PIN.extend(["taskset", "-c", args.cpus])
     out = tempfile.mkdtemp()
     variants = setups(os.path.abspath(args.agent), os.path.abspath(args.null_subscriber), out)
+    if args.te_call_bench and args.te_lib:
+        agent_env = dict(variants[3][1], FP8AUDIT_PROBE="te")
+        results = [run("te-call", [args.te_call_bench, args.te_lib], agent_env, [])
+                   for _ in range(args.rounds)]
+        med = statistics.median
+        print("TE update call (8 tensors), ns: through the agent vs TE's own function, one process")
+        print("| round | direct | through the agent | added | recording off, added |")
+        print("|---|---|---|---|---|")
+        for i, r in enumerate(results):
+            print(f"| {i} | {r['direct_ns']:.1f} | {r['through_agent_ns']:.1f} | "
+                  f"{r['added_ns']:.1f} | {r.get('added_recording_off_ns', float('nan')):.1f} |")
+        print(f"median added: {med([r['added_ns'] for r in results]):.1f} ns\n", flush=True)
     if args.launch_bench:
         series("empty-kernel launch, ns", lambda toggle: [args.launch_bench],
                ("median_ns", "probe_on_median_ns", "probe_off_median_ns", None), variants,

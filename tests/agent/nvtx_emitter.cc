@@ -4,7 +4,7 @@
 //
 // Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
 //        | stress THREADS MILLISECONDS | bytes ARG [HOSTNAME]  (ARG: only for argv)
-//        | plant VICTIM
+//        | plant VICTIM | hook | hook-facts (what fp8audit's Python hook sends)
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -180,6 +180,22 @@ int main(int argc, char** argv) {
   if (mode == "cuda-injection") {
     if (const int rc = CallInitializeInjection(); rc != 0) return rc;
     BasicMicrobatches();
+    return 0;
+  }
+  if (mode == "hook" || mode == "hook-facts") {  // as torch.cuda.nvtx: the default domain
+    nvtxMarkA("fp8audit.te te=2.20.2");
+    nvtxMarkA("fp8audit.patch te=2.20.2 semantics=fixed");
+    if (mode == "hook-facts") return 0;
+    nvtxRangePushA(ev::kMicrobatchRange);
+    nvtxRangePushA("fp8audit.te.update pass=forward count=1 unfused=1");
+    nvtxRangePop();
+    OnAutogradThread([] {
+      nvtxRangePushA("fp8audit.te.update pass=backward count=2 unfused=2");
+      nvtxRangePushA("inner");
+      nvtxRangePop();
+      nvtxRangePop();
+    });
+    nvtxRangePop();
     return 0;
   }
   if (mode == "probe-toggle") {  // the benchmark toggle where no kernel probe is attached

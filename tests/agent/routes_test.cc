@@ -122,6 +122,29 @@ TEST(AgentRoutes, SelfProfileCountsEveryNvtxCallByDomainInOneLineAndLeavesTheTra
   EXPECT_NE(lines[0].find("fp8audit "), std::string::npos) << lines[0];
 }
 
+TEST(AgentRoutes, ThePythonHooksMarksAndUpdateRangesAreRecordedAsFactsAndUpdates) {
+  const RunResult run =
+      Emit("hook", {{"NVTX_INJECTION64_PATH", AgentPath()}, {"FP8AUDIT_EXPECT_BACKWARD", "2"}});
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  EXPECT_EQ(run.stderr_text, "");
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  EXPECT_EQ(Kinds(t), (K{v1::TE_VERSION, v1::TE_PATCHED, v1::MICROBATCH_BEGIN, v1::UPDATE_FORWARD,
+                         v1::BACKWARD_BEGIN, v1::UPDATE_BACKWARD, v1::MICROBATCH_END}));
+  const auto& e = t.events;
+  EXPECT_EQ(e[0].te_version(), "2.20.2");
+  EXPECT_EQ(e[0].pass(), v1::PASS_UNSPECIFIED);
+  EXPECT_EQ(e[1].semantics(), "fixed");
+  EXPECT_EQ(e[3].source(), v1::PYTHON_HOOK);
+  EXPECT_EQ(e[3].detail(), "fp8audit.te.update pass=forward count=1 unfused=1");
+  EXPECT_EQ(e[5].count(), 2u);
+  EXPECT_EQ(e[5].pass(), v1::BACKWARD);
+  // Facts alone still make a trace, at exit.
+  const RunResult facts = Emit("hook-facts", {{"NVTX_INJECTION64_PATH", AgentPath()}});
+  ASSERT_EQ(facts.traces.size(), 1u);
+  EXPECT_EQ(Kinds(facts.traces[0]), (K{v1::TE_VERSION, v1::TE_PATCHED}));
+}
+
 TEST(AgentRoutes, LaunchProbeToggleWithoutAProbeSaysSoAndRecordsAsBefore) {
   const RunResult run = Emit("probe-toggle", {{"NVTX_INJECTION64_PATH", AgentPath()}});
   ExpectBasicTrace(run, "probe-toggle");

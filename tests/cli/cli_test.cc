@@ -505,6 +505,44 @@ TEST_F(RunCli, ExpectFlagsReachTheAgentAndTheAudit) {
   EXPECT_TRUE(Contains(env, "FP8AUDIT_SELF_PROFILE=<unset>\n")) << env;
 }
 
+TEST_F(RunCli, ProbeModeReachesTheAgentAutoByDefault) {
+  const std::string dump = Path("env.txt");
+  Result r = Run({"--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(Slurp(dump), "FP8AUDIT_PROBE=auto\n")) << Slurp(dump);
+  const std::string dump2 = Path("env2.txt");
+  r = Run({"--probe", "te", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump2}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(Slurp(dump2), "FP8AUDIT_PROBE=te\n")) << Slurp(dump2);
+  r = Fp8audit({"run", "--probe", "kernels", "--", "true"});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "--probe")) << Describe(r);
+}
+
+TEST_F(RunCli, ThePythonHookIsArmedByDefaultAndNoPythonHookRemovesIt) {
+  const std::string dump = Path("env.txt");
+  Result r =
+      Run({"--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump}, {"PYTHONPATH", "/job/own"}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  std::string env = Slurp(dump);
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_PYHOOK=te-version,te-count\n")) << env;
+  EXPECT_TRUE(Contains(env, "/fp8audit/hook/site:")) << env;
+  EXPECT_TRUE(Contains(env, ":/job/own\n")) << env;  // the job's own path stays, after the hook
+  const std::string dump2 = Path("env2.txt");
+  r = Run({"--probe", "cupti", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump2}});
+  EXPECT_TRUE(Contains(Slurp(dump2), "FP8AUDIT_PYHOOK=te-version\n")) << Slurp(dump2);
+  const std::string dump3 = Path("env3.txt");
+  r = Run({"--no-python-hook", "--", "true"}, "1/1",
+          {{"FP8AUDIT_FAKE_ENV_DUMP", dump3}, {"PYTHONPATH", "/job/own"}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  env = Slurp(dump3);
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_PYHOOK=<unset>\n")) << env;
+  EXPECT_TRUE(Contains(env, "PYTHONPATH=/job/own\n")) << env;
+  r = Fp8audit({"run", "--fix-te", "--no-python-hook", "--", "true"});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit run: --fix-te works through the Python hook: drop --no-python-hook\n");
+}
+
 TEST_F(RunCli, SelfProfileFlagReachesTheAgent) {
   const std::string dump = Path("env.txt");
   const Result r = Run({"--self-profile", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump}});

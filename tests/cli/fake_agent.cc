@@ -72,7 +72,8 @@ __attribute__((constructor)) void FakeAgent() {
     for (const char* name :
          {"LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "FP8AUDIT_OUT",
           "FP8AUDIT_EXPECT_FORWARD", "FP8AUDIT_EXPECT_BACKWARD", "FP8AUDIT_FAIL_FAST",
-          "FP8AUDIT_PATTERNS", "FP8AUDIT_SELF_PROFILE", "FP8AUDIT_ON_FULL"}) {
+          "FP8AUDIT_PATTERNS", "FP8AUDIT_SELF_PROFILE", "FP8AUDIT_ON_FULL", "FP8AUDIT_PROBE",
+          "FP8AUDIT_PYHOOK", "PYTHONPATH"}) {
       const char* value = std::getenv(name);
       lines += std::string(name) + "=" + (value != nullptr ? value : "<unset>") + "\n";
     }

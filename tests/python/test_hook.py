@@ -173,3 +173,154 @@ def test_te_version_feature_marks_without_importing_torch_cuda(tmp_path, monkeyp
     monkeypatch.setattr(hook, "mark", marks.append)
     hook._te_version(type("M", (), {"__version__": "2.20.2"}))
     assert marks == ["fp8audit.te te=2.20.2"]
+
+
+# ---- te-count: the python hook's own count of TE's updates (needs no torch: a fake TE 2.x) ----
+
+FAKE_TE = {
+    "transformer_engine/__init__.py": "__version__ = '2.20.2'\n",
+    "transformer_engine/pytorch/__init__.py": "from . import quantization\n",
+    # The state manager's layout in TE 2.20.2 (quantization.py): global_amax_buffer keyed
+    # "<forward|backward>_<autocast key>", autocast_arguments[key] = (recipe, group).
+    "transformer_engine/pytorch/quantization.py": textwrap.dedent("""
+        from dataclasses import dataclass, field
+
+        @dataclass
+        class QuantizationState:
+            global_amax_buffer: dict = field(default_factory=dict)
+            autocast_arguments: dict = field(default_factory=dict)
+
+        class FP8GlobalStateManager:
+            quantization_state = QuantizationState()
+            calls = []
+
+            @classmethod
+            def split_key_in_buffer(cls, key):
+                forward, autocast_key = key.split("_", 1)
+                return forward == "forward", autocast_key
+
+            @classmethod
+            def reduce_and_update_fp8_tensors(cls, forward=True):
+                cls.calls.append(forward)
+        """),
+}
+
+COUNT_JOB = textwrap.dedent("""
+    import json, sys
+    import fp8audit.hook as hook
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+        def range_push(self, message):
+            self.calls.append(["push", message])
+        def range_pop(self):
+            self.calls.append(["pop"])
+        def mark(self, message):
+            self.calls.append(["mark", message])
+
+    hook.NVTX = Recorder()
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager as M
+
+    class Fused:
+        amax_compute_algo = "max"
+        scaling_factor_compute_algo = None
+
+    class Unfused:
+        amax_compute_algo = staticmethod(lambda history: history.max())
+        scaling_factor_compute_algo = None
+
+    s = M.quantization_state
+    s.autocast_arguments = {"a": (Fused(), None), "b": (Unfused(), None)}
+    s.global_amax_buffer = {"forward_a": [1], "backward_a": [1, 2], "forward_b": [3],
+                            "backward_b": []}
+    M.reduce_and_update_fp8_tensors(forward=True)
+    M.reduce_and_update_fp8_tensors(False)
+    s.global_amax_buffer = {}
+    M.reduce_and_update_fp8_tensors()
+    if "--reinstall" in sys.argv:
+        hook.install(["te-count"])
+        s.global_amax_buffer = {"forward_a": [1]}
+        M.reduce_and_update_fp8_tensors()
+    print(json.dumps({"nvtx": hook.NVTX.calls, "te_calls": M.calls,
+                      "wrapped_name": M.reduce_and_update_fp8_tensors.__name__}))
+""")
+
+
+def count_job(tmp_path, *args, env_extra=None, features="te-version,te-count"):
+    for name, text in FAKE_TE.items():
+        path = tmp_path / "fake_te" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    script = tmp_path / "count_job.py"
+    script.write_text(COUNT_JOB)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_SITE), str(ROOT / "python"),
+                                         str(tmp_path / "fake_te")])
+    env["FP8AUDIT_PYHOOK"] = features
+    env.pop("NVTE_UNFUSED_FP8_UPDATE", None)
+    env.update(env_extra or {})
+    result = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True,
+                            text=True, timeout=120)
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return result, lines
+
+
+def test_te_count_brackets_each_updating_call_with_its_counts_and_runs_te(tmp_path):
+    result, lines = count_job(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert lines == [{
+        "nvtx": [["mark", "fp8audit.te te=2.20.2"],
+                 ["push", "fp8audit.te.update pass=forward count=2 unfused=1"], ["pop"],
+                 ["push", "fp8audit.te.update pass=backward count=1 unfused=0"], ["pop"]],
+        "te_calls": [True, False, True],  # the empty call ran too, without a range
+        "wrapped_name": "reduce_and_update_fp8_tensors"}]
+    assert ours(result) == []
+
+
+def test_te_count_counts_every_update_as_unfused_under_nvte_unfused_fp8_update(tmp_path):
+    result, lines = count_job(tmp_path, env_extra={"NVTE_UNFUSED_FP8_UPDATE": "1"},
+                              features="te-count")
+    assert result.returncode == 0, result.stderr
+    assert lines[0]["nvtx"] == [["push", "fp8audit.te.update pass=forward count=2 unfused=2"],
+                                ["pop"],
+                                ["push", "fp8audit.te.update pass=backward count=1 unfused=1"],
+                                ["pop"]]
+
+
+def test_te_count_wraps_once(tmp_path):
+    result, lines = count_job(tmp_path, "--reinstall", features="te-count")
+    assert result.returncode == 0, result.stderr
+    pushes = [call for call in lines[0]["nvtx"] if call[0] == "push"]
+    assert len(pushes) == 3 and lines[0]["te_calls"] == [True, False, True, True]
+
+
+def test_te_count_without_a_state_manager_is_one_line_and_the_job_goes_on(tmp_path):
+    (tmp_path / "fake_te" / "transformer_engine" / "pytorch").mkdir(parents=True)
+    FAKE_TE_SAVED = dict(FAKE_TE)
+    try:
+        FAKE_TE["transformer_engine/pytorch/quantization.py"] = "X = 1\n"
+        script = tmp_path / "noop.py"
+        script.write_text("import transformer_engine.pytorch\nprint('{\"ran\": true}')\n")
+        for name, text in FAKE_TE.items():
+            path = tmp_path / "fake_te" / name
+            path.write_text(text)
+        env = dict(os.environ, FP8AUDIT_PYHOOK="te-count",
+                   PYTHONPATH=os.pathsep.join([str(HOOK_SITE), str(ROOT / "python"),
+                                               str(tmp_path / "fake_te")]))
+        result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                                text=True, timeout=120)
+    finally:
+        FAKE_TE.clear()
+        FAKE_TE.update(FAKE_TE_SAVED)
+    assert result.returncode == 0 and '{"ran": true}' in result.stdout
+    assert ours(result) == ["fp8audit: python hook 'te-count' failed (RuntimeError: "
+                            "transformer_engine.pytorch has no FP8GlobalStateManager); continuing "
+                            "without it"]
+
+
+def test_the_fix_still_patches_when_te_count_is_armed(tmp_path):
+    result, lines = job(tmp_path, hook="te-version,te-count,te-fix")  # as `run --fix-te` arms
+    assert result.returncode == 0, result.stderr
+    assert lines[1]["patched"] is True and lines[1]["counts"] == [1, 1]
+    assert ours(result) == []

@@ -4,19 +4,31 @@ sitecustomize.py put first on PYTHONPATH (hook/site/). A feature runs when a mod
 finished importing (never importing it itself), or at once if that module is already imported.
 
 Features: te-fix — fp8audit.te.patch() when transformer_engine.pytorch is imported;
-te-version — one NVTX mark `fp8audit.te te=<version>` when transformer_engine is imported (what
-the agent can record in the trace header to pick the model semantics of that TE release).
+te-version — one NVTX mark `fp8audit.te te=<version>` when transformer_engine is imported (the
+agent records it as a TE_VERSION fact, from which the report picks the model semantics of that TE
+release); te-count — wraps FP8GlobalStateManager.reduce_and_update_fp8_tensors (once, when
+transformer_engine.pytorch is imported) in an NVTX range `fp8audit.te.update pass=forward|backward
+count=N unfused=U` around each call that updates something: N autocast keys with amaxes to reduce
+in that direction, U of them on TE's unfused path (NVTE_UNFUSED_FP8_UPDATE=1, or a callable
+amax_compute_algo / scaling_factor_compute_algo). The agent records these as PYTHON_HOOK updates
+(agent/src/hook_probe.h). When TE's buffers cannot be read, a call counts as one update.
 A feature that fails says so in one line on stderr; the job goes on without it."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.abc
 import importlib.util
 import os
 import sys
-from typing import Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 ENV = "FP8AUDIT_PYHOOK"
+
+# The NVTX functions used (range_push, range_pop, mark); None: torch.cuda.nvtx. Tests set it.
+NVTX: Optional[Any] = None
+_nvtx_broken = False
 
 
 def _te_fix(module: object) -> None:
@@ -33,21 +45,117 @@ def _te_version(module: object) -> None:
     mark(f"fp8audit.te te={getattr(module, '__version__', 'unknown')}")
 
 
-def mark(message: str) -> None:
-    """An NVTX mark (the agent receives marks of every domain) where CUDA is available."""
+def _nvtx() -> Optional[Any]:
+    """NVTX (NVTX when set, else torch.cuda.nvtx), or None where it is not available."""
+    if NVTX is not None:
+        return NVTX
+    if _nvtx_broken:
+        return None
     try:
         import torch
 
-        if torch.cuda.is_available():
-            torch.cuda.nvtx.mark(message)
-    except Exception:  # NVTX is optional: never fail the job for a mark
-        pass
+        return torch.cuda.nvtx if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def _call(name: str, *args: Any) -> bool:
+    """One NVTX call; False (and no more tries with torch's) when it fails."""
+    global _nvtx_broken
+    nvtx = _nvtx()
+    if nvtx is None:
+        return False
+    try:
+        getattr(nvtx, name)(*args)
+        return True
+    except Exception:  # NVTX is optional: never fail the job for it
+        if NVTX is None:
+            _nvtx_broken = True
+        return False
+
+
+def mark(message: str) -> None:
+    """An NVTX mark (the agent receives marks of every domain) where CUDA is available."""
+    _call("mark", message)
+
+
+def _state_manager() -> Any:
+    for name in ("transformer_engine.pytorch.quantization", "transformer_engine.pytorch.fp8"):
+        try:
+            manager = getattr(importlib.import_module(name), "FP8GlobalStateManager", None)
+        except ImportError:
+            continue
+        if manager is not None:
+            return manager
+    raise RuntimeError("transformer_engine.pytorch has no FP8GlobalStateManager")
+
+
+def pending_updates(manager: Any, forward: bool) -> Tuple[int, int]:
+    """(updates, unfused ones) that reduce_and_update_fp8_tensors(forward) is about to make: the
+    global amax buffers of that direction that hold amaxes (TE 2.x's layout); (1, 0) when the
+    buffers cannot be read."""
+    try:
+        state = getattr(manager, "quantization_state", None) or manager
+        buffers = getattr(state, "global_amax_buffer", None)
+        if buffers is None:
+            return 1, 0
+        env_unfused = bool(int(os.getenv("NVTE_UNFUSED_FP8_UPDATE", "0") or "0"))
+        arguments = getattr(state, "autocast_arguments", {}) or {}
+        split = getattr(manager, "split_key_in_buffer", None)
+        count = unfused = 0
+        for key, amaxes in buffers.items():
+            if split is not None:
+                key_forward, autocast_key = split(key)
+            else:
+                head, _, autocast_key = key.partition("_")
+                key_forward = head == "forward"
+            if bool(key_forward) != bool(forward) or len(amaxes) == 0:
+                continue
+            count += 1
+            recipe = arguments.get(autocast_key)
+            recipe = recipe[0] if isinstance(recipe, tuple) else recipe
+            if env_unfused or callable(getattr(recipe, "amax_compute_algo", None)) or \
+                    callable(getattr(recipe, "scaling_factor_compute_algo", None)):
+                unfused += 1
+        return count, unfused
+    except Exception:
+        return 1, 0
+
+
+def _te_count(module: object) -> None:
+    del module
+    manager = _state_manager()
+    raw = manager.__dict__.get("reduce_and_update_fp8_tensors")
+    func = getattr(raw, "__func__", None)
+    if func is None:
+        raise RuntimeError("FP8GlobalStateManager.reduce_and_update_fp8_tensors is not a "
+                           "classmethod")
+    if getattr(func, "__fp8audit_count__", False):
+        return
+
+    @functools.wraps(func)  # __wrapped__: fp8audit.te's fingerprints still see TE's source
+    def counting(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        forward = bool(kwargs.get("forward", args[0] if args else True))
+        count, unfused = pending_updates(cls, forward)
+        if count == 0:
+            return func(cls, *args, **kwargs)
+        pushed = _call("range_push", f"fp8audit.te.update pass={'forward' if forward else 'backward'}"
+                                     f" count={count} unfused={unfused}")
+        try:
+            return func(cls, *args, **kwargs)
+        finally:
+            if pushed:
+                _call("range_pop")
+
+    counting.__fp8audit_count__ = True  # type: ignore[attr-defined]
+    setattr(manager, "reduce_and_update_fp8_tensors", classmethod(counting))
 
 
 # feature -> (watched module, action)
 FEATURES: Dict[str, Tuple[str, Callable[[object], None]]] = {
     "te-fix": ("transformer_engine.pytorch", _te_fix),
     "te-version": ("transformer_engine", _te_version),
+    "te-count": ("transformer_engine.pytorch", _te_count),
 }
 
 _pending: Dict[str, List[Tuple[str, Callable[[object], None]]]] = {}

@@ -60,6 +60,16 @@ std::vector<Segment> Segments(const Trace& t) {
   return segments;
 }
 
+// stderr without the notice the agent prints when it holds CUPTI (auto mode, no TE in the job).
+constexpr char kHoldsCupti[] = "fp8audit: the agent holds CUPTI for its kernel-launch probe";
+std::vector<std::string> OurLines(const RunResult& run) {
+  std::vector<std::string> lines;
+  for (const std::string& line : run.stderr_lines()) {
+    if (line.rfind(kHoldsCupti, 0) != 0) lines.push_back(line);
+  }
+  return lines;
+}
+
 #define SKIP_WITHOUT_GPU(run)                                                 \
   if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language"; \
   if ((run).exit_code() == 77) GTEST_SKIP() << "no GPU"
@@ -110,7 +120,7 @@ TEST(AgentGpu, HybridPatternsGiveExactCountsAndSplit) {
   EXPECT_EQ(graph_events, 4u);
   // The live check saw microbatch 0 fail first (no --fail-fast: one summary line at exit; the
   // graph launches, 2 forward updates each outside any backward pass, fail too).
-  const auto lines = run.stderr_lines();
+  const auto lines = OurLines(run);
   ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
   EXPECT_EQ(lines[0].rfind("fp8audit: live check: ", 0), 0u) << lines[0];
   EXPECT_NE(lines[0].find(" microbatches failed, first microbatch 0: forward updates 2 (expected "
@@ -156,7 +166,7 @@ TEST(AgentGpu, E4M3OnlyRecipesSplitByPass) {
     EXPECT_EQ(segments[i].backward, 1u) << i;
     EXPECT_EQ(segments[i].forward_in_backward_pass, 0u) << i;
   }
-  EXPECT_EQ(run.stderr_text, "");
+  EXPECT_TRUE(OurLines(run).empty()) << run.stderr_text;
 }
 
 TEST(AgentGpu, LaunchProbeTurnedOffRecordsAndCountsNothingUntilOnAgain) {
@@ -174,7 +184,7 @@ TEST(AgentGpu, LaunchProbeTurnedOffRecordsAndCountsNothingUntilOnAgain) {
   }
   EXPECT_EQ(forward, 2u);  // the microbatch launched with the probe off left nothing
   EXPECT_EQ(backward, 2u);
-  EXPECT_EQ(run.stderr_text, "");
+  EXPECT_TRUE(OurLines(run).empty()) << run.stderr_text;
 }
 
 TEST(AgentGpu, FailFastEndsTheJobAtTheFirstFailingMicrobatch) {
@@ -185,7 +195,7 @@ TEST(AgentGpu, FailFastEndsTheJobAtTheFirstFailingMicrobatch) {
   SKIP_WITHOUT_GPU(run);
   EXPECT_EQ(run.exit_code(), 3) << run.stderr_text;
   EXPECT_EQ(run.stdout_text.find("done"), std::string::npos);
-  const auto lines = run.stderr_lines();
+  const auto lines = OurLines(run);
   ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
   EXPECT_EQ(lines[0].rfind("fp8audit: microbatch 0: forward updates 2 (expected 1), backward "
                            "updates 2 (expected 1): extra forward update kernel "
@@ -207,6 +217,64 @@ TEST(AgentGpu, InjectionAloneAndDisable) {
   EXPECT_EQ(off.exit_code(), 0);
   EXPECT_TRUE(off.traces.empty());
   EXPECT_EQ(off.stderr_text, "");
+}
+
+TEST(AgentGpu, AutoModeWithoutTeHoldsCuptiAndSaysSoOnce) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  if (SanitizerBuild()) GTEST_SKIP() << "needs the agent LD_PRELOAD-ed";
+  const RunResult run = RunPatterns("e4m3", AgentEnv());
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  const auto lines = run.stderr_lines();
+  ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
+  EXPECT_EQ(lines[0].rfind(kHoldsCupti, 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("until Transformer Engine loads"), std::string::npos) << lines[0];
+  ASSERT_EQ(run.traces.size(), 1u);
+  const v1::TraceHeader& h = run.traces[0].header;
+  EXPECT_EQ(h.probe_mode(), "auto");
+  std::vector<std::string> probes(h.probes().begin(), h.probes().end());
+  EXPECT_EQ(probes, (std::vector<std::string>{"te-call", "cupti"}));
+}
+
+TEST(AgentGpu, ProbeTeNeverSubscribesToCupti) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  if (SanitizerBuild()) GTEST_SKIP() << "needs the agent LD_PRELOAD-ed";
+  auto env = AgentEnv();
+  env["FP8AUDIT_PROBE"] = "te";
+  env["NVTX_INJECTION64_PATH"] = AgentPath();
+  const RunResult run = RunPatterns("e4m3", env);
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  EXPECT_EQ(run.stderr_text, "");
+  for (const Trace& t : run.traces) {  // the microbatch markers (NVTX) make one
+    EXPECT_EQ(t.footer.kernel_launches(), 0u);
+    EXPECT_TRUE(t.header.cupti().empty());
+    for (const auto& e : t.events) EXPECT_NE(e.source(), v1::KERNEL);
+  }
+}
+
+TEST(AgentGpu, AProvisionalCuptiSubscriptionEndsWhenTeLoads) {
+  if (kProgram == nullptr) GTEST_SKIP() << "built without the CUDA language";
+  if (SanitizerBuild()) GTEST_SKIP() << "needs the agent LD_PRELOAD-ed";
+  auto env = AgentEnv();
+  env["FP8AUDIT_TEST_FAKE_TE"] = FP8AUDIT_FAKE_TE_LIB;
+  const RunResult run = RunPatterns("te-appears", env);
+  SKIP_WITHOUT_GPU(run);
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text << run.stdout_text;
+  ASSERT_EQ(run.traces.size(), 1u);
+  const Trace& t = run.traces[0];
+  std::smatch m;
+  static const std::regex re("before_te=(\\d+)");
+  ASSERT_TRUE(std::regex_search(run.stdout_text, m, re)) << run.stdout_text;
+  EXPECT_EQ(static_cast<long>(t.footer.kernel_launches()), std::stol(m[1]));
+  const auto probes = OfKind(t, v1::PROBES);
+  ASSERT_EQ(probes.size(), 1u);
+  std::vector<std::string> now(probes[0].probes().begin(), probes[0].probes().end());
+  EXPECT_EQ(now, (std::vector<std::string>{"te-call"}));
+  EXPECT_NE(probes[0].detail().find("CUPTI released"), std::string::npos) << probes[0].detail();
+  uint64_t updates = 0;
+  for (const auto& e : t.events) updates += e.kind() == v1::UPDATE_FORWARD;
+  EXPECT_EQ(updates, 1u);  // the second microbatch's kernels were not seen
 }
 
 }  // namespace

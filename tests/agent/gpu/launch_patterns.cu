@@ -2,9 +2,11 @@
 // known patterns, on a training thread and on a thread named like PyTorch's autograd thread, so
 // that a test can compare the agent's trace with exact expected counts.
 //
-// usage: agent_launch_patterns hybrid|e4m3|chunked|probe-off [pause_ms]   (exit 77: no GPU)
-// Prints "launches=N" (kernels launched, graph nodes included, none while the probe is off) and
-// "done".
+// usage: agent_launch_patterns hybrid|e4m3|chunked|probe-off|te-appears [pause_ms]
+// (exit 77: no GPU). Prints "launches=N" (kernels launched, graph nodes included, none while the
+// probe is off) and "done". te-appears: an E4M3 microbatch, then loads the library named by
+// FP8AUDIT_TEST_FAKE_TE (a libtransformer_engine.so) RTLD_GLOBAL, waits 500 ms and launches another
+// microbatch; prints "before_te=N" too (the launches before the load).
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -325,6 +327,15 @@ int main(int argc, char** argv) {
     Chunked();
   } else if (mode == "probe-off") {
     if (ProbeOff() != 0) return 2;
+  } else if (mode == "te-appears") {
+    E4M3Microbatch();
+    CHECK(cudaDeviceSynchronize());
+    const long before = g_launches;
+    const char* te = std::getenv("FP8AUDIT_TEST_FAKE_TE");
+    if (te == nullptr || dlopen(te, RTLD_NOW | RTLD_GLOBAL) == nullptr) return 2;
+    usleep(500 * 1000);  // the agent's writer looks for TE every 100 ms
+    E4M3Microbatch();
+    std::printf("before_te=%ld\n", before);
   } else {
     return 2;
   }

@@ -1,0 +1,106 @@
+#include "agent/src/hook_probe.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "agent/src/recorder.h"
+
+namespace fp8audit::agent {
+namespace {
+
+bool ParseU32(std::string_view s, uint32_t* out) {
+  if (s.empty() || s.size() > 10) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > UINT32_MAX) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+}  // namespace
+
+bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
+  if (text.substr(0, kHookUpdateRange.size()) != kHookUpdateRange) return false;
+  std::string_view rest = text.substr(kHookUpdateRange.size());
+  if (!rest.empty() && rest.front() != ' ') return false;
+  HookUpdate u;
+  while (!rest.empty()) {
+    rest.remove_prefix(1);
+    const size_t end = std::min(rest.find(' '), rest.size());
+    const std::string_view token = rest.substr(0, end);
+    rest.remove_prefix(end);
+    const size_t eq = token.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
+    if (key == "pass") {
+      u.rule = value == "forward"    ? RuleEvent::kUpdateForward
+               : value == "backward" ? RuleEvent::kUpdateBackward
+                                     : RuleEvent::kUpdate;
+    } else if (key == "count") {
+      if (!ParseU32(value, &u.count)) return false;
+    } else if (key == "unfused") {
+      if (!ParseU32(value, &u.unfused)) return false;
+    }
+  }
+  u.unfused = std::min(u.unfused, u.count);
+  *out = u;
+  return true;
+}
+
+bool IsHookMark(std::string_view text) {
+  return text.rfind("fp8audit.te ", 0) == 0 || text.rfind("fp8audit.patch ", 0) == 0;
+}
+
+bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
+  if (!IsHookMark(text)) return false;
+  RawEvent e;
+  e.kind = text.rfind("fp8audit.te ", 0) == 0 ? RawKind::kTeVersion : RawKind::kTePatched;
+  e.SetText(text);
+  sink_.Record(ts, &e);
+  return true;
+}
+
+bool HookProbe::OnPush(ThreadState* ts, const void* domain, uint32_t level, std::string_view text) {
+  HookUpdate u;
+  if (!ParseHookUpdate(text, &u)) return false;
+  if (ts->nhook >= kMaxHookRanges) return true;  // nested beyond reason: not recorded
+  sink_.OnActivity(ts, "Python-hook update");
+  ThreadState::HookRange& r = ts->hook_ranges[ts->nhook++];
+  r.domain = domain;
+  r.level = level;
+  r.rule = u.rule;
+  r.count = u.count;
+  r.unfused = u.unfused;
+  r.counted_at_open = ts->counted_updates;
+  const size_t n = std::min(text.size(), sizeof(r.text));
+  std::memcpy(r.text, text.data(), n);
+  r.text_len = static_cast<uint8_t>(n);
+  return true;
+}
+
+void HookProbe::OnPop(ThreadState* ts, const void* domain, uint32_t level) {
+  if (ts->nhook == 0) return;
+  const ThreadState::HookRange& r = ts->hook_ranges[ts->nhook - 1];
+  if (r.domain != domain || r.level != level) return;
+  --ts->nhook;
+  const bool inner = ts->counted_updates != r.counted_at_open;
+  const uint32_t counted = inner ? r.unfused : r.count;
+  const uint32_t crosscheck = r.count - counted;
+  const std::string_view text(r.text, r.text_len);
+  for (const auto& [kind, n] : {std::pair{RawKind::kPythonUpdate, counted},
+                                std::pair{RawKind::kPythonCrossCheck, crosscheck}}) {
+    if (n == 0) continue;
+    RawEvent e;
+    e.kind = kind;
+    e.rule = r.rule;
+    e.count = n;
+    e.SetText(text);
+    sink_.Record(ts, &e);
+  }
+  ts->counted_updates += counted;
+}
+
+}  // namespace fp8audit::agent

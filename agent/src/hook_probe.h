@@ -1,0 +1,49 @@
+// The python-hook probe: what fp8audit's Python hook (python/fp8audit/hook) sends as NVTX, in any
+// domain (it uses torch.cuda.nvtx, the default domain). The NVTX probe hands these messages here:
+//   mark   "fp8audit.te te=<version>"                     TE was imported (TE_VERSION)
+//   mark   "fp8audit.patch te=<version> semantics=<s>"    fp8audit.te.patch() applied (TE_PATCHED)
+//   range  "fp8audit.te.update pass=forward|backward count=<N> unfused=<U>"
+//          pushed before FP8GlobalStateManager.reduce_and_update_fp8_tensors runs and popped after
+//          it returns: N updates (autocast keys with amaxes to reduce in that direction), U of
+//          which TE runs without its fused C entry point (NVTE_UNFUSED_FP8_UPDATE=1, callable
+//          amax_compute_algo or scaling_factor_compute_algo).
+// At the pop the range's updates are recorded (PYTHON_HOOK): when a TE call or a counted kernel
+// update was recorded on the thread inside the range, those counted the fused ones and the hook's
+// N - U fused updates are cross-checks, its U unfused ones count; when nothing was, all N count.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "agent/src/patterns.h"
+#include "agent/src/record_sink.h"
+
+namespace fp8audit::agent {
+
+inline constexpr std::string_view kHookUpdateRange = "fp8audit.te.update";
+
+struct HookUpdate {
+  RuleEvent rule = RuleEvent::kUpdate;  // from pass=
+  uint32_t count = 1;                   // count= (absent: 1)
+  uint32_t unfused = 0;                 // unfused= (absent: 0; at most count)
+};
+// Parses an update range's message; false when it is not one.
+bool ParseHookUpdate(std::string_view text, HookUpdate* out);
+// A mark the hook sends ("fp8audit.te ..." or "fp8audit.patch ...").
+bool IsHookMark(std::string_view text);
+
+class HookProbe {
+ public:
+  explicit HookProbe(RecordSink* sink) : sink_(*sink) {}
+  // A mark on `ts`; true when it was the hook's (then recorded).
+  bool OnMark(ThreadState* ts, std::string_view text);
+  // A range pushed at `level` of `domain`'s stack on `ts`; true when it is a hook update range.
+  bool OnPush(ThreadState* ts, const void* domain, uint32_t level, std::string_view text);
+  // A range popped at `level` of `domain`'s stack on `ts`: records the hook range opened there.
+  void OnPop(ThreadState* ts, const void* domain, uint32_t level);
+
+ private:
+  RecordSink& sink_;
+};
+
+}  // namespace fp8audit::agent

@@ -1,0 +1,185 @@
+#include "agent/src/probe_control.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "agent/src/kernel_probe.h"
+#include "agent/src/recorder.h"
+
+namespace fp8audit::agent {
+
+const char* ProbeModeName(ProbeMode mode) {
+  switch (mode) {
+    case ProbeMode::kTe:
+      return "te";
+    case ProbeMode::kCupti:
+      return "cupti";
+    case ProbeMode::kAll:
+      return "all";
+    case ProbeMode::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+std::vector<std::string> ProbeNames(uint32_t bits) {
+  std::vector<std::string> names;
+  if (bits & kProbeTeCall) names.emplace_back("te-call");
+  if (bits & kProbeCupti) names.emplace_back("cupti");
+  if (bits & kProbePythonHook) names.emplace_back("python-hook");
+  return names;
+}
+
+CuptiPlan PlanCuptiAtCudaInit(ProbeMode mode, bool te_loaded, bool te_interposed,
+                              bool user_patterns) {
+  switch (mode) {
+    case ProbeMode::kTe:
+      return {false, false};
+    case ProbeMode::kCupti:
+    case ProbeMode::kAll:
+      return {true, false};
+    case ProbeMode::kAuto:
+      break;
+  }
+  if (user_patterns || !te_interposed) return {true, false};
+  if (te_loaded) return {false, false};
+  return {true, true};
+}
+
+bool IsTeLibrary(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  return base.rfind("libtransformer_engine", 0) == 0 && base.find(".so") != std::string_view::npos;
+}
+
+namespace {
+
+int FindTe(dl_phdr_info* info, size_t, void* found) {
+  if (info->dlpi_name != nullptr && IsTeLibrary(info->dlpi_name)) {
+    *static_cast<bool*>(found) = true;
+    return 1;
+  }
+  return 0;
+}
+
+int ReadAdds(dl_phdr_info* info, size_t size, void* out) {
+  if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds)) {
+    *static_cast<uint64_t*>(out) = info->dlpi_adds;
+  }
+  return 1;  // the first object carries the counter
+}
+
+}  // namespace
+
+bool TeEntryPointsInterposedBy(const std::string& self_path) {
+  void* p =
+      dlsym(RTLD_DEFAULT, "nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction");
+  Dl_info info{};
+  if (p == nullptr || self_path.empty() || dladdr(p, &info) == 0 || info.dli_fname == nullptr) {
+    return false;
+  }
+  char resolved[PATH_MAX];
+  return ::realpath(info.dli_fname, resolved) != nullptr && self_path == resolved;
+}
+
+bool TeLibraryLoaded() {
+  bool found = false;
+  dl_iterate_phdr(&FindTe, &found);
+  return found;
+}
+
+uint64_t LoadCount() {
+  uint64_t adds = 0;
+  dl_iterate_phdr(&ReadAdds, &adds);
+  return adds;
+}
+
+ProbeControl& Probes() {
+  static ProbeControl* control = new ProbeControl();
+  return *control;
+}
+
+void ProbeControl::Init(const Config& config, bool te_interposed) {
+  mode_ = config.probe;
+  user_patterns_ = !config.patterns_path.empty();
+  te_interposed_ = te_interposed;
+  uint32_t bits = 0;
+  if (mode_ != ProbeMode::kCupti && te_interposed) bits |= kProbeTeCall;
+  if (config.python_hook) bits |= kProbePythonHook;
+  bits_.store(bits, std::memory_order_release);
+}
+
+void ProbeControl::SetBits(uint32_t bits, const char* why) {
+  const uint32_t before = bits_.exchange(bits, std::memory_order_acq_rel);
+  if (before == bits || why == nullptr) return;
+  Agent& a = Agent::Get();
+  if (a.writer().not_started()) return;  // the header, written later, says it
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return;
+  RawEvent e;
+  e.kind = RawKind::kProbes;
+  e.count = bits;
+  e.SetText(why);
+  a.Record(ts, &e);
+}
+
+void ProbeControl::OnCudaInit(bool from_driver) {
+  static std::atomic<bool> once{false};
+  if (once.exchange(true)) return;
+  const bool te = TeLibraryLoaded();
+  if (te) te_seen_.store(true);
+  const CuptiPlan plan = PlanCuptiAtCudaInit(mode_, te, te_interposed_, user_patterns_);
+  if (!plan.subscribe) return;
+  std::string why;
+  const AttachResult r = AttachKernelProbe(from_driver, &why);
+  if (r == AttachResult::kAttached) {
+    provisional_.store(plan.provisional, std::memory_order_release);
+    polled_loads_ = 0;
+    SetBits(bits() | kProbeCupti, "CUPTI subscribed");
+    Agent::Warn(std::string("the agent holds CUPTI for its kernel-launch probe (--probe ") +
+                ProbeModeName(mode_) +
+                "): torch.profiler, Nsight Systems and other CUPTI tools in this job lose CUDA "
+                "activity" +
+                (plan.provisional ? " until Transformer Engine loads (--probe te leaves CUPTI "
+                                    "alone)"
+                                  : ""));
+    if (plan.provisional && TeLibraryLoaded()) OnTeSeen("Transformer Engine is loaded");
+    return;
+  }
+  // Not attached: the TE probes count (in `cupti` mode too, when the agent interposes TE).
+  const bool te_fallback = te_interposed_ && mode_ != ProbeMode::kTe;
+  if (te_fallback) SetBits(bits() | kProbeTeCall, "CUPTI unavailable");
+  const std::string then = te_fallback
+                               ? "; Transformer Engine's update calls and NVTX events still are"
+                               : "; NVTX events still are";
+  if (r == AttachResult::kHeld) {
+    Agent::Warn("kernel launches are not recorded: another tool holds CUPTI (" + why + ")" + then);
+  } else {
+    Agent::Warn("kernel launches are not recorded: " + why + then);
+  }
+}
+
+void ProbeControl::OnTeSeen(const char* why) {
+  te_seen_.store(true, std::memory_order_release);
+  if (!provisional_.exchange(false, std::memory_order_acq_rel)) return;
+  if (DetachKernelProbe()) {
+    SetBits(
+        bits() & ~kProbeCupti,
+        (std::string("CUPTI released: ") + why + " and counts through its update calls").c_str());
+  }
+}
+
+void ProbeControl::Poll() {
+  if (!provisional_.load(std::memory_order_acquire)) return;
+  const uint64_t loads = LoadCount();
+  if (loads == polled_loads_) return;
+  polled_loads_ = loads;
+  if (TeLibraryLoaded()) OnTeSeen("Transformer Engine is loaded");
+}
+
+}  // namespace fp8audit::agent
