@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fp8audit/report.pb.h"
+#include "tests/reports/chrome_trace_check.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
@@ -342,6 +343,68 @@ TEST_F(ReportCli, OutputFileIsWrittenAndAnUnwritableOneExits2) {
                        ": No such file or directory\n");
 }
 
+TEST_F(ReportCli, ChromeTraceIsWrittenToTheFileAndTheExitCodeIsTheAudits) {
+  const std::string path = WriteTrace("a.fp8trace", Failing());
+  const std::string out = Path("t.json");
+  const Result r = Fp8audit({"report", path, "--format", "chrome-trace", "-o", out});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_EQ(r.out, "");
+  testing::OrderedJson doc;
+  ASSERT_EQ(testing::ChromeTraceProblem(Slurp(out), &doc), "") << Slurp(out).substr(0, 4000);
+  size_t microbatches = 0, extra = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"].get<std::string>().rfind("microbatch", 0) == 0) ++microbatches;
+    if (e["ph"] == "i" && e["cat"] == "update,extra") ++extra;
+  }
+  EXPECT_EQ(microbatches, 3u);
+  EXPECT_EQ(extra, 28u + 195u);
+  EXPECT_EQ(doc["otherData"]["outcome"], "FAIL");
+  // To standard output as well; the same file.
+  const Result stdout_run = Fp8audit({"report", path, "--format", "chrome-trace"});
+  EXPECT_EQ(stdout_run.code, 3);
+  EXPECT_EQ(stdout_run.out, Slurp(out));
+  // An unwritable output is refused before reading, and leaves nothing behind.
+  const Result bad =
+      Fp8audit({"report", path, "--format", "chrome-trace", "-o", Path("no/dir/t.json")});
+  EXPECT_EQ(bad.code, 2) << Describe(bad);
+  EXPECT_EQ(bad.err, "fp8audit report: cannot write " + Path("no/dir/t.json") +
+                         ": No such file or directory\n");
+}
+
+TEST_F(ReportCli, MetricsAreOneJsonLinePerMicrobatchOnStandardOutput) {
+  const Result r = Fp8audit({"report", WriteTrace("a.fp8trace", Failing()), "--format", "metrics"});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  std::istringstream lines(r.out);
+  std::vector<testing::OrderedJson> rows;
+  for (std::string line; std::getline(lines, line);) {
+    rows.push_back(testing::OrderedJson::parse(line));
+  }
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[1].dump(),
+            "{\"rank\":0,\"step\":0,\"microbatch\":1,\"forward\":29,\"backward\":196,"
+            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"fail\"}");
+  EXPECT_EQ(rows[2]["verdict"], "pass");
+}
+
+TEST_F(ReportCli, LinksInADirectoryAreSkippedWithOneLineButANamedLinkIsRead) {
+  fs::create_directories(Path("traces"));
+  const std::string real = WriteTrace("traces/a.fp8trace", Passing(0));
+  WriteTrace("b.fp8trace", Passing(1));
+  fs::create_symlink(Path("b.fp8trace"), Path("traces/b.fp8trace"));
+  Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit check: " + Path("traces") +
+                       ": skipped 1 symbolic link (b.fp8trace): links in a directory are not "
+                       "followed; name a trace to read it\n");
+  EXPECT_TRUE(Contains(r.out, "1 trace,")) << Describe(r);
+  r = Fp8audit({"report", Path("traces"), "--format", "metrics"});
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: " + Path("traces") + ": skipped 1 symbolic link"))
+      << Describe(r);
+  r = Fp8audit({"check", real, Path("traces/b.fp8trace")});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "2 traces,")) << Describe(r);
+}
+
 TEST_F(ReportCli, UnknownFormatIsAUsageError) {
   const Result r = Fp8audit({"report", "--format", "yaml", WriteTrace("a.fp8trace", Passing())});
   EXPECT_EQ(r.code, 2) << Describe(r);
@@ -376,6 +439,10 @@ TEST_F(ReportCli, HelpTellsTheExitCodes) {
     EXPECT_EQ(r.code, 0) << Describe(r);
     EXPECT_TRUE(Contains(r.out, "Exit codes:")) << cmd << "\n" << Describe(r);
     EXPECT_TRUE(Contains(r.out, "  3  ")) << cmd << "\n" << Describe(r);
+  }
+  const Result report = Fp8audit({"report", "--help"});
+  for (const char* format : {"chrome-trace", "metrics", "junit", "html"}) {
+    EXPECT_TRUE(Contains(report.out, format)) << Describe(report);
   }
   const Result run = Fp8audit({"run", "--help"});
   EXPECT_TRUE(Contains(run.out, "128+S")) << Describe(run);
