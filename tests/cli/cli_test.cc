@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -447,6 +448,59 @@ TEST_F(ReportCli, HelpTellsTheExitCodes) {
   const Result run = Fp8audit({"run", "--help"});
   EXPECT_TRUE(Contains(run.out, "128+S")) << Describe(run);
   EXPECT_TRUE(Contains(run.out, "127")) << Describe(run);
+}
+
+using VersionCli = CliTest;
+
+// The commit of the source tree when it is the top of a git checkout, else "unknown".
+std::string SourceCommit() {
+  const std::string git = "git -C '" + std::string(FP8AUDIT_SOURCE_DIR) + "' ";
+  auto output = [](const std::string& cmd) {
+    std::string out;
+    if (FILE* p = ::popen((cmd + " 2>/dev/null").c_str(), "r")) {
+      char buf[256];
+      while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+      ::pclose(p);
+    }
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  };
+  const std::string top = output(git + "rev-parse --show-toplevel");
+  std::error_code ec;
+  if (top.empty() || !fs::equivalent(top, FP8AUDIT_SOURCE_DIR, ec)) return "unknown";
+  return output(git + "rev-parse HEAD");
+}
+
+TEST_F(VersionCli, PrintsTheVersionCommitAndWhatItWasBuiltWith) {
+  const Result r = Fp8audit({"--version"});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  EXPECT_EQ(lines[0], std::string("fp8audit ") + FP8AUDIT_VERSION);
+  // The commit built (the test is built with the binary): HEAD, "-dirty" when files changed.
+  const std::string commit = SourceCommit();
+  if (commit == "unknown") {
+    EXPECT_EQ(lines[1], "commit: unknown (not built from a git checkout)");
+  } else {
+    EXPECT_EQ(lines[1].substr(0, 8 + commit.size()), "commit: " + commit) << r.out;
+    EXPECT_TRUE(lines[1].size() == 8 + commit.size() ||
+                lines[1].substr(8 + commit.size()) == "-dirty")
+        << r.out;
+  }
+  const std::string cuda = FP8AUDIT_EXPECT_CUDA;
+  EXPECT_EQ(lines[2], cuda.empty() ? "cuda: none"
+                                   : "cuda: " + cuda +
+                                         (FP8AUDIT_EXPECT_CUDA_KERNELS
+                                              ? " (toolkit; CUDA kernels built)"
+                                              : " (toolkit; CUDA kernels not built)"));
+  EXPECT_TRUE(lines[3] == "cupti: none" || (lines[3].rfind("cupti: API version ", 0) == 0 &&
+                                            Contains(lines[3], " (the agent's headers)") &&
+                                            std::isdigit(static_cast<unsigned char>(lines[3][19]))))
+      << r.out;
+  const std::string torch = FP8AUDIT_EXPECT_TORCH;
+  EXPECT_EQ(lines[4], "pytorch: " + (torch.empty() ? std::string("none") : torch));
 }
 
 TEST_F(CheckCli, PassExits0WithOneLine) {
