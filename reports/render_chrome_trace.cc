@@ -62,14 +62,16 @@ void AppendMicros(uint64_t ns, std::string* out) {
   out->append(digits, static_cast<size_t>(n));
 }
 
-// Every field a message holds (proto3: those not at their default), by its .proto name: enums by
-// name, strings cut to kMaxStoredString. escaped_fields becomes the names of the escaped fields.
-Json Recorded(const pb::Message& m) {
+// Every field a message holds (proto3: those not at their default), by its .proto name, but for
+// those the event shows otherwise (`shown`: the field numbers, as bits): enums by name, strings
+// cut to kMaxStoredString. escaped_fields becomes the names of the escaped fields.
+Json Recorded(const pb::Message& m, uint64_t shown = 0) {
   Json j = Json::object();
   const pb::Reflection* refl = m.GetReflection();
   std::vector<const pb::FieldDescriptor*> fields;
   refl->ListFields(m, &fields);
   for (const pb::FieldDescriptor* f : fields) {
+    if (f->number() < 64 && (shown >> f->number() & 1) != 0) continue;
     if (f->is_repeated()) {
       Json list = Json::array();
       for (int i = 0; i < refl->FieldSize(m, f) && i < 64; ++i) {
@@ -126,6 +128,12 @@ Json Recorded(const pb::Message& m) {
   }
   return j;
 }
+
+// An event's fields its track already shows: the thread (the track's name).
+constexpr uint64_t kOnTrack = uint64_t{1} << v1::Event::kThreadIdFieldNumber;
+// And an update's: its kernel or call, and its count.
+constexpr uint64_t kInUpdateArgs = kOnTrack | uint64_t{1} << v1::Event::kDetailFieldNumber |
+                                   uint64_t{1} << v1::Event::kCountFieldNumber;
 
 bool IsUpdate(v1::EventKind kind) {
   return kind == v1::UPDATE_FORWARD || kind == v1::UPDATE_BACKWARD || kind == v1::UPDATE;
@@ -226,6 +234,7 @@ class ChromeTrace final : public StreamRenderer {
 void ChromeTrace::Begin(const std::vector<std::string>& files) {
   // The first timestamps and start times of each trace, from its first records.
   struct Probe {
+    bool header = false;
     std::string host;
     uint64_t start_unix_ns = 0;
     uint64_t first_ns = 0;
@@ -239,6 +248,7 @@ void ChromeTrace::Begin(const std::vector<std::string>& files) {
     for (uint64_t n = 0; n < kProbeRecords; ++n) {
       if (reader->Next(&record) != TraceFileReader::Status::kRecord) break;
       if (record.has_header() && n == 0) {
+        probes[i].header = true;
         probes[i].host = record.header().host();
         probes[i].start_unix_ns = record.header().start_unix_ns();
       } else if (record.has_event() && record.event().timestamp_ns() != 0) {
@@ -250,6 +260,7 @@ void ChromeTrace::Begin(const std::vector<std::string>& files) {
   // One host's processes share its monotonic clock; hosts are aligned by their start times.
   std::map<std::string, Probe> hosts;
   for (const Probe& p : probes) {
+    if (!p.header) continue;  // not a trace: no events to place
     Probe& h = hosts[p.host];
     if (p.first_ns != 0 && (h.first_ns == 0 || p.first_ns < h.first_ns)) h.first_ns = p.first_ns;
     if (p.start_unix_ns != 0 && (h.start_unix_ns == 0 || p.start_unix_ns < h.start_unix_ns)) {
@@ -266,6 +277,7 @@ void ChromeTrace::Begin(const std::vector<std::string>& files) {
   }
   clocks_.resize(files.size());
   for (size_t i = 0; i < files.size(); ++i) {
+    if (!probes[i].header) continue;
     const Probe& h = hosts[probes[i].host];
     clocks_[i].base_ns = h.first_ns;
     clocks_[i].offset_ns = h.start_unix_ns != 0 ? h.start_unix_ns - first_start : 0;
@@ -371,7 +383,7 @@ void ChromeTrace::CloseAbove(Thread& t, size_t keep, uint64_t ts) {
 }
 
 void ChromeTrace::Slice(Thread& t, const v1::Event& e, uint64_t ts, bool checkpoint, bool enter) {
-  const Json args = {{"event", Recorded(e)}};
+  const Json args = {{"event", Recorded(e, kOnTrack)}};
   if (enter) {
     std::string name = checkpoint ? "checkpoint frame " + std::to_string(e.frame()) + " (" +
                                         PhaseName(e.checkpoint_phase()) + ")"
@@ -438,7 +450,7 @@ void ChromeTrace::OnEvent(const v1::Event& e) {
   }
   std::string name = KindName(kind);
   if (!e.module().empty()) name += " " + Printable(e.module(), kMaxName);
-  const Json args = {{"event", Recorded(e)}};
+  const Json args = {{"event", Recorded(e, kOnTrack)}};
   Emit('i', ts, t.tid, name, Category(kind), &args, nullptr, 't');
 }
 
@@ -461,7 +473,7 @@ void ChromeTrace::OnUpdate(const CountedUpdate& u) {
     args[e.source() == v1::KERNEL ? "kernel" : "call"] = TruncateUtf8(e.detail(), kMaxStoredString);
   }
   args["count"] = e.count() == 0 ? 1 : e.count();
-  args["event"] = Recorded(e);
+  args["event"] = Recorded(e, kInUpdateArgs);
   Emit('i', ts, t.tid, direction + " update" + (extra ? " (extra)" : ""),
        extra ? "update,extra" : "update", &args, nullptr, 't');
 }

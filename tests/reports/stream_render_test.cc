@@ -369,6 +369,7 @@ TEST_F(StreamRenderTest, DamagedAndUnreadableTracesStillGiveAValidFileWithTheirP
   ASSERT_EQ(doc["otherData"]["problems"].size(), result.problems.size());
   EXPECT_TRUE(Contains(doc["otherData"]["problems"][1], "empty trace"));
   EXPECT_TRUE(Contains(MetaName(doc, "process_name", 1), "INCOMPLETE"));
+  EXPECT_FALSE(Contains(doc["otherData"]["time"], "hosts")) << doc["otherData"]["time"];
   bool damage = false;
   for (const auto& v : Events(doc, "i", "violation")) {
     if (v["name"] == "violation: trace damaged") damage = v["s"] == "p";
