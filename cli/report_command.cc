@@ -132,8 +132,10 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
       ->type_name("N");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->progress.Add(sub);
-  sub->footer(std::string("Reads each trace once, record by record. A damaged trace is reported up "
-                          "to its last whole record,\nand one line on stderr names the file, the "
+  sub->footer(std::string("Reads each trace once, record by record (chrome-trace first reads the "
+                          "first records of each\nto place the traces on one time line). A damaged "
+                          "trace is reported up to its last whole record,\nand one line on stderr "
+                          "names the file, the "
                           "record number and the byte offset of the damage. In a\ndirectory, "
                           "symbolic links named *.fp8trace are skipped (one line says so); name "
                           "one to read it.\n\nExit codes:\n") +
