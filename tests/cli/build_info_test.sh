@@ -22,7 +22,7 @@ repo=$work/repo
 git init -q "$repo"
 echo one >"$repo/file"
 git -C "$repo" add file
-git -C "$repo" -c user.name=t -c user.email=t@t commit -q -m one
+git -C "$repo" -c user.name=t -c user.email=t@t -c commit.gpgsign=false commit -q -m one
 head=$(git -C "$repo" rev-parse HEAD)
 [[ $(commit_of "$repo") == "$head" ]] || fail "checkout: $(commit_of "$repo"), HEAD is $head"
 [[ $(header_commit) == "$head" ]] || fail "header says $(header_commit)"
