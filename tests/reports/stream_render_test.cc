@@ -27,7 +27,6 @@ using testing::Contains;
 using testing::OrderedJson;
 using testing::TraceBuilder;
 
-constexpr uint64_t kMain = TraceBuilder::kMainThread;
 constexpr uint64_t kAutograd = TraceBuilder::kAutogradThread;
 
 // Microbatch 0 passes; in microbatch 1 the recompute of checkpoint frames 2 and 1 on the autograd
