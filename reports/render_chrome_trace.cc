@@ -17,6 +17,7 @@
 // UTF-8) stay escaped, and the args list them.
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -217,9 +218,8 @@ class ChromeTrace final : public StreamRenderer {
   std::unordered_map<uint64_t, Thread> threads_;
   Thread shared_;
   std::deque<Backward> backward_;
-  uint64_t mb_end_ = 0;   // end of the last microbatch slice
-  uint64_t last_ = 0;     // latest time in the trace
-  uint64_t last_ns_ = 0;  // the same on the trace's clock
+  uint64_t mb_end_ = 0;  // end of the last microbatch slice
+  uint64_t last_ = 0;    // latest time in the trace
 
   // What was cut or bent to keep the file valid and bounded, over all traces.
   uint64_t clamped_ = 0;
@@ -240,6 +240,7 @@ void ChromeTrace::Begin(const std::vector<std::string>& files) {
     uint64_t first_ns = 0;
   };
   std::vector<Probe> probes(files.size());
+  google::protobuf::LogSilencer quiet;  // damage is reported by the audit, once
   for (size_t i = 0; i < files.size(); ++i) {
     std::string error;
     auto reader = TraceFileReader::Open(files[i], &error);
@@ -304,12 +305,10 @@ void ChromeTrace::OnTrace(size_t index, const std::string& /*path*/) {
   backward_.clear();
   mb_end_ = 0;
   last_ = 0;
-  last_ns_ = 0;
 }
 
 uint64_t ChromeTrace::Rel(uint64_t ns) {
   if (ns == 0) return last_;  // not recorded: where the trace is
-  last_ns_ = std::max(last_ns_, ns);
   uint64_t rel = 0;
   if (ns >= clock_.base_ns) {
     rel = ns - clock_.base_ns + clock_.offset_ns;
