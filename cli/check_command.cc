@@ -23,10 +23,12 @@ struct CheckArgs {
 int RunCheck(const CheckArgs& args) {
   std::vector<std::string> files;
   std::string error;
-  if (!reports::ExpandTracePaths(args.paths, &files, &error)) {
+  std::vector<std::string> skipped;
+  if (!reports::ExpandTracePaths(args.paths, &files, &error, &skipped)) {
     std::cerr << "fp8audit check: " << error << "\n";
     return kExitUsage;
   }
+  for (const std::string& line : skipped) std::cerr << "fp8audit check: " << line << "\n";
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
   // Only the verdict and the first violations are printed: keep nothing else.

@@ -4,12 +4,15 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp8audit " FP8AUDIT_VERSION
                " — counts FP8 DelayedScaling state updates per logical microbatch"};
   app.require_subcommand(1, 1);
-  app.set_version_flag("--version", FP8AUDIT_VERSION);
+  app.set_version_flag("--version", fp8audit::cli::VersionText(),
+                       "print the version, the commit, and the CUDA, CUPTI and PyTorch it was "
+                       "built with, then exit");
   int exit_code = fp8audit::cli::kExitOk;
   fp8audit::cli::AddModelCommand(app, &exit_code);
   fp8audit::cli::AddRunCommand(app, &exit_code);

@@ -24,6 +24,33 @@ struct ReportArgs {
   ProgressFlags progress;
 };
 
+// Chrome trace and metrics: written while the traces are read; the audit keeps no rows.
+int RunStreaming(const ReportArgs& args, reports::Format format,
+                 const std::vector<std::string>& files, reports::TraceSetOptions options) {
+  std::string error;
+  std::unique_ptr<reports::FileOutput> out =
+      args.output.empty() ? reports::FileOutput::ForFd(STDOUT_FILENO, "standard output")
+                          : reports::FileOutput::Create(args.output, &error);
+  if (out == nullptr) {
+    std::cerr << "fp8audit report: cannot write " << error << "\n";
+    return kExitUsage;
+  }
+  const std::unique_ptr<reports::StreamRenderer> renderer =
+      reports::MakeStreamRenderer(format, out.get());
+  options.observer = renderer.get();
+  options.max_rows = 1;          // rows reach the renderer as they close: none is kept
+  options.max_violations = 100;  // the job's disagreements listed in the chrome trace
+  renderer->Begin(files);
+  const reports::TraceSetResult result = AuditWithProgress("report", files, args.progress, options);
+  PrintProblems("report", result);
+  renderer->Finish(result);
+  if (!out->Finish(&error)) {
+    std::cerr << "fp8audit report: cannot write " << error << "\n";
+    return kExitUsage;
+  }
+  return ExitCodeFor(result.outcome);
+}
+
 int RunReport(const ReportArgs& args) {
   reports::Format format;
   if (!reports::ParseFormat(args.format, &format)) {
@@ -32,12 +59,15 @@ int RunReport(const ReportArgs& args) {
   }
   std::vector<std::string> files;
   std::string error;
-  if (!reports::ExpandTracePaths(args.paths, &files, &error)) {
+  std::vector<std::string> skipped;
+  if (!reports::ExpandTracePaths(args.paths, &files, &error, &skipped)) {
     std::cerr << "fp8audit report: " << error << "\n";
     return kExitUsage;
   }
+  for (const std::string& line : skipped) std::cerr << "fp8audit report: " << line << "\n";
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
+  if (reports::IsStreamingFormat(format)) return RunStreaming(args, format, files, options);
   const bool complete = format == reports::Format::kJson || format == reports::Format::kHtml;
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
@@ -81,10 +111,16 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "text (default), markdown, json (the proto3 JSON mapping of fp8audit.v1."
                   "AuditReport: fields that are 0 or empty are left out), junit (for CI "
                   "servers: one testcase per trace, named by its rank, its failing microbatches "
-                  "listed) or html (one self-contained page: per-rank timelines and charts, "
-                  "violations in detail)")
+                  "listed), html (one self-contained page: per-rank timelines and charts, "
+                  "violations in detail), chrome-trace (Chrome Trace Event JSON for Perfetto UI "
+                  "and chrome://tracing: a process per rank, the microbatches and their passes, "
+                  "a track per thread with every FP8 state update and why an extra one "
+                  "happened; written while reading, any size) or metrics (one JSON line per "
+                  "microbatch: rank, step, microbatch, forward, backward, expected_forward, "
+                  "expected_backward, verdict; for wandb.log or TensorBoard)")
       ->type_name("FORMAT")
-      ->check(CLI::IsMember({"text", "markdown", "md", "json", "junit", "html"}));
+      ->check(CLI::IsMember(
+          {"text", "markdown", "md", "json", "junit", "html", "chrome-trace", "metrics"}));
   sub->add_option("-o,--output", args->output,
                   "write the report to FILE (atomically: a temporary file, then rename) instead "
                   "of standard output")
@@ -96,9 +132,13 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
       ->type_name("N");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->progress.Add(sub);
-  sub->footer(std::string("Reads each trace once, record by record. A damaged trace is reported up "
-                          "to its last whole record,\nand one line on stderr names the file, the "
-                          "record number and the byte offset of the damage.\n\nExit codes:\n") +
+  sub->footer(std::string("Reads each trace once, record by record (chrome-trace first reads the "
+                          "first records of each\nto place the traces on one time line). A damaged "
+                          "trace is reported up to its last whole record,\nand one line on stderr "
+                          "names the file, the "
+                          "record number and the byte offset of the damage. In a\ndirectory, "
+                          "symbolic links named *.fp8trace are skipped (one line says so); name "
+                          "one to read it.\n\nExit codes:\n") +
               kAuditExitCodes);
   sub->callback([args, exit_code] { *exit_code = RunReport(*args); });
 }

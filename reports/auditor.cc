@@ -116,6 +116,8 @@ struct Segment {
   std::array<uint64_t, 2> notes_dropped{};  // extra updates beyond the capped notes
   EventList updates;
   uint64_t updates_dropped = 0;
+  uint64_t first_ns = 0;  // earliest and latest event timestamps in it (MicrobatchSpan)
+  uint64_t last_ns = 0;
 
   // Closed, ready for the next microbatch; the kept events' storage stays.
   void Reset() {
@@ -274,8 +276,9 @@ void Auditor::OnHeader(const v1::TraceHeader& header) {
   v1::TraceHeader* h = report_.mutable_header();
   h->CopyFrom(header);
   // Bound what a header may hold in memory and in every rendering.
-  for (std::string* str : {h->mutable_host(), h->mutable_agent_version(), h->mutable_gpu(),
-                           h->mutable_driver(), h->mutable_cuda(), h->mutable_markers()}) {
+  for (std::string* str :
+       {h->mutable_host(), h->mutable_agent_version(), h->mutable_gpu(), h->mutable_driver(),
+        h->mutable_cuda(), h->mutable_markers(), h->mutable_cupti()}) {
     if (str->size() > kMaxStoredString) *str = TruncateUtf8(*str, kMaxStoredString);
   }
   if (h->command_size() > static_cast<int>(kMaxHeaderStrings)) {
@@ -404,6 +407,17 @@ void Auditor::Remember(const v1::Event& event) {
 void Auditor::OnEvent(const v1::Event& event) {
   State& s = *state_;
   if (s.finished) return;
+  Dispatch(event);
+  // The event belongs to the segment open after it (a segment it closed is not it).
+  const uint64_t ts = event.timestamp_ns();
+  if (s.seg.open && ts != 0) {
+    if (s.seg.first_ns == 0 || ts < s.seg.first_ns) s.seg.first_ns = ts;
+    s.seg.last_ns = std::max(s.seg.last_ns, ts);
+  }
+}
+
+void Auditor::Dispatch(const v1::Event& event) {
+  State& s = *state_;
   ++s.seq;
   v1::Totals* totals = report_.mutable_totals();
   totals->set_events(totals->events() + 1);
@@ -593,34 +607,24 @@ void Auditor::Count(const v1::Event& event, int dir, bool inferred) {
   }
 
   const uint64_t expected = dir == kFwd ? options_.expect.forward : options_.expect.backward;
-  if (seg.count[dir] <= expected) return;
+  const bool extra = seg.count[dir] > expected;
+  // Where an extra update happened; consecutive extra updates in the same place share one note.
+  std::string where;
+  if (extra && (keep_detail || on_update)) where = Where(event, recompute, inferred);
+  if (on_update) {
+    CountedUpdate u;
+    u.event = &event;
+    u.direction = counted;
+    u.inferred = inferred;
+    u.microbatch = s.next_index;  // a segment with an update is always a microbatch
+    u.first = first;
+    u.last = seg.count[dir];
+    u.expected = expected;
+    u.where = where;
+    on_update(u);
+  }
+  if (!extra) return;
   if (keep_detail) {
-    // Where this update happened; consecutive extra updates in the same place share one note.
-    std::string where;
-    if (frame != nullptr) {
-      const Frame* f = frame;
-      if (recompute) {
-        for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it) {
-          if (it->phase == 2) {
-            f = &*it;
-            break;
-          }
-        }
-      }
-      where = recompute ? "during recompute" : "during the original forward";
-      where += " of " + CheckpointKindName(f->kind) + " checkpoint frame " + std::to_string(f->id);
-    } else {
-      where = "outside any checkpoint";
-    }
-    where += ", autocast depth " + std::to_string(s.autocast_depth);
-    if (!s.module.empty()) where += ", after module " + Printable(s.module, 128);
-    if (seg.ended) where += ", after the microbatch's end marker";
-    if (inferred) where += ", direction inferred from pass boundaries";
-    where += " (thread " + std::to_string(event.thread_id());
-    if (!event.detail().empty()) {
-      where += ", " + SourceName(event.source()) + " " + Printable(event.detail(), 160);
-    }
-    where += ")";
     const uint64_t first_extra = std::max(first, expected + 1);
     std::vector<Note>& notes = seg.notes[dir];
     if (!notes.empty() && notes.back().where == where && notes.back().last + 1 == first_extra) {
@@ -641,6 +645,36 @@ void Auditor::Count(const v1::Event& event, int dir, bool inferred) {
       on_excess(copy, counted, seg.count[dir]);
     }
   }
+}
+
+std::string Auditor::Where(const v1::Event& event, bool recompute, bool inferred) const {
+  const State& s = *state_;
+  std::string where;
+  if (const Frame* frame = s.Innermost(); frame != nullptr) {
+    const Frame* f = frame;
+    if (recompute) {
+      for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it) {
+        if (it->phase == 2) {
+          f = &*it;
+          break;
+        }
+      }
+    }
+    where = recompute ? "during recompute" : "during the original forward";
+    where += " of " + CheckpointKindName(f->kind) + " checkpoint frame " + std::to_string(f->id);
+  } else {
+    where = "outside any checkpoint";
+  }
+  where += ", autocast depth " + std::to_string(s.autocast_depth);
+  if (!s.module.empty()) where += ", after module " + Printable(s.module, 128);
+  if (s.seg.ended) where += ", after the microbatch's end marker";
+  if (inferred) where += ", direction inferred from pass boundaries";
+  where += " (thread " + std::to_string(event.thread_id());
+  if (!event.detail().empty()) {
+    where += ", " + SourceName(event.source()) + " " + Printable(event.detail(), 160);
+  }
+  where += ")";
+  return where;
 }
 
 void Auditor::Close(bool complete) {
@@ -675,7 +709,7 @@ void Auditor::Close(bool complete) {
   // Words are built only for a row that is kept or handed to on_microbatch (the common passing
   // row beyond max_rows is neither), and likewise for violations.
   const bool keep_row = WantRow(fail);
-  const bool words = keep_row || on_microbatch;
+  const bool words = keep_row || on_microbatch || on_microbatch_span;
 
   if (words) AddExplanations(seg, options_.expect, complete, expected, wrong, detail, &row);
   if (detail) {
@@ -716,6 +750,9 @@ void Auditor::Close(bool complete) {
   if (fail) totals->set_failing_microbatches(totals->failing_microbatches() + 1);
 
   if (on_microbatch) on_microbatch(row);
+  if (on_microbatch_span) {
+    on_microbatch_span(row, MicrobatchSpan{seg.first_ns, seg.last_ns, seg.backward_seen});
+  }
   if (keep_row) *report_.add_microbatches() = std::move(row);
   seg.Reset();
 }

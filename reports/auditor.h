@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "fp8audit/report.pb.h"
 #include "fp8audit/trace.pb.h"
@@ -35,6 +36,28 @@ struct AuditorOptions {
   uint32_t max_explanations = 12;
   // Violations kept in report() (0: all). Totals and verdicts still count every one.
   uint32_t max_violations = 0;
+};
+
+// One FP8 state update as the audit counts it (Auditor::on_update): for timelines that show each
+// update with the audit's words for it.
+struct CountedUpdate {
+  const v1::Event* event = nullptr;           // as recorded
+  v1::Pass direction = v1::PASS_UNSPECIFIED;  // the direction it is counted in
+  bool inferred = false;    // an UPDATE without a direction, counted by pass boundaries
+  uint32_t microbatch = 0;  // the index of the microbatch it is counted in
+  uint64_t first = 0;       // its numbers among that microbatch's updates in that direction
+  uint64_t last = 0;        // (first < last: one event of count > 1)
+  uint64_t expected = 0;    // updates expected in that direction
+  // Beyond the expected ones (last > expected): where it happened, as the explanations word it
+  // (checkpoint frame and phase, autocast depth, last module, thread, kernel or call); else empty.
+  std::string_view where;
+};
+
+// When a microbatch's events happened (Auditor::on_microbatch_span).
+struct MicrobatchSpan {
+  uint64_t first_ns = 0;  // earliest and latest timestamp among its events (0: none had one)
+  uint64_t last_ns = 0;
+  bool backward_seen = false;  // backward activity was seen: not a forward-only microbatch
 };
 
 // Segmentation, in order of precedence:
@@ -98,12 +121,18 @@ class Auditor {
   // Called, live, the moment a microbatch's count in one direction first exceeds its expectation
   // (before the microbatch closes): lets a fail-fast agent stop at the first extra update.
   std::function<void(const v1::Event& update, v1::Pass direction, uint64_t count)> on_excess;
+  // Offline timelines: each update as it is counted, and each microbatch as it closes with the
+  // span of its events. Unset, they cost nothing.
+  std::function<void(const CountedUpdate&)> on_update;
+  std::function<void(const v1::MicrobatchResult&, const MicrobatchSpan&)> on_microbatch_span;
 
   const v1::RankReport& report() const { return report_; }
   v1::RankReport* mutable_report() { return &report_; }
 
  private:
   void SayMarkers();
+  void Dispatch(const v1::Event& event);
+  std::string Where(const v1::Event& event, bool recompute, bool inferred) const;
   void Open(const v1::Event& event);
   void Close(bool complete);
   void Count(const v1::Event& event, int dir, bool inferred);

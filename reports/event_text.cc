@@ -181,7 +181,13 @@ std::string EventLine(const v1::Event& e, uint64_t base_ns) {
   }
   if (!e.module().empty()) line += " module " + Printable(e.module());
   if (e.failed()) line += " (exception)";
-  if (!e.detail().empty()) line += " " + Printable(e.detail());
+  if (!e.detail().empty()) {
+    line += " " + Printable(e.detail());
+    // Field 5 (detail) stored escaped: its \xNN are the recorder's, not the kernel's.
+    if ((e.escaped_fields() >> v1::Event::kDetailFieldNumber & 1) != 0) {
+      line += " (escaped: not UTF-8 as recorded)";
+    }
+  }
   if (update && e.count() > 1) line += " (x" + std::to_string(e.count()) + ")";
   if (update && e.kind() != v1::UPDATE && e.pass() != v1::PASS_UNSPECIFIED && e.pass() != shown) {
     line += " (during the " + PassName(e.pass()) + " pass)";

@@ -10,8 +10,35 @@
 #include <vector>
 
 namespace fp8audit::reports {
+namespace {
 
-bool WriteAll(int fd, const std::string& content) {
+constexpr size_t kBufferBytes = 1 << 20;
+
+// A temporary file beside `path` with the mode a plain create would give (0666 less the umask).
+int CreateTemporary(const std::string& path, std::string* tmp, int* err) {
+  std::string tmpl = path + ".tmp.XXXXXX";
+  std::vector<char> name(tmpl.begin(), tmpl.end());
+  name.push_back('\0');
+  const int fd = ::mkstemp(name.data());
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  *tmp = name.data();
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  if (::fchmod(fd, 0666 & ~mask) != 0) {
+    *err = errno;
+    ::close(fd);
+    ::unlink(tmp->c_str());
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+bool WriteAll(int fd, std::string_view content) {
   size_t done = 0;
   while (done < content.size()) {
     const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
@@ -25,37 +52,68 @@ bool WriteAll(int fd, const std::string& content) {
 }
 
 bool WriteFileAtomically(const std::string& path, const std::string& content, std::string* error) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  std::vector<char> name(tmpl.begin(), tmpl.end());
-  name.push_back('\0');
-  const int fd = ::mkstemp(name.data());
+  auto out = FileOutput::Create(path, error);
+  if (out == nullptr) return false;
+  out->Write(content);
+  return out->Finish(error);
+}
+
+std::unique_ptr<FileOutput> FileOutput::Create(const std::string& path, std::string* error) {
+  std::string tmp;
+  int err = 0;
+  const int fd = CreateTemporary(path, &tmp, &err);
   if (fd < 0) {
-    *error = path + ": " + std::strerror(errno);
+    *error = path + ": " + std::strerror(err);
+    return nullptr;
+  }
+  return std::unique_ptr<FileOutput>(new FileOutput(fd, path, tmp));
+}
+
+std::unique_ptr<FileOutput> FileOutput::ForFd(int fd, std::string name) {
+  return std::unique_ptr<FileOutput>(new FileOutput(fd, std::move(name), ""));
+}
+
+FileOutput::FileOutput(int fd, std::string name, std::string tmp)
+    : fd_(fd), name_(std::move(name)), tmp_(std::move(tmp)) {
+  buffer_.reserve(kBufferBytes);
+}
+
+FileOutput::~FileOutput() {
+  if (finished_ || tmp_.empty()) return;
+  ::close(fd_);
+  ::unlink(tmp_.c_str());
+}
+
+void FileOutput::Write(std::string_view text) {
+  if (buffer_.size() + text.size() > kBufferBytes) {
+    Flush();
+    if (text.size() > kBufferBytes) {
+      if (errno_ == 0 && !WriteAll(fd_, text)) errno_ = errno;
+      return;
+    }
+  }
+  buffer_.append(text);
+}
+
+void FileOutput::Flush() {
+  if (errno_ == 0 && !WriteAll(fd_, buffer_)) errno_ = errno;
+  buffer_.clear();
+}
+
+bool FileOutput::Finish(std::string* error) {
+  if (finished_) return errno_ == 0;
+  Flush();
+  finished_ = true;
+  if (!tmp_.empty()) {
+    if (::close(fd_) != 0 && errno_ == 0) errno_ = errno;
+    if (errno_ == 0 && ::rename(tmp_.c_str(), name_.c_str()) != 0) errno_ = errno;
+    if (errno_ != 0) ::unlink(tmp_.c_str());
+  }
+  if (errno_ != 0) {
+    *error = name_ + ": " + std::strerror(errno_);
     return false;
   }
-  const std::string tmp(name.data());
-  // mkstemp creates 0600; give the file the mode a plain create would (0666 less the umask).
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  bool ok = ::fchmod(fd, 0666 & ~mask) == 0;
-  int err = ok ? 0 : errno;
-  if (ok && !WriteAll(fd, content)) {
-    ok = false;
-    err = errno;
-  }
-  if (::close(fd) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    ::unlink(tmp.c_str());
-    *error = path + ": " + std::strerror(err);
-  }
-  return ok;
+  return true;
 }
 
 }  // namespace fp8audit::reports

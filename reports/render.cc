@@ -13,10 +13,29 @@ bool ParseFormat(std::string_view name, Format* format) {
     *format = Format::kJunit;
   } else if (name == "html") {
     *format = Format::kHtml;
+  } else if (name == "chrome-trace") {
+    *format = Format::kChromeTrace;
+  } else if (name == "metrics") {
+    *format = Format::kMetrics;
   } else {
     return false;
   }
   return true;
+}
+
+bool IsStreamingFormat(Format format) {
+  return format == Format::kChromeTrace || format == Format::kMetrics;
+}
+
+std::unique_ptr<StreamRenderer> MakeStreamRenderer(Format format, OutputStream* out) {
+  switch (format) {
+    case Format::kChromeTrace:
+      return MakeChromeTraceRenderer(out);
+    case Format::kMetrics:
+      return MakeMetricsRenderer(out);
+    default:
+      return nullptr;
+  }
 }
 
 bool Render(const v1::AuditReport& report, Format format, const RenderOptions& options,
@@ -36,6 +55,10 @@ bool Render(const v1::AuditReport& report, Format format, const RenderOptions& o
     case Format::kHtml:
       *out = RenderHtml(report, options);
       return true;
+    case Format::kChromeTrace:
+    case Format::kMetrics:
+      *error = "a streaming format is written while the traces are read (MakeStreamRenderer)";
+      return false;
   }
   *error = "unknown format";
   return false;

@@ -1,21 +1,29 @@
 // Renderers of an AuditReport: text (terminals), markdown, JSON (protobuf's printer), JUnit XML,
-// one self-contained HTML page, and the short summary `fp8audit check` prints.
+// one self-contained HTML page, and the short summary `fp8audit check` prints. Renderers that
+// write while the traces are read (StreamRenderer): Chrome Trace Event JSON and metrics lines.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fp8audit/report.pb.h"
+#include "reports/output.h"
+#include "reports/trace_set.h"
 
 namespace fp8audit::reports {
 
 namespace v1 = ::fp8audit::v1;
 
-enum class Format { kText, kMarkdown, kJson, kJunit, kHtml };
+enum class Format { kText, kMarkdown, kJson, kJunit, kHtml, kChromeTrace, kMetrics };
 
-// "text", "markdown" (or "md"), "json", "junit", "html".
+// "text", "markdown" (or "md"), "json", "junit", "html", "chrome-trace", "metrics".
 bool ParseFormat(std::string_view name, Format* format);
+// Chrome trace and metrics: written while the traces are read (MakeStreamRenderer), not rendered
+// from a finished report.
+bool IsStreamingFormat(Format format);
 
 struct RenderOptions {
   // Text and markdown: the most microbatch rows and violations shown per rank (0: all). A rank with
@@ -53,7 +61,33 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
 // A few lines: the verdict, failing ranks and their first violations.
 std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations);
 
-// Any format; false (and `error`) only when JSON printing fails.
+// A renderer that writes to its OutputStream while the traces are read: set it as
+// TraceSetOptions::observer; its memory does not grow with the traces.
+class StreamRenderer : public TraceObserver {
+ public:
+  // Before reading: the files AuditTraceFiles will read, in its order.
+  virtual void Begin(const std::vector<std::string>& files) = 0;
+  // After reading: what the audit of the job concluded.
+  virtual void Finish(const TraceSetResult& result) = 0;
+};
+
+// Chrome Trace Event Format, JSON Object Format (render_chrome_trace.cc says how it is laid out):
+// a process per trace named by rank, host and pid; the audit's microbatches and their passes as
+// nested slices; a track per recording thread with checkpoint and autocast slices and every FP8
+// state update as an instant event (direction, kernel or call, count, the audit's explanation for
+// an extra one); the outcome, problems and anything cut to keep the file valid in "otherData".
+// Times: microseconds from the first event, the processes of one host on their shared monotonic
+// clock, hosts aligned by the start times their traces record.
+std::unique_ptr<StreamRenderer> MakeChromeTraceRenderer(OutputStream* out);
+// One JSON object per line and per microbatch, as each closes: {"rank", "step", "microbatch",
+// "forward", "backward", "expected_forward", "expected_backward", "verdict": "pass"|"fail"} (rank
+// -1: not a distributed job), traces in reading order.
+std::unique_ptr<StreamRenderer> MakeMetricsRenderer(OutputStream* out);
+// The one for a streaming format; nullptr for another.
+std::unique_ptr<StreamRenderer> MakeStreamRenderer(Format format, OutputStream* out);
+
+// Any format but a streaming one; false (and `error`) when JSON printing fails or the format is
+// a streaming one.
 bool Render(const v1::AuditReport& report, Format format, const RenderOptions& options,
             std::string* out, std::string* error);
 

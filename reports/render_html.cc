@@ -486,7 +486,11 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   text("GPU", h.gpu(), 256);
   text("driver", h.driver(), 128);
   text("CUDA", h.cuda(), 128);
+  text("CUPTI", CuptiText(h, 1024), 1024);
   text("agent version", h.agent_version(), 128);
+  if (const std::string escaped = EscapedFieldNames(h); !escaped.empty()) {
+    row("escaped", Esc(escaped) + " (recorded bytes that are not UTF-8, shown as \\xNN)");
+  }
   text("markers", h.markers(), 64);
   const std::string ef = h.has_expect_forward() ? Num(h.expect_forward()) : "1 (not recorded)";
   const std::string eb = h.has_expect_backward() ? Num(h.expect_backward()) : "1 (not recorded)";

@@ -39,7 +39,23 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   *out += "- trace: " + Md(r.path()) + "\n";
   if (r.header().command_size() > 0)
     *out += "- command: " + Md(CommandLine(r.header(), 300)) + "\n";
-  if (!r.header().markers().empty()) *out += "- markers: " + Md(r.header().markers(), 32) + "\n";
+  const v1::TraceHeader& h = r.header();
+  std::string recorder;
+  auto fact = [&](const char* key, const std::string& value) {
+    if (value.empty()) return;
+    recorder += (recorder.empty() ? "" : ", ") + std::string(key) + " " + Md(value, 512);
+  };
+  fact("agent", h.agent_version());
+  fact("gpu", h.gpu());
+  fact("driver", h.driver());
+  fact("cuda", h.cuda());
+  fact("cupti", CuptiText(h));
+  if (!recorder.empty()) *out += "- recorder: " + recorder + "\n";
+  if (const std::string escaped = EscapedFieldNames(h); !escaped.empty()) {
+    *out += "- escaped: " + escaped + " (recorded bytes that are not UTF-8, shown as " +
+            Md("\\xNN") + ")\n";
+  }
+  if (!h.markers().empty()) *out += "- markers: " + Md(h.markers(), 32) + "\n";
   if (!r.damage().empty()) *out += "- **incomplete**: " + Md(r.damage()) + "\n";
   *out += "- events: " + std::to_string(r.totals().events()) + " (" +
           std::to_string(r.totals().kernel_launches()) + " kernel launches)\n";

@@ -112,10 +112,16 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     std::string about;
     if (!h.agent_version().empty()) about += "agent " + Printable(h.agent_version(), 64) + "  ";
     if (!h.gpu().empty()) about += "gpu " + Printable(h.gpu(), 128) + "  ";
+    if (!h.driver().empty()) about += "driver " + Printable(h.driver(), 64) + "  ";
+    if (!h.cuda().empty()) about += "cuda " + Printable(h.cuda(), 64) + "  ";
+    if (const std::string cupti = CuptiText(h); !cupti.empty()) about += "cupti " + cupti + "  ";
     if (!h.markers().empty()) about += "markers " + Printable(h.markers(), 32) + "  ";
     if (h.parent_pid() != 0) about += "forked from pid " + std::to_string(h.parent_pid()) + "  ";
     while (!about.empty() && about.back() == ' ') about.pop_back();
     if (!about.empty()) *out += "recorder  " + about + "\n";
+    if (const std::string escaped = EscapedFieldNames(h); !escaped.empty()) {
+      *out += "escaped   " + escaped + " (recorded bytes that are not UTF-8, shown as \\xNN)\n";
+    }
   }
   if (!r.damage().empty()) *out += "INCOMPLETE " + Printable(r.damage(), 4096) + "\n";
   const v1::Totals& t = r.totals();

@@ -124,6 +124,26 @@ std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes) {
   return Printable(line, max_bytes);
 }
 
+std::string CuptiText(const v1::TraceHeader& header, size_t max_bytes) {
+  std::string text = Printable(header.cupti(), max_bytes);
+  if (header.cupti_api_version() != 0) {
+    const std::string api = "API " + std::to_string(header.cupti_api_version());
+    text = text.empty() ? api : text + " (" + api + ")";
+  }
+  return text;
+}
+
+std::string EscapedFieldNames(const v1::TraceHeader& header) {
+  std::string names;
+  for (int n = 1; n < 64; ++n) {
+    if ((header.escaped_fields() >> n & 1) == 0) continue;
+    const auto* field = v1::TraceHeader::descriptor()->FindFieldByNumber(n);
+    if (!names.empty()) names += ", ";
+    names += field != nullptr ? field->name() : "field " + std::to_string(n);
+  }
+  return names;
+}
+
 std::string ContextTitle(const v1::Violation& v) {
   switch (v.kind()) {
     case v1::Violation::FORWARD_COUNT:

@@ -51,6 +51,12 @@ std::string ShellQuote(std::string_view arg);
 // The recorded command line, each argument quoted for a shell (ShellQuote), so that it can be
 // pasted to rerun the command; control characters show as '?'; cut to `max_bytes` ("…").
 std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes);
+// The CUPTI library the agent loaded: "PATH (API N)", "API N" or "PATH", cut to `max_bytes` and
+// printable; "" when the header records none.
+std::string CuptiText(const v1::TraceHeader& header, size_t max_bytes = 512);
+// The header's fields the recorder stored escaped (bytes that are not UTF-8 written as \xNN), by
+// name: "host, command"; "" when none.
+std::string EscapedFieldNames(const v1::TraceHeader& header);
 // "forward context", "backward context", "context".
 std::string ContextTitle(const v1::Violation& v);
 

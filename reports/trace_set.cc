@@ -165,7 +165,7 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
 }  // namespace
 
 bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
-                      std::string* error) {
+                      std::string* error, std::vector<std::string>* skipped) {
   // Each file once: (device, inode) -> the name it was first given as.
   std::map<std::pair<uint64_t, uint64_t>, std::string> seen;
   auto add = [&](const std::string& path, const struct stat& st) {
@@ -196,10 +196,14 @@ bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::st
       continue;
     }
     std::vector<std::string> found;
+    std::vector<std::string> links;
     std::error_code ec;
     for (fs::directory_iterator it(arg, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!HasTraceExtension(it->path())) continue;
       std::error_code type_ec;
-      if (HasTraceExtension(it->path()) && it->is_regular_file(type_ec)) {
+      if (it->is_symlink(type_ec)) {
+        links.push_back(it->path().filename().string());
+      } else if (it->is_regular_file(type_ec)) {
         found.push_back(it->path().string());
       }
     }
@@ -207,15 +211,33 @@ bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::st
       *error = arg + ": " + ec.message();
       return false;
     }
+    std::sort(links.begin(), links.end());
+    if (!links.empty() && skipped != nullptr) {
+      std::string names;
+      for (size_t i = 0; i < links.size() && i < 3; ++i) names += (i > 0 ? ", " : "") + links[i];
+      if (links.size() > 3) names += ", ...";
+      skipped->push_back(arg + ": skipped " +
+                         Plural(links.size(), "symbolic link", "symbolic links") + " (" +
+                         Printable(names, 300) +
+                         "): links in a directory are not followed; name a trace to read it");
+    }
     if (found.empty()) {
-      *error = arg + ": no *" + std::string(kTraceExtension) + " files in this directory";
+      *error = arg + ": no *" + std::string(kTraceExtension) + " files in this directory" +
+               (links.empty() ? "" : " (only symbolic links, which are not followed)");
       return false;
     }
     std::sort(found.begin(), found.end());
     for (const std::string& path : found) {
+      // lstat: the file found, not what a link put in its place since would point to.
       struct stat one {};
-      if (::stat(path.c_str(), &one) != 0) {
+      if (::lstat(path.c_str(), &one) != 0) {
         *error = path + ": " + std::strerror(errno);
+        return false;
+      }
+      if (!S_ISREG(one.st_mode)) {
+        *error = path + ": changed while the directory was read (now " +
+                 (S_ISLNK(one.st_mode) ? std::string("a symbolic link") : FileKind(one.st_mode)) +
+                 ")";
         return false;
       }
       if (!add(path, one)) return false;
@@ -263,6 +285,16 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
 
   Auditor auditor(MakeAuditorOptions(options, Resolve(options, &record.header())));
   auditor.on_microbatch = options.on_microbatch;
+  TraceObserver* observer = options.observer;
+  if (observer != nullptr) {
+    auditor.on_update = [observer](const CountedUpdate& u) { observer->OnUpdate(u); };
+    auditor.on_microbatch_span = [observer](const v1::MicrobatchResult& row,
+                                            const MicrobatchSpan& span) {
+      observer->OnMicrobatch(row, span);
+    };
+    auditor.on_violation = [observer](const v1::Violation& v) { observer->OnViolation(v); };
+    observer->OnHeader(record.header());
+  }
   auditor.OnHeader(record.header());
   std::string damage;
   bool misplaced = false;  // the damage is a whole record in the wrong place
@@ -290,6 +322,7 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
       break;
     }
     if (record.has_footer()) footer_seen = true;
+    if (observer != nullptr && record.has_event()) observer->OnEvent(record.event());
     auditor.OnRecord(record);
   }
   if (options.on_read) options.on_read(reader->bytes_consumed());
@@ -342,7 +375,9 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
       if (options.on_microbatch) options.on_microbatch(row);
     };
     std::string problem;
+    if (options.observer != nullptr) options.observer->OnTrace(i, files[i]);
     ranks.push_back(AuditTraceFile(files[i], one, &problem));
+    if (options.observer != nullptr) options.observer->OnTraceEnd(ranks.back());
     if (options.on_progress) options.on_progress(i, read, true);
     if (!problem.empty()) problems.push_back(std::move(problem));
   }
@@ -362,7 +397,7 @@ TraceDirSnapshot SnapshotTraceDir(const std::string& dir) {
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (!HasTraceExtension(it->path())) continue;
     struct stat st {};
-    if (::stat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // no links
     const int64_t mtime_ns =
         static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     snapshot[it->path().string()] = {mtime_ns, static_cast<int64_t>(st.st_size)};

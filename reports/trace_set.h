@@ -16,6 +16,23 @@
 
 namespace fp8audit::reports {
 
+// Sees each trace as it is read and audited, for renderers that write while reading (their output
+// grows with the traces, their memory does not). Called on the reading thread, in this order per
+// file: OnTrace, OnHeader (when the file has one), then for each event OnEvent (before the audit
+// sees it) and what the audit makes of it (OnUpdate, OnMicrobatch, OnViolation), then OnTraceEnd.
+class TraceObserver {
+ public:
+  virtual ~TraceObserver() = default;
+  virtual void OnTrace(size_t /*index*/, const std::string& /*path*/) {}
+  virtual void OnHeader(const v1::TraceHeader& /*header*/) {}
+  virtual void OnEvent(const v1::Event& /*event*/) {}
+  virtual void OnUpdate(const CountedUpdate& /*update*/) {}
+  virtual void OnMicrobatch(const v1::MicrobatchResult& /*row*/, const MicrobatchSpan& /*span*/) {}
+  virtual void OnViolation(const v1::Violation& /*violation*/) {}
+  // The file's audit, with the rows and violations TraceSetOptions keeps.
+  virtual void OnTraceEnd(const v1::RankReport& /*report*/) {}
+};
+
 struct TraceSetOptions {
   // Unset: the expectation the trace's header carries (when it carries one), else 1.
   std::optional<uint32_t> expect_forward;
@@ -34,6 +51,7 @@ struct TraceSetOptions {
   std::function<void(uint64_t bytes)> on_read;
   // Each microbatch as the audit closes it (also those max_rows does not keep).
   std::function<void(const v1::MicrobatchResult&)> on_microbatch;
+  TraceObserver* observer = nullptr;  // not owned
 };
 
 // What a set of traces amounts to, in order of precedence.
@@ -55,11 +73,13 @@ struct TraceSetResult {
   Outcome outcome = Outcome::kPass;
 };
 
-// The trace files that `paths` name: a file as given; a directory's *.fp8trace files (not
-// recursive). Returns false and sets `error` (one line) for a missing path or a directory
-// without traces.
+// The trace files that `paths` name: a file as given (a symbolic link to one too); a directory's
+// *.fp8trace regular files (not recursive). A symbolic link found in a directory is not followed
+// (a link planted there must not make the report read another file): `skipped` (if not null)
+// gets one line per directory that had any. Returns false and sets `error` (one line) for a
+// missing path or a directory without traces.
 bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
-                      std::string* error);
+                      std::string* error, std::vector<std::string>* skipped = nullptr);
 
 // Audits one file. Never fails: a trace that cannot be read in full still yields a RankReport of
 // every whole record before the problem, with report.damage and a TRACE_DAMAGED violation set;
@@ -79,8 +99,8 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
 // they were audited with max_rows 0.
 TraceSetResult AuditRankReports(std::vector<v1::RankReport> ranks, const TraceSetOptions& options);
 
-// The *.fp8trace files of a directory with their modification time and size, to tell which
-// traces a run wrote (created or changed) from the ones that were there before it.
+// The *.fp8trace regular files of a directory (not symbolic links) with their modification time
+// and size, to tell which traces a run wrote (created or changed) from those there before it.
 using TraceDirSnapshot = std::map<std::string, std::pair<int64_t, int64_t>>;
 TraceDirSnapshot SnapshotTraceDir(const std::string& dir);
 std::vector<std::string> TracesWrittenSince(const std::string& dir, const TraceDirSnapshot& before);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "fp8audit/report.pb.h"
+#include "tests/reports/chrome_trace_check.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
@@ -342,6 +344,68 @@ TEST_F(ReportCli, OutputFileIsWrittenAndAnUnwritableOneExits2) {
                        ": No such file or directory\n");
 }
 
+TEST_F(ReportCli, ChromeTraceIsWrittenToTheFileAndTheExitCodeIsTheAudits) {
+  const std::string path = WriteTrace("a.fp8trace", Failing());
+  const std::string out = Path("t.json");
+  const Result r = Fp8audit({"report", path, "--format", "chrome-trace", "-o", out});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_EQ(r.out, "");
+  testing::OrderedJson doc;
+  ASSERT_EQ(testing::ChromeTraceProblem(Slurp(out), &doc), "") << Slurp(out).substr(0, 4000);
+  size_t microbatches = 0, extra = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"].get<std::string>().rfind("microbatch", 0) == 0) ++microbatches;
+    if (e["ph"] == "i" && e["cat"] == "update,extra") ++extra;
+  }
+  EXPECT_EQ(microbatches, 3u);
+  EXPECT_EQ(extra, 28u + 195u);
+  EXPECT_EQ(doc["otherData"]["outcome"], "FAIL");
+  // To standard output as well; the same file.
+  const Result stdout_run = Fp8audit({"report", path, "--format", "chrome-trace"});
+  EXPECT_EQ(stdout_run.code, 3);
+  EXPECT_EQ(stdout_run.out, Slurp(out));
+  // An unwritable output is refused before reading, and leaves nothing behind.
+  const Result bad =
+      Fp8audit({"report", path, "--format", "chrome-trace", "-o", Path("no/dir/t.json")});
+  EXPECT_EQ(bad.code, 2) << Describe(bad);
+  EXPECT_EQ(bad.err, "fp8audit report: cannot write " + Path("no/dir/t.json") +
+                         ": No such file or directory\n");
+}
+
+TEST_F(ReportCli, MetricsAreOneJsonLinePerMicrobatchOnStandardOutput) {
+  const Result r = Fp8audit({"report", WriteTrace("a.fp8trace", Failing()), "--format", "metrics"});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  std::istringstream lines(r.out);
+  std::vector<testing::OrderedJson> rows;
+  for (std::string line; std::getline(lines, line);) {
+    rows.push_back(testing::OrderedJson::parse(line));
+  }
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[1].dump(),
+            "{\"rank\":0,\"step\":0,\"microbatch\":1,\"forward\":29,\"backward\":196,"
+            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"fail\"}");
+  EXPECT_EQ(rows[2]["verdict"], "pass");
+}
+
+TEST_F(ReportCli, LinksInADirectoryAreSkippedWithOneLineButANamedLinkIsRead) {
+  fs::create_directories(Path("traces"));
+  const std::string real = WriteTrace("traces/a.fp8trace", Passing(0));
+  WriteTrace("b.fp8trace", Passing(1));
+  fs::create_symlink(Path("b.fp8trace"), Path("traces/b.fp8trace"));
+  Result r = Fp8audit({"check", Path("traces")});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit check: " + Path("traces") +
+                       ": skipped 1 symbolic link (b.fp8trace): links in a directory are not "
+                       "followed; name a trace to read it\n");
+  EXPECT_TRUE(Contains(r.out, "1 trace,")) << Describe(r);
+  r = Fp8audit({"report", Path("traces"), "--format", "metrics"});
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: " + Path("traces") + ": skipped 1 symbolic link"))
+      << Describe(r);
+  r = Fp8audit({"check", real, Path("traces/b.fp8trace")});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "2 traces,")) << Describe(r);
+}
+
 TEST_F(ReportCli, UnknownFormatIsAUsageError) {
   const Result r = Fp8audit({"report", "--format", "yaml", WriteTrace("a.fp8trace", Passing())});
   EXPECT_EQ(r.code, 2) << Describe(r);
@@ -377,9 +441,66 @@ TEST_F(ReportCli, HelpTellsTheExitCodes) {
     EXPECT_TRUE(Contains(r.out, "Exit codes:")) << cmd << "\n" << Describe(r);
     EXPECT_TRUE(Contains(r.out, "  3  ")) << cmd << "\n" << Describe(r);
   }
+  const Result report = Fp8audit({"report", "--help"});
+  for (const char* format : {"chrome-trace", "metrics", "junit", "html"}) {
+    EXPECT_TRUE(Contains(report.out, format)) << Describe(report);
+  }
   const Result run = Fp8audit({"run", "--help"});
   EXPECT_TRUE(Contains(run.out, "128+S")) << Describe(run);
   EXPECT_TRUE(Contains(run.out, "127")) << Describe(run);
+}
+
+using VersionCli = CliTest;
+
+// The commit of the source tree when it is the top of a git checkout, else "unknown".
+std::string SourceCommit() {
+  const std::string git = "git -C '" + std::string(FP8AUDIT_SOURCE_DIR) + "' ";
+  auto output = [](const std::string& cmd) {
+    std::string out;
+    if (FILE* p = ::popen((cmd + " 2>/dev/null").c_str(), "r")) {
+      char buf[256];
+      while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+      ::pclose(p);
+    }
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  };
+  const std::string top = output(git + "rev-parse --show-toplevel");
+  std::error_code ec;
+  if (top.empty() || !fs::equivalent(top, FP8AUDIT_SOURCE_DIR, ec)) return "unknown";
+  return output(git + "rev-parse HEAD");
+}
+
+TEST_F(VersionCli, PrintsTheVersionCommitAndWhatItWasBuiltWith) {
+  const Result r = Fp8audit({"--version"});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  std::vector<std::string> lines;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  EXPECT_EQ(lines[0], std::string("fp8audit ") + FP8AUDIT_VERSION);
+  // The commit built (the test is built with the binary): HEAD, "-dirty" when files changed.
+  const std::string commit = SourceCommit();
+  if (commit == "unknown") {
+    EXPECT_EQ(lines[1], "commit: unknown (not built from a git checkout)");
+  } else {
+    EXPECT_EQ(lines[1].substr(0, 8 + commit.size()), "commit: " + commit) << r.out;
+    EXPECT_TRUE(lines[1].size() == 8 + commit.size() ||
+                lines[1].substr(8 + commit.size()) == "-dirty")
+        << r.out;
+  }
+  const std::string cuda = FP8AUDIT_EXPECT_CUDA;
+  EXPECT_EQ(lines[2], cuda.empty() ? "cuda: none"
+                                   : "cuda: " + cuda +
+                                         (FP8AUDIT_EXPECT_CUDA_KERNELS
+                                              ? " (toolkit; CUDA kernels built)"
+                                              : " (toolkit; CUDA kernels not built)"));
+  EXPECT_TRUE(lines[3] == "cupti: none" || (lines[3].rfind("cupti: API version ", 0) == 0 &&
+                                            Contains(lines[3], " (the agent's headers)") &&
+                                            std::isdigit(static_cast<unsigned char>(lines[3][19]))))
+      << r.out;
+  const std::string torch = FP8AUDIT_EXPECT_TORCH;
+  EXPECT_EQ(lines[4], "pytorch: " + (torch.empty() ? std::string("none") : torch));
 }
 
 TEST_F(CheckCli, PassExits0WithOneLine) {

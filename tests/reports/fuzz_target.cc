@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
+#include "tests/reports/chrome_trace_check.h"
 #include "tests/reports/trace_builder.h"
 
 namespace fp8audit::testing {
@@ -57,6 +59,28 @@ void RenderAll(const v1::AuditReport& report) {
   (void)reports::RenderSummary(report, 10);
 }
 
+// The formats written while reading, as `fp8audit report` writes them; the chrome trace must stay
+// a trace Perfetto can show whatever the input.
+void RenderStreaming(const std::string& path) {
+  for (auto format : {reports::Format::kChromeTrace, reports::Format::kMetrics}) {
+    reports::StringOutput out;
+    auto renderer = reports::MakeStreamRenderer(format, &out);
+    reports::TraceSetOptions options;
+    options.observer = renderer.get();
+    options.max_rows = 1;
+    options.max_violations = 100;
+    renderer->Begin({path});
+    renderer->Finish(reports::AuditTraceFiles({path}, options));
+    if (format == reports::Format::kChromeTrace) {
+      const std::string problem = ChromeTraceProblem(out.text());
+      if (!problem.empty()) {
+        std::fprintf(stderr, "invalid chrome trace: %s\n", problem.c_str());
+        std::abort();
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int FuzzTraceInput(const uint8_t* data, size_t size) {
@@ -71,6 +95,7 @@ int FuzzTraceInput(const uint8_t* data, size_t size) {
   reports::RenderOptions render;
   render.max_rows = 2;
   (void)reports::RenderText(reports::AuditTraceFiles({file.path()}, capped).report, render);
+  RenderStreaming(file.path());
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "proto/text_escape.h"
 #include "reports/output.h"
 #include "reports/render_util.h"
 #include "tests/reports/report_fixtures.h"
@@ -337,6 +338,81 @@ TEST(Render, ControlCharactersFromTracesAreNeutralised) {
     EXPECT_FALSE(Contains(out, "\x07")) << out;
     EXPECT_TRUE(Contains(out, "evil?[2J?kernel?")) << out;
   }
+}
+
+TEST(Render, RecorderMetadataNamesTheCuptiLibraryAndItsVersion) {
+  v1::RankReport r = FailingRank(0, /*recorder_facts=*/true);
+  r.mutable_header()->set_cupti("/usr/local/cuda-13.0/extras/CUPTI/lib64/libcupti.so.13");
+  r.mutable_header()->set_cupti_api_version(130001);
+  const v1::AuditReport report = Job({r});
+  const std::string cupti = "/usr/local/cuda-13.0/extras/CUPTI/lib64/libcupti.so.13 (API 130001)";
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text,
+                       "recorder  agent 0.1.0  gpu NVIDIA H200  driver 560.35.03  cuda 12.6  "
+                       "cupti " +
+                           cupti + "  markers nvtx\n"))
+      << text;
+  const std::string md = RenderMarkdown(report, RenderOptions{});
+  EXPECT_TRUE(Contains(md,
+                       "- recorder: agent 0.1.0, gpu NVIDIA H200, driver 560.35.03, cuda 12.6, "
+                       "cupti " +
+                           cupti + "\n"))
+      << md;
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_TRUE(Contains(html, "<tr><th>CUPTI</th><td>" + cupti + "</td></tr>")) << html;
+  // An agent that loaded no CUPTI records none: the HTML says so, text and markdown leave it out.
+  r.mutable_header()->clear_cupti();
+  r.mutable_header()->clear_cupti_api_version();
+  const v1::AuditReport without = Job({r});
+  EXPECT_FALSE(Contains(RenderText(without, RenderOptions{}), "cupti"));
+  EXPECT_TRUE(Contains(RenderHtml(without, RenderOptions{}),
+                       "<tr><th>CUPTI</th><td><span class=\"note\">not recorded</span></td></tr>"));
+}
+
+TEST(Render, TextTheRecorderStoredEscapedIsShownEscapedAndNamedAndEveryFormatStaysValid) {
+  // Bytes that were not UTF-8, stored by the recorder as \xNN with the field's bit set.
+  TraceBuilder t(0, 1, "nvtx");
+  t.header()->set_host("node\\xff01");
+  t.header()->clear_command();
+  t.header()->add_command("python");
+  t.header()->add_command("caf\\xe9.py");
+  t.header()->set_escaped_fields((1u << v1::TraceHeader::kHostFieldNumber) |
+                                 (1u << v1::TraceHeader::kCommandFieldNumber));
+  t.Begin().Forward();
+  v1::Event* e = t.Add(v1::UPDATE_FORWARD);
+  e->set_source(v1::KERNEL);
+  e->set_detail("gemm\\xfe\\\\kernel");
+  e->set_escaped_fields(1u << v1::Event::kDetailFieldNumber);
+  t.End().Footer();
+  const v1::AuditReport report = Job({t.Audit()});
+  for (Format f :
+       {Format::kText, Format::kMarkdown, Format::kJson, Format::kJunit, Format::kHtml}) {
+    std::string out;
+    std::string error;
+    ASSERT_TRUE(Render(report, f, RenderOptions{}, &out, &error)) << error;
+    EXPECT_TRUE(IsValidUtf8(out)) << static_cast<int>(f);
+    // The escapes themselves, never the bytes they stand for.
+    EXPECT_FALSE(Contains(out, "\xff")) << static_cast<int>(f);
+    EXPECT_TRUE(Contains(
+        out, f == Format::kMarkdown || f == Format::kJson ? "node\\\\xff01" : "node\\xff01"))
+        << static_cast<int>(f) << "\n"
+        << out;
+  }
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text,
+                       "escaped   host, command (recorded bytes that are not UTF-8, shown as "
+                       "\\xNN)\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "gemm\\xfe\\\\kernel (escaped: not UTF-8 as recorded)")) << text;
+  EXPECT_TRUE(Contains(RenderMarkdown(report, RenderOptions{}), "- escaped: host, command"));
+  EXPECT_TRUE(
+      Contains(RenderHtml(report, RenderOptions{}), "<tr><th>escaped</th><td>host, command"));
+  std::string json;
+  std::string error;
+  ASSERT_TRUE(RenderJson(report, &json, &error));
+  v1::AuditReport back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &back).ok());
+  EXPECT_EQ(back.ranks(0).header().host(), "node\\xff01");
 }
 
 TEST(Render, FormatNames) {

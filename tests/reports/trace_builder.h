@@ -47,6 +47,11 @@ class TraceBuilder {
     return records_.back().mutable_event();
   }
 
+  // Moves the clock on by `ns` (the next event comes that much later).
+  TraceBuilder& Wait(uint64_t ns) {
+    t_ += ns;
+    return *this;
+  }
   TraceBuilder& Begin() {
     auto* e = Add(v1::MICROBATCH_BEGIN);
     e->set_source(v1::NVTX);

@@ -336,6 +336,50 @@ TEST_F(TraceSetTest, MissingPathAndDirectoryWithoutTracesAreErrors) {
   EXPECT_TRUE(Contains(error, "no *.fp8trace files")) << error;
 }
 
+TEST_F(TraceSetTest, SymbolicLinksInADirectoryAreSkippedButOneNamedIsRead) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.MarkedMicrobatch().Footer();
+  const std::string real = Write("host.1.rank0.fp8trace", t);
+  // A link planted among the traces, to a file elsewhere (here a trace, so that following it
+  // would show), and one to something that is not a trace at all.
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::create_directories(elsewhere);
+  EXPECT_TRUE(t.Write((elsewhere / "secret.fp8trace").string()));
+  fs::create_symlink(elsewhere / "secret.fp8trace", dir_ / "host.2.rank1.fp8trace");
+  fs::create_symlink("/etc/passwd", dir_ / "host.3.rank2.fp8trace");
+  std::vector<std::string> files;
+  std::vector<std::string> skipped;
+  std::string error;
+  ASSERT_TRUE(ExpandTracePaths({dir_.string()}, &files, &error, &skipped)) << error;
+  EXPECT_EQ(files, std::vector<std::string>{real});
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_EQ(skipped[0], dir_.string() +
+                            ": skipped 2 symbolic links (host.2.rank1.fp8trace, "
+                            "host.3.rank2.fp8trace): links in a directory are not followed; name "
+                            "a trace to read it");
+  // Named explicitly, a link is read.
+  files.clear();
+  skipped.clear();
+  ASSERT_TRUE(ExpandTracePaths({Path("host.2.rank1.fp8trace")}, &files, &error, &skipped));
+  EXPECT_EQ(files, std::vector<std::string>{Path("host.2.rank1.fp8trace")});
+  EXPECT_TRUE(skipped.empty());
+  // A directory of links alone has no traces.
+  fs::remove(real);
+  EXPECT_FALSE(ExpandTracePaths({dir_.string()}, &files, &error, &skipped));
+  EXPECT_TRUE(Contains(error, "no *.fp8trace files in this directory (only symbolic links"))
+      << error;
+}
+
+TEST_F(TraceSetTest, TracesWrittenSinceIgnoresSymbolicLinks) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.MarkedMicrobatch().Footer();
+  const TraceDirSnapshot before = SnapshotTraceDir(dir_.string());
+  const std::string fresh = Write("new.fp8trace", t);
+  EXPECT_TRUE(t.Write(Path("target.bin")));
+  fs::create_symlink(Path("target.bin"), Path("planted.fp8trace"));
+  EXPECT_EQ(TracesWrittenSince(dir_.string(), before), std::vector<std::string>{fresh});
+}
+
 TEST_F(TraceSetTest, HeaderExpectationIsUsedUnlessOverridden) {
   TraceBuilder t(0, 1, "nvtx");
   t.header()->set_expect_forward(2);
