@@ -69,7 +69,8 @@ def reset_te(te: Any) -> None:
 
 def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpointing: bool,
                hidden: int, tokens: int, device: str, microbatches: int, steps: int,
-               backward_inside: bool, seed: int, markers: bool = False) -> List[Dict[str, Any]]:
+               backward_inside: bool, seed: int, markers: bool = False,
+               group: Any = None) -> List[Dict[str, Any]]:
     import torch
     from te_layouts import Ctx, Injected, fp8_state, seeded
 
@@ -79,7 +80,7 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
     params = [p for layer in layers for p in layer.parameters()]
     optimizer = torch.optim.SGD(params, lr=1e-2)
     gen = torch.Generator().manual_seed(seed + 1)
-    ctx = Ctx(recipe=recipe_mod.DelayedScaling(fp8_format=recipe_mod.Format.HYBRID))
+    ctx = Ctx(recipe=recipe_mod.DelayedScaling(fp8_format=recipe_mod.Format.HYBRID), group=group)
     shape = (tokens // 2, 2, hidden)
     records = []
     for step in range(steps):
@@ -90,6 +91,9 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
                 layer.train(not layout.eval_modules)
             x = torch.randn(shape, generator=gen).to(device).requires_grad_()
             counter.take()
+            if device == "cuda":
+                torch.cuda.synchronize()  # the previous microbatch's copies are not timed here
+            start = time.perf_counter()
             failed: Optional[str] = None
             loss = y = None
             outer = ctx.autocast(te) if backward_inside else _null()
@@ -111,12 +115,13 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
                 torch.cuda.nvtx.range_pop()
             if device == "cuda":
                 torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
             fwd, bwd = counter.take()
             loss_value = None if loss is None else loss.detach().clone()
             del y, loss  # a graph whose backward failed is freed here, with its frames
             records.append({
                 "microbatch": ctx.mb, "step": step, "forward": fwd, "backward": bwd,
-                "failed": failed, "stash_left": stash_entries(counter.manager),
+                "failed": failed, "seconds": seconds, "stash_left": stash_entries(counter.manager),
                 "state": fp8_state(layers),
                 "loss": loss_value,
                 "x_grad": None if x.grad is None else x.grad.clone(),
@@ -224,7 +229,8 @@ def scenario_lines(args, te, recipe_mod, manager, mode: str) -> List[Dict[str, A
 
 
 def timing(args, te, recipe_mod, manager) -> List[Dict[str, Any]]:
-    """Step time of the 28 x 7 decoder, patched and unpatched alternating in this process."""
+    """Forward + backward time per microbatch of the 28 x 7 decoder, patched and unpatched
+    alternating in this process (each run's first microbatch, a warm-up, left out)."""
     from te_layouts import LAYOUTS
 
     layout = LAYOUTS["decoder-28x7"]
@@ -232,12 +238,11 @@ def timing(args, te, recipe_mod, manager) -> List[Dict[str, Any]]:
     for _ in range(args.rounds):
         for mode in ("unpatched", "patched"):
             with counted(manager, mode, False) as counter:
-                start = time.perf_counter()
-                run_layout(te, recipe_mod, counter, layout, checkpointing=True,
-                           hidden=args.time_hidden, tokens=args.time_tokens, device=args.device,
-                           microbatches=args.time_microbatches, steps=1, backward_inside=False,
-                           seed=args.seed)
-                times[mode].append((time.perf_counter() - start) / args.time_microbatches)
+                records = run_layout(te, recipe_mod, counter, layout, checkpointing=True,
+                                     hidden=args.time_hidden, tokens=args.time_tokens,
+                                     device=args.device, microbatches=args.time_microbatches,
+                                     steps=1, backward_inside=False, seed=args.seed)
+            times[mode] += [r["seconds"] for r in records[1:] or records]
     med = {k: statistics.median(v) for k, v in times.items()}
     return [{"kind": "timing", "layout": "decoder-28x7", "hidden": args.time_hidden,
              "tokens": args.time_tokens, "rounds": args.rounds,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from collections import OrderedDict
@@ -111,7 +112,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         for line in lines:
             if line["kind"] == "scenario":
                 scenarios.append(line)
-            elif line["kind"] == "timing":
+            elif line["kind"] in ("timing", "distributed_timing"):
                 timings.append(line)
             elif line["kind"] in ("microbatch", "layout"):
                 mode = "patched" if by_hook else line["mode"]
@@ -168,10 +169,22 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"| {s['scenario']} | {s['mode']} | {cell(counts)} | {cell(model)} | "
                   f"{'yes' if ok else 'NO'} |")
     for t in timings:
-        print(f"\nstep time, 28x7 decoder (H={t['hidden']}, {t['tokens']} tokens), "
-              f"{t['rounds']} alternating rounds in one process: unpatched "
-              + " ".join(f"{v:.1f}" for v in t["unpatched_ms"]) + " ms, patched "
-              + " ".join(f"{v:.1f}" for v in t["patched_ms"]) + f" ms; ratio x{t['ratio']:.3f}")
+        if t["kind"] == "distributed_timing":
+            un, pa = t["unpatched"], t["patched"]
+            print(f"\n28x7 decoder on {t['world_size']} ranks (H={t['hidden']}, {t['tokens']} "
+                  f"tokens, amax all-reduce over the world), {t['rounds']} alternating rounds: "
+                  f"amax all-reduces per microbatch {un['all_reduces_per_microbatch']:g} unpatched "
+                  f"({un['all_reduce_bytes_per_microbatch'] / 1024:.1f} KiB), "
+                  f"{pa['all_reduces_per_microbatch']:g} patched "
+                  f"({pa['all_reduce_bytes_per_microbatch'] / 1024:.1f} KiB); median time per "
+                  f"microbatch {un['median_ms']:.2f} ms unpatched, {pa['median_ms']:.2f} ms "
+                  f"patched; ratio x{t['ratio_patched_over_unpatched']:.3f}")
+            continue
+        un_ms, pa_ms = statistics.median(t["unpatched_ms"]), statistics.median(t["patched_ms"])
+        print(f"\ntime per microbatch, 28x7 decoder (H={t['hidden']}, {t['tokens']} tokens), "
+              f"{t['rounds']} alternating rounds in one process, {len(t['unpatched_ms'])} "
+              f"microbatches per mode: median {un_ms:.2f} ms unpatched, {pa_ms:.2f} ms patched; "
+              f"ratio x{t['ratio']:.3f}")
     return 1 if disagreements else 0
 
 

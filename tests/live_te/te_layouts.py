@@ -41,9 +41,12 @@ class Ctx:
     mb: int = 0
     recipe: Any = None
     calls: Dict[int, int] = field(default_factory=dict)
+    group: Any = None  # the amax reduction group (None: TE's default, the world when initialised)
 
     def autocast(self, te: Any):
-        return te.autocast(enabled=True, recipe=self.recipe)
+        if self.group is None:
+            return te.autocast(enabled=True, recipe=self.recipe)
+        return te.autocast(enabled=True, recipe=self.recipe, amax_reduction_group=self.group)
 
 
 def _ckpt(te: Any, fn: Callable, x: torch.Tensor, checkpointing: bool, reentrant: bool):
