@@ -70,7 +70,10 @@ def reset_te(te: Any) -> None:
 def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpointing: bool,
                hidden: int, tokens: int, device: str, microbatches: int, steps: int,
                backward_inside: bool, seed: int, markers: bool = False,
-               group: Any = None) -> List[Dict[str, Any]]:
+               group: Any = None, keep_tensors: bool = True) -> List[Dict[str, Any]]:
+    """One record per microbatch: counts, time, stash left, and (keep_tensors) clones of the FP8
+    state, loss and gradients for the twin comparison; timed runs keep none (a 28x7 decoder at
+    H=4096 has 13 GB of gradients)."""
     import torch
     from te_layouts import Ctx, Injected, fp8_state, seeded
 
@@ -122,10 +125,11 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
             records.append({
                 "microbatch": ctx.mb, "step": step, "forward": fwd, "backward": bwd,
                 "failed": failed, "seconds": seconds, "stash_left": stash_entries(counter.manager),
-                "state": fp8_state(layers),
+                "state": fp8_state(layers) if keep_tensors else [],
                 "loss": loss_value,
-                "x_grad": None if x.grad is None else x.grad.clone(),
-                "grads": [None if p.grad is None else p.grad.clone() for p in params],
+                "x_grad": None if x.grad is None or not keep_tensors else x.grad.clone(),
+                "grads": [None if p.grad is None or not keep_tensors else p.grad.clone()
+                          for p in params],
                 "finite": bool(loss_value is not None and torch.isfinite(loss_value).item()),
             })
         optimizer.step()
@@ -241,7 +245,8 @@ def timing(args, te, recipe_mod, manager) -> List[Dict[str, Any]]:
                 records = run_layout(te, recipe_mod, counter, layout, checkpointing=True,
                                      hidden=args.time_hidden, tokens=args.time_tokens,
                                      device=args.device, microbatches=args.time_microbatches,
-                                     steps=1, backward_inside=False, seed=args.seed)
+                                     steps=1, backward_inside=False, seed=args.seed,
+                                     keep_tensors=False)
             times[mode] += [r["seconds"] for r in records[1:] or records]
     med = {k: statistics.median(v) for k, v in times.items()}
     return [{"kind": "timing", "layout": "decoder-28x7", "hidden": args.time_hidden,

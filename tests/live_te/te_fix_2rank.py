@@ -82,7 +82,7 @@ def main(argv: List[str] | None = None) -> int:
                 records = te_fix.run_layout(
                     te, recipe_mod, counter, layout, checkpointing=True, hidden=args.hidden,
                     tokens=args.tokens, device="cuda", microbatches=args.microbatches, steps=1,
-                    backward_inside=False, seed=args.seed + rank)
+                    backward_inside=False, seed=args.seed + rank, keep_tensors=False)
             calls, nbytes = reduces.take()
             m = per_mode[mode]
             m["ms"] += [r["seconds"] * 1e3 for r in records[1:] or records]
