@@ -13,11 +13,11 @@
 #include "agent/src/config.h"
 #include "agent/src/lifecycle.h"
 #include "agent/src/pass_tracker.h"
-#include "agent/src/patterns.h"
 #include "agent/src/raw_event.h"
 #include "agent/src/record_sink.h"
 #include "agent/src/rings.h"
 #include "agent/src/writer.h"
+#include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
 
