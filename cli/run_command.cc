@@ -16,13 +16,10 @@
 #include "cli/launcher.h"
 #include "cli/progress_flags.h"
 #include "cli/python_hook.h"
+#include "fp8audit/patterns.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
-
-#if FP8AUDIT_HAVE_AGENT_PATTERNS
-#include "agent/src/patterns.h"
-#endif
 
 namespace fp8audit::cli {
 namespace {
@@ -66,14 +63,12 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     }
     ::close(fd);
     patterns = fs::absolute(args.patterns, ec).string();
-#if FP8AUDIT_HAVE_AGENT_PATTERNS
     // The agent's own parser: a mistake is reported now, not after the job has run.
     std::vector<agent::PatternRule> rules;
     if (!agent::LoadPatternFile(patterns, &rules, &error)) {
       Say("--patterns " + error);
       return kExitUsage;
     }
-#endif
   }
   const fs::path out = fs::absolute(args.out, ec);
   fs::create_directories(out, ec);

@@ -6,7 +6,8 @@
 //   CUDA_INJECTION64_PATH  the driver calls InitializeInjection at cuInit: attach the kernel probe
 //   NVTX_INJECTION64_PATH  each NVTX client calls InitializeInjectionNvtx2 at its first NVTX call
 // and, from libfp8audit.so's definitions of Transformer Engine's update entry points, the te-call
-// probe's fp8audit_agent_te_begin / fp8audit_agent_te_end around each call (te_probe.h).
+// probe's fp8audit_agent_te_begin / fp8audit_agent_te_end around each call (te_probe.h); from its
+// definitions of _exit and _Exit, fp8audit_agent_before_exit (Agent::FinishBeforeImmediateExit).
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -126,6 +127,11 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_te_begin(in
   namespace a = fp8audit::agent;
   if (!a::Agent::Get().enabled() || !a::Probes().te_call_recording()) return 0;
   return a::TeProbe().Begin(entry, fp8_dtype, tensors) ? 1 : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) void fp8audit_agent_before_exit() {
+  fp8audit::agent::Agent& a = fp8audit::agent::Agent::Get();
+  if (a.enabled()) a.FinishBeforeImmediateExit();
 }
 
 extern "C" __attribute__((visibility("default"))) void fp8audit_agent_te_end() {

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "agent/src/patterns.h"
 #include "agent/src/record_sink.h"
+#include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
 

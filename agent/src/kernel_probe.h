@@ -15,9 +15,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/src/patterns.h"
 #include "agent/src/raw_event.h"
 #include "agent/src/record_sink.h"
+#include "fp8audit/patterns.h"
 
 #if FP8AUDIT_AGENT_CUPTI
 #include <cuda.h>

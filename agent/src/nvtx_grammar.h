@@ -1,4 +1,4 @@
-// Parses the structured FP8 NVTX messages (grammar in agent/include/fp8audit/nvtx_events.h).
+// Parses the structured FP8 NVTX messages (grammar in proto/fp8audit/nvtx_events.h).
 #pragma once
 
 #include <string_view>

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/src/patterns.h"
+#include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
 

@@ -148,6 +148,11 @@ void Agent::Shutdown() {
   if (writer_.Stop()) ::_exit(3);
 }
 
+void Agent::FinishBeforeImmediateExit() {
+  if (static_cast<uint32_t>(::getpid()) != pid_) return;  // a vfork child: the parent's trace
+  writer_.FinishBeforeImmediateExit();
+}
+
 void Agent::StartAfresh() {
   parent_pid_ = pid_;
   pid_ = static_cast<uint32_t>(::getpid());

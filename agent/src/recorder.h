@@ -13,11 +13,11 @@
 #include "agent/src/config.h"
 #include "agent/src/lifecycle.h"
 #include "agent/src/pass_tracker.h"
-#include "agent/src/patterns.h"
 #include "agent/src/raw_event.h"
 #include "agent/src/record_sink.h"
 #include "agent/src/rings.h"
 #include "agent/src/writer.h"
+#include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
 
@@ -122,6 +122,13 @@ class Agent final : public RecordSink {
 
   // Clean shutdown (atexit): final flush, footer, live check verdict.
   void Shutdown();
+  // The process leaves through _exit or _Exit (no atexit handler runs; shim.cc calls this first):
+  // the writer, when running, writes what is queued and the footer, waited for at most 2 s. Nothing
+  // when no writer runs (a trace is never started here: a process that recorded nothing writes
+  // none), on the writer's own thread, or in a vfork child (its pid is not this agent's: it shares
+  // the parent's memory, and the parent's trace goes on). Waits with nanosleep and atomics only,
+  // allocates nothing and takes no lock on the calling thread (it may be a signal handler).
+  void FinishBeforeImmediateExit();
 
   void SetCudaFacts(std::string gpu, std::string driver, std::string cuda);
   void SetCupti(std::string path, uint32_t api_version);

@@ -22,12 +22,15 @@
 // vector is built, copied or destroyed here; the tensor count is (end - begin) / sizeof(void*)
 // from the first two pointers of the object (libstdc++ and libc++ lay a vector out as begin, end,
 // capacity). tests/agent/fake_te checks this against a library compiled with the real signature.
+//
+// Preloaded, it also defines `_exit` and `_Exit` (see "Leaving through _exit" below).
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <initializer_list>
@@ -40,6 +43,8 @@ using NvtxFn = int (*)(const void* (*)(uint32_t));
 using ToggleFn = int (*)(int);
 using TeBeginFn = int (*)(int, int, uint64_t);
 using TeEndFn = void (*)();
+using BeforeExitFn = void (*)();
+using ExitFn = void (*)(int);
 
 struct Impl {
   bool tried = false;
@@ -49,6 +54,7 @@ struct Impl {
   ToggleFn toggle = nullptr;     // optional
   TeBeginFn te_begin = nullptr;  // optional (an older implementation lacks the te-call probe)
   TeEndFn te_end = nullptr;
+  BeforeExitFn before_exit = nullptr;  // optional (an older implementation lacks it)
 };
 Impl g_impl;
 
@@ -99,6 +105,7 @@ void Load() {
   g_impl.te_begin = reinterpret_cast<TeBeginFn>(dlsym(h, "fp8audit_agent_te_begin"));
   g_impl.te_end = reinterpret_cast<TeEndFn>(dlsym(h, "fp8audit_agent_te_end"));
   if (g_impl.te_begin == nullptr || g_impl.te_end == nullptr) g_impl.te_begin = nullptr;
+  g_impl.before_exit = reinterpret_cast<BeforeExitFn>(dlsym(h, "fp8audit_agent_before_exit"));
   if (g_impl.start == nullptr || g_impl.injection == nullptr || g_impl.nvtx == nullptr) {
     g_impl = Impl{true};
     Say("the agent library lacks its entry points: ", impl);
@@ -212,7 +219,60 @@ nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction(
   if (recorded) g_impl.te_end();
 }
 
-__attribute__((constructor)) static void Fp8auditShimLoad() { Load(); }
+// ---- Leaving through _exit ----------------------------------------------------------------------
+//
+// exit() runs the implementation's atexit handler (final flush, footer). `_exit` and `_Exit` skip
+// it; a forked child leaves through them (Python's os._exit at the end of every multiprocessing
+// child and DataLoader worker), so its trace would end without its footer. Preloaded, this library
+// comes before libc in the global scope and these definitions are what such a program calls: each
+// one lets the implementation finish the trace (fp8audit_agent_before_exit: bounded, no lock, no
+// allocation on the calling thread; nothing when the writer is not running, the caller is the
+// writer itself or the process is a vfork child sharing the parent's memory), then calls the next
+// definition (libc's, or another preloaded tool's), found with dlsym(RTLD_NEXT) when this library
+// is loaded, as dlsym is not async-signal-safe and _exit is called from signal handlers and vfork
+// children. Without one, the exit_group system call, which is what libc's _exit makes.
+//
+// Not covered: exit_group called as a system call (syscall(SYS_exit_group, ...), inline assembly:
+// it is not a symbol, nothing can interpose it) and libc's own calls to its _exit (quick_exit,
+// posix_spawn's child), which bind inside libc; and every other route (NVTX_INJECTION64_PATH,
+// CUDA_INJECTION64_PATH), whose library is loaded with RTLD_LOCAL, after the program's references
+// to _exit were bound.
+
+namespace {
+
+ExitFn g_next_exit = nullptr;
+ExitFn g_next_Exit = nullptr;
+
+ExitFn NextExit(const char* name) {
+  void* next = dlsym(RTLD_NEXT, name);
+  return next != nullptr && !InThisLibrary(next) ? reinterpret_cast<ExitFn>(next) : nullptr;
+}
+
+[[noreturn]] void LeaveThrough(ExitFn next, int status) {
+  if (const BeforeExitFn before = g_impl.before_exit; before != nullptr) before();
+  if (next != nullptr) next(status);
+  for (;;) syscall(SYS_exit_group, status);
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) void _exit(int status) {
+  LeaveThrough(g_next_exit, status);
+}
+
+extern "C" __attribute__((visibility("default"))) void _Exit(int status) noexcept {
+  LeaveThrough(g_next_Exit, status);
+}
+
+namespace {
+
+__attribute__((constructor)) void Fp8auditShimLoad() {
+  g_next_exit = NextExit("_exit");
+  g_next_Exit = NextExit("_Exit");
+  Load();
+}
+
+}  // namespace
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   Load();

@@ -379,6 +379,11 @@ void WriterThread::RequestFlushFromSignal(bool final) {
   }
 }
 
+void WriterThread::FinishBeforeImmediateExit() {
+  if (CurrentTid() == tid_.load(std::memory_order_acquire)) return;
+  RequestFlushFromSignal(true);
+}
+
 void WriterThread::LockForFork() {
   forking_tid_.store(CurrentTid(), std::memory_order_release);  // it never waits for the writer
   cycle_mu_.lock();

@@ -61,6 +61,9 @@ class WriterThread final : public RingConsumer {
   bool Stop();
   // From a signal handler: asks for a flush (or, `final`, the footer) and waits at most 2 s.
   void RequestFlushFromSignal(bool final);
+  // Before _exit (Agent::FinishBeforeImmediateExit): the footer, as RequestFlushFromSignal(true),
+  // unless called on the writer's own thread (its fail-fast exit has written it).
+  void FinishBeforeImmediateExit();
 
   // Fork: held across fork() (see lifecycle.h), and the child's fresh start (no thread, no file:
   // a new one starts at the child's first event).

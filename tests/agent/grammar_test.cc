@@ -1,4 +1,4 @@
-// The emitter's messages (agent/include/fp8audit/nvtx_events.h) parse back in the agent.
+// The emitter's messages (proto/fp8audit/nvtx_events.h) parse back in the agent.
 #include <gtest/gtest.h>
 
 #include "agent/src/nvtx_grammar.h"

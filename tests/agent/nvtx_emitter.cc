@@ -5,6 +5,7 @@
 // Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
 //        | stress THREADS MILLISECONDS | bytes ARG [HOSTNAME]  (ARG: only for argv)
 //        | plant VICTIM | hook | hook-facts (what fp8audit's Python hook sends)
+//        | fork-exit _exit|_Exit|silent | vfork-exit
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -164,6 +165,50 @@ int Plant(const char* victim) {
   return 0;
 }
 
+// One whole microbatch: a forward update on this thread, a backward one on an autograd thread.
+void OneMicrobatch() {
+  ev::MicrobatchScope scope;
+  ev::UpdateForward();
+  OnAutogradThread([] { ev::UpdateBackward(); });
+}
+
+[[noreturn]] void Leave(const std::string& how, int status) {
+  if (how == "_Exit") _Exit(status);
+  _exit(status);
+}
+
+// A microbatch, then a forked child that records one (none when `how` is "silent") and leaves
+// through _exit or _Exit, as a Python multiprocessing child does; then the parent records another
+// and leaves the same way.
+[[noreturn]] void ForkExit(const std::string& how) {
+  OneMicrobatch();
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    if (how != "silent") OneMicrobatch();
+    Leave(how, 0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  OneMicrobatch();
+  Leave(how, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+// A vfork child that leaves through _exit (as after a failed exec) in the middle of a microbatch:
+// it shares the parent's memory and must leave the parent's trace alone. Then another microbatch.
+int VforkExit() {
+  nvtxRangePushA(ev::kMicrobatchRange);
+  ev::UpdateForward();
+  const pid_t child = vfork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  OnAutogradThread([] { ev::UpdateBackward(); });
+  nvtxRangePop();
+  OneMicrobatch();
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 void Ready() {
   std::printf("ready\n");
   std::fflush(stdout);
@@ -247,6 +292,8 @@ int main(int argc, char** argv) {
     for (long i = 0; i < n; ++i) ev::Update();
     return 0;
   }
+  if (mode == "fork-exit" && argc > 2) ForkExit(argv[2]);
+  if (mode == "vfork-exit") return VforkExit();
   if (mode == "plant" && argc > 2) return Plant(argv[2]);
   if (mode == "bytes" && argc > 2) return Bytes(argc > 3 ? argv[3] : nullptr);
   if (mode == "stress" && argc > 3) {
@@ -255,6 +302,7 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N|probe-toggle"
-               "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]|plant VICTIM\n");
+               "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]|plant VICTIM|hook|hook-facts"
+               "|fork-exit _exit|_Exit|silent|vfork-exit\n");
   return 2;
 }

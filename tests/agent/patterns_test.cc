@@ -1,4 +1,4 @@
-#include "agent/src/patterns.h"
+#include "fp8audit/patterns.h"
 
 #include <gtest/gtest.h>
 

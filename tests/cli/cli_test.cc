@@ -732,7 +732,6 @@ TEST_F(RunCli, MissingAgentAndUnreadablePatternsExit2BeforeRunning) {
   EXPECT_FALSE(fs::exists(marker));
 }
 
-#if FP8AUDIT_HAVE_AGENT_PATTERNS
 TEST_F(RunCli, MalformedPatternsExit2NamingTheLineBeforeRunning) {
   const std::string marker = Path("ran");
   const std::string patterns = Path("patterns.txt");
@@ -742,7 +741,6 @@ TEST_F(RunCli, MalformedPatternsExit2NamingTheLineBeforeRunning) {
   EXPECT_TRUE(Contains(r.err, "fp8audit run: --patterns " + patterns + ":2: ")) << Describe(r);
   EXPECT_FALSE(fs::exists(marker));
 }
-#endif
 
 TEST_F(RunCli, OnlyTracesWrittenByThisRunAreAudited) {
   fs::create_directories(Path("out"));

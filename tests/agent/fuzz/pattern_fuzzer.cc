@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/src/patterns.h"
+#include "fp8audit/patterns.h"
 
 namespace {
 

@@ -1,7 +1,8 @@
-// Structured FP8 events as NVTX marks: header-only, needs nothing but the NVTX3 headers.
+// Structured FP8 events as NVTX marks: header-only, needs nothing but the NVTX3 headers. A wire
+// format, like the schemas beside it: runtime/ emits it, the agent parses it
+// (agent/src/nvtx_grammar.h), any framework may emit it (CMake target fp8audit_nvtx_events).
 //
-// Every event is an ASCII mark in the NVTX domain "fp8audit" whose message follows this grammar
-// (the agent parses it; any framework may emit it):
+// Every event is an ASCII mark in the NVTX domain "fp8audit" whose message follows this grammar:
 //
 //   message := event { " " key "=" value }     at most kMaxMessage - 1 bytes
 //   event   := autocast.enter | autocast.exit | checkpoint.enter | checkpoint.exit

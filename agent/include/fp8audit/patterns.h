@@ -1,4 +1,6 @@
-// Kernel-name patterns: which kernel launches are FP8 state updates.
+// Kernel-name patterns: which kernel launches are FP8 state updates. The agent's public header
+// (library fp8audit_agent_patterns): its classifier, and `fp8audit run --patterns`, which checks a
+// pattern file with this parser before the job starts.
 //
 // Pattern file: UTF-8/ASCII text, at most kMaxPatternFileBytes, one rule per line:
 //   <event> <match> <pattern>
