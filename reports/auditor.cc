@@ -243,7 +243,12 @@ struct Auditor::State {
   const Frame* Innermost() const { return frames.empty() ? nullptr : &frames.back(); }
 };
 
-Auditor::Auditor(Expectation expect) : Auditor(AuditorOptions{.expect = expect}) {}
+Auditor::Auditor(Expectation expect)
+    : Auditor([expect] {
+        AuditorOptions o;
+        o.expect = expect;
+        return o;
+      }()) {}
 
 Auditor::Auditor(const AuditorOptions& options)
     : options_(options), state_(std::make_unique<State>()) {

@@ -36,6 +36,9 @@ struct AuditorOptions {
   uint32_t max_explanations = 12;
   // Violations kept in report() (0: all). Totals and verdicts still count every one.
   uint32_t max_violations = 0;
+  // The ownership model's semantics for the explanations, as the user named it (a name
+  // state::ParseSemantics accepts); empty: chosen from the trace (see Recording in report.proto).
+  std::string semantics;
 };
 
 // One FP8 state update as the audit counts it (Auditor::on_update): for timelines that show each
