@@ -1017,7 +1017,9 @@ void Auditor::CompareProbes(bool words, v1::MicrobatchResult* row) {
     ++s.unfused_microbatches;
     if (s.unfused_first.size() < kMaxListed) s.unfused_first.push_back(row->index());
   }
-  if (words && any) {
+  // By source, for a trace whose recorder names its probes (an older agent's updates are all its
+  // kernel probe's, the runtime's and model's their own).
+  if (words && any && s.probe_info) {
     v1::SourceTallies* by = row->mutable_by_source();
     for (int src = 0; src < kSources; ++src) {
       const bool seen = seg.counted_by[src][kFwd] + seg.counted_by[src][kBwd] +
@@ -1102,7 +1104,7 @@ void Auditor::FinishRecording() {
   rec->set_semantics(chosen.name);
   rec->set_semantics_from(chosen.from);
   bool any = false;
-  for (int src = 0; src < kSources; ++src) {
+  for (int src = 0; src < kSources && s.probe_info; ++src) {
     const auto& c = s.counted_by[src];
     const auto& x = s.cross_by[src];
     if (c[kFwd] + c[kBwd] + x[kFwd] + x[kBwd] == 0) continue;
