@@ -59,7 +59,7 @@ struct SemanticsFlag {
                          : "unknown semantics '" + value +
                                "' (known: " + std::string(state::kSemanticsNames) + ")";
             },
-            "SEMANTICS");
+            "");
   }
   void Apply(reports::TraceSetOptions* options) const {
     if (const auto s = state::ParseSemantics(name)) {

@@ -119,7 +119,8 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "a track per thread with every FP8 state update and why an extra one "
                   "happened; written while reading, any size) or metrics (one JSON line per "
                   "microbatch: rank, step, microbatch, forward, backward, expected_forward, "
-                  "expected_backward, verdict; for wandb.log or TensorBoard)")
+                  "expected_backward, verdict, and by_source and probe_notes where the agent "
+                  "names its probes; for wandb.log or TensorBoard)")
       ->type_name("FORMAT")
       ->check(CLI::IsMember(
           {"text", "markdown", "md", "json", "junit", "html", "chrome-trace", "metrics"}));
