@@ -976,7 +976,7 @@ std::string Auditor::SemanticsLine() const {
   if (chosen.from == "flag") {
     line += " (--semantics)";
   } else if (chosen.from == "patch") {
-    line += " (TE " + te + " patched by fp8audit.te)";
+    line += " (TE " + (te.empty() ? std::string() : te + " ") + "patched by fp8audit.te)";
   } else {
     line += " (from TE " + te + ")";
   }
@@ -1136,8 +1136,9 @@ void Auditor::FinishRecording() {
   }
   if (s.unfused_microbatches > 0) {
     rec->add_notes(Plural(SatAdd(s.unfused[kFwd], s.unfused[kBwd]), "update", "updates") + " in " +
-                   Plural(s.unfused_microbatches, "microbatch", "microbatches") +
-                   " came only from the Python hook: Transformer Engine's unfused update path "
+                   Plural(s.unfused_microbatches, "microbatch", "microbatches") + " (" +
+                   Listed(s.unfused_first, s.unfused_microbatches) +
+                   ") came only from the Python hook: Transformer Engine's unfused update path "
                    "(NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax or scale algorithm), where the "
                    "te-call and cupti probes see nothing");
   }

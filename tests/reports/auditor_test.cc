@@ -832,7 +832,7 @@ TEST(AuditorProbes, UpdatesOnlyThePythonHookSawOnTheUnfusedPathGetOneNote) {
     if (Contains(n, "unfused")) {
       ++unfused_lines;
       EXPECT_EQ(n,
-                "4 updates in 2 microbatches came only from the Python hook: Transformer "
+                "4 updates in 2 microbatches (0, 1) came only from the Python hook: Transformer "
                 "Engine's unfused update path (NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax or "
                 "scale algorithm), where the te-call and cupti probes see nothing");
     }

@@ -474,7 +474,7 @@ TEST(Render, EveryFormatSaysWhichProbesRanTheTeVersionAndWhatTheProbesSaw) {
       << text;
   EXPECT_TRUE(Contains(text, "\nnote      probes disagree in 1 microbatch (1)\n")) << text;
   EXPECT_TRUE(
-      Contains(text, "\nnote      2 updates in 1 microbatch came only from the Python hook"))
+      Contains(text, "\nnote      2 updates in 1 microbatch (2) came only from the Python hook"))
       << text;
   EXPECT_TRUE(Contains(text,
                        "\nprobe notes:\n  microbatch 1: probes disagree on backward updates: "
