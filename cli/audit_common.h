@@ -10,6 +10,7 @@
 
 #include "cli/exit_codes.h"
 #include "reports/trace_set.h"
+#include "state/semantics.h"
 
 namespace fp8audit::cli {
 
@@ -35,6 +36,35 @@ struct ExpectFlags {
   void Apply(reports::TraceSetOptions* options) const {
     if (forward_option->count() > 0) options->expect_forward = forward;
     if (backward_option->count() > 0) options->expect_backward = backward;
+  }
+};
+
+// --semantics NAME: the ownership model's semantics the explanations of extra updates use, unset
+// unless given (the audit then chooses from each trace: the patch's, else TE's version's).
+struct SemanticsFlag {
+  std::string name;
+
+  void Add(CLI::App* sub) {
+    sub->add_option("--semantics", name,
+                    "ownership model semantics for the explanations of extra updates: " +
+                        std::string(state::kSemanticsNames) +
+                        " (default: chosen per trace: fixed when fp8audit.te patched TE, else "
+                        "the one modelling the TE version the trace records, te-2.20 for "
+                        "2.20.x; none otherwise)")
+        ->type_name("SEMANTICS")
+        ->check(
+            [](const std::string& value) -> std::string {
+              return state::ParseSemantics(value)
+                         ? std::string()
+                         : "unknown semantics '" + value +
+                               "' (known: " + std::string(state::kSemanticsNames) + ")";
+            },
+            "");
+  }
+  void Apply(reports::TraceSetOptions* options) const {
+    if (const auto s = state::ParseSemantics(name)) {
+      options->semantics = std::string(state::SemanticsName(*s));
+    }
   }
 };
 

@@ -21,6 +21,7 @@ struct ReportArgs {
   std::string output;
   uint32_t max_rows = 50;
   ExpectFlags expect;
+  SemanticsFlag semantics;
   ProgressFlags progress;
 };
 
@@ -67,6 +68,7 @@ int RunReport(const ReportArgs& args) {
   for (const std::string& line : skipped) std::cerr << "fp8audit report: " << line << "\n";
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
+  args.semantics.Apply(&options);
   if (reports::IsStreamingFormat(format)) return RunStreaming(args, format, files, options);
   const bool complete = format == reports::Format::kJson || format == reports::Format::kHtml;
   reports::RenderOptions render;
@@ -117,7 +119,8 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "a track per thread with every FP8 state update and why an extra one "
                   "happened; written while reading, any size) or metrics (one JSON line per "
                   "microbatch: rank, step, microbatch, forward, backward, expected_forward, "
-                  "expected_backward, verdict; for wandb.log or TensorBoard)")
+                  "expected_backward, verdict, and by_source and probe_notes where the agent "
+                  "names its probes; for wandb.log or TensorBoard)")
       ->type_name("FORMAT")
       ->check(CLI::IsMember(
           {"text", "markdown", "md", "json", "junit", "html", "chrome-trace", "metrics"}));
@@ -130,6 +133,7 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "trace shows its failing microbatches and a summary (0: all; default 50). JSON "
                   "is always complete; JUnit lists up to 100 failing microbatches per trace")
       ->type_name("N");
+  args->semantics.Add(sub);
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->progress.Add(sub);
   sub->footer(std::string("Reads each trace once, record by record (chrome-trace first reads the "

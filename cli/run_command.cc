@@ -29,6 +29,7 @@ namespace fs = std::filesystem;
 struct RunArgs {
   std::string out = "fp8audit-traces";
   ExpectFlags expect;
+  SemanticsFlag semantics;
   bool fail_fast = false;
   bool self_profile = false;
   bool fix_te = false;
@@ -148,6 +149,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   }
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
+  args.semantics.Apply(&options);
   options.max_rows = args.max_rows;
   options.max_violations = args.max_rows;
   const reports::TraceSetResult result = AuditWithProgress("run", traces, args.progress, options);
@@ -174,6 +176,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "directory for the traces (created; default fp8audit-traces). The audit reads "
                   "the *.fp8trace files the run created or changed there")
       ->type_name("DIR");
+  args->semantics.Add(sub);
   args->expect.Add(sub, "default 1");
   sub->add_flag("--fail-fast", args->fail_fast,
                 "the agent ends CMD at the first failing microbatch, with exit code 3 "

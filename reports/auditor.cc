@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/event_text.h"
+#include "state/semantics.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -32,7 +33,62 @@ bool IsUpdate(v1::EventKind kind) {
   return kind == v1::UPDATE_FORWARD || kind == v1::UPDATE_BACKWARD || kind == v1::UPDATE;
 }
 
+// A second probe's view of an update another probe recorded: tallied, never counted.
+bool IsCrossCheck(v1::EventKind kind) {
+  return kind == v1::CROSSCHECK_UPDATE_FORWARD || kind == v1::CROSSCHECK_UPDATE_BACKWARD ||
+         kind == v1::CROSSCHECK_UPDATE;
+}
+
+// Facts about the recording (TE's version and patch, probe changes): no activity of a pass.
+bool IsFact(v1::EventKind kind) {
+  return kind == v1::TE_VERSION || kind == v1::TE_PATCHED || kind == v1::PROBES;
+}
+
 const char* DirWord(int dir) { return dir == kFwd ? "forward" : "backward"; }
+
+// Sources an update is tallied by (SourceTallies), and the probe each one is.
+constexpr int kKernel = 0;
+constexpr int kTeCall = 1;
+constexpr int kHook = 2;
+constexpr int kOther = 3;
+constexpr int kSources = 4;
+int SourceIndex(v1::Source source) {
+  switch (source) {
+    case v1::KERNEL:
+      return kKernel;
+    case v1::TE_CALL:
+      return kTeCall;
+    case v1::PYTHON_HOOK:
+      return kHook;
+    default:
+      return kOther;
+  }
+}
+// The agent's probe names (the header's and PROBES events' `probes`), by source.
+constexpr std::array<std::string_view, 3> kProbeName = {"cupti", "te-call", "python-hook"};
+// Probes compared with one another, in the order notes list them.
+constexpr std::array<int, 3> kCompared = {kTeCall, kKernel, kHook};
+uint32_t ProbeBit(std::string_view name) {
+  for (int i = 0; i < 3; ++i) {
+    if (name == kProbeName[i]) return 1u << i;
+  }
+  return 0;
+}
+constexpr size_t kMaxProbeNames = 16;   // probe names kept from a trace
+constexpr size_t kMaxProbeChanges = 8;  // PROBES details kept
+constexpr size_t kMaxListed = 5;        // microbatches named in a note
+
+// The unfused updates a Python hook range names ("... unfused=U"), at most `count`.
+uint64_t HookUnfused(std::string_view detail, uint64_t count) {
+  constexpr std::string_view kKey = " unfused=";
+  const size_t at = detail.find(kKey);
+  if (at == std::string_view::npos) return 0;
+  uint64_t u = 0;
+  const char* begin = detail.data() + at + kKey.size();
+  const auto [end, ec] = std::from_chars(begin, detail.data() + detail.size(), u);
+  if (ec != std::errc() || end == begin) return 0;
+  return std::min(u, count);
+}
 
 void AppendNumber(std::string* out, uint64_t n) {
   char buf[24];
@@ -118,6 +174,12 @@ struct Segment {
   uint64_t updates_dropped = 0;
   uint64_t first_ns = 0;  // earliest and latest event timestamps in it (MicrobatchSpan)
   uint64_t last_ns = 0;
+  // What each source saw, per direction: counted updates and cross-checks; the Python hook's
+  // counted updates on TE's unfused path.
+  std::array<std::array<uint64_t, 2>, kSources> counted_by{};
+  std::array<std::array<uint64_t, 2>, kSources> cross_by{};
+  std::array<uint64_t, 2> unfused{};
+  uint32_t probes_throughout = 0;  // probe bits active from its opening to now
 
   // Closed, ready for the next microbatch; the kept events' storage stays.
   void Reset() {
@@ -234,6 +296,22 @@ struct Auditor::State {
   uint64_t launches_seen = 0;
   uint64_t kernel_events = 0;
 
+  // The recording (header, TE_VERSION, TE_PATCHED, PROBES): see v1::Recording.
+  bool probe_info = false;  // the recorder named its probes
+  uint32_t active = 0;      // probe bits active now
+  std::vector<std::string> active_names;
+  bool te_call_heard = false;    // a TE_CALL event was seen: the te-call probe is at work
+  bool hook_heard = false;       // the Python hook sent something: it is at work
+  bool te_loaded = false;        // TE's version was recorded (the hook saw TE imported)
+  std::string other_te_version;  // a second, different TE version recorded
+  std::array<std::array<uint64_t, 2>, kSources> counted_by{};  // over the microbatches
+  std::array<std::array<uint64_t, 2>, kSources> cross_by{};
+  std::array<uint64_t, 2> unfused{};
+  uint64_t unfused_microbatches = 0;
+  std::vector<uint32_t> unfused_first;
+  uint64_t disagreeing = 0;
+  std::vector<uint32_t> disagreeing_first;
+
   bool InRecompute() const {
     for (const Frame& f : frames) {
       if (f.phase == 2) return true;
@@ -243,7 +321,12 @@ struct Auditor::State {
   const Frame* Innermost() const { return frames.empty() ? nullptr : &frames.back(); }
 };
 
-Auditor::Auditor(Expectation expect) : Auditor(AuditorOptions{.expect = expect}) {}
+Auditor::Auditor(Expectation expect)
+    : Auditor([expect] {
+        AuditorOptions o;
+        o.expect = expect;
+        return o;
+      }()) {}
 
 Auditor::Auditor(const AuditorOptions& options)
     : options_(options), state_(std::make_unique<State>()) {
@@ -289,6 +372,49 @@ void Auditor::OnHeader(const v1::TraceHeader& header) {
   }
   report_.set_rank(header.rank());
   s.markers_configured = header.markers() == "nvtx";
+  // The agent's probes: its mode and those active from the start.
+  v1::Recording* rec = report_.mutable_recording();
+  rec->set_probe_mode(Printable(header.probe_mode(), 32));
+  s.probe_info = !header.probe_mode().empty() || header.probes_size() > 0;
+  SetProbes(header.probes());
+  if (h->probes_size() > static_cast<int>(kMaxProbeNames)) {
+    h->mutable_probes()->DeleteSubrange(kMaxProbeNames, h->probes_size() - kMaxProbeNames);
+  }
+  for (std::string& p : *h->mutable_probes()) {
+    if (p.size() > 64) p = TruncateUtf8(p, 64);
+  }
+  if (h->probe_mode().size() > 64) h->set_probe_mode(TruncateUtf8(h->probe_mode(), 64));
+}
+
+void Auditor::SetProbes(const google::protobuf::RepeatedPtrField<std::string>& probes) {
+  State& s = *state_;
+  v1::Recording* rec = report_.mutable_recording();
+  std::vector<std::string> now;
+  uint32_t bits = 0;
+  for (const std::string& p : probes) {
+    if (now.size() == kMaxProbeNames) break;
+    std::string name = Printable(p, 32);
+    if (std::find(now.begin(), now.end(), name) != now.end()) continue;
+    bits |= ProbeBit(name);
+    now.push_back(std::move(name));
+  }
+  auto listed = [](const auto& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  for (const std::string& name : now) {
+    if (!listed(rec->probes(), name) && rec->probes_size() < static_cast<int>(kMaxProbeNames)) {
+      rec->add_probes(name);
+    }
+  }
+  for (const std::string& name : s.active_names) {
+    if (!listed(now, name) && !listed(rec->released(), name) &&
+        rec->released_size() < static_cast<int>(kMaxProbeNames)) {
+      rec->add_released(name);
+    }
+  }
+  s.active_names = std::move(now);
+  s.active = bits;
+  s.seg.probes_throughout &= bits;
 }
 
 void Auditor::SayMarkers() {
@@ -394,6 +520,7 @@ void Auditor::Open(const v1::Event& event) {
   seg.start.CopyFrom(event);
   BoundEventStrings(&seg.start);
   seg.logged_seq = {s.seq, s.seq};
+  seg.probes_throughout = s.active;
 }
 
 void Auditor::Remember(const v1::Event& event) {
@@ -402,6 +529,56 @@ void Auditor::Remember(const v1::Event& event) {
   s.ring[slot].CopyFrom(event);
   BoundEventStrings(&s.ring[slot]);
   s.ring_seq[slot] = s.seq;
+}
+
+void Auditor::Fact(const v1::Event& event) {
+  State& s = *state_;
+  v1::Recording* rec = report_.mutable_recording();
+  if (event.kind() == v1::PROBES) {
+    s.probe_info = true;
+    SetProbes(event.probes());
+    if (rec->probe_changes_size() < static_cast<int>(kMaxProbeChanges)) {
+      rec->add_probe_changes(Printable(event.detail(), 256));
+    }
+    return;
+  }
+  // TE_VERSION, TE_PATCHED: the Python hook saw TE imported (and patched).
+  s.hook_heard = true;
+  s.te_loaded = true;
+  const std::string version = Printable(event.te_version(), 64);
+  if (rec->te_version().empty()) {
+    rec->set_te_version(version);
+  } else if (!version.empty() && version != rec->te_version() && s.other_te_version.empty()) {
+    s.other_te_version = version;
+  }
+  if (event.kind() == v1::TE_PATCHED) {
+    rec->set_te_patched(true);
+    rec->set_patched_semantics(Printable(event.semantics(), 32));
+  }
+}
+
+int Auditor::Direction(const v1::Event& event, v1::EventKind forward, v1::EventKind backward,
+                       bool* inferred) const {
+  *inferred = false;
+  if (event.kind() == forward) return kFwd;
+  if (event.kind() == backward) return kBwd;
+  if (event.pass() == v1::BACKWARD) return kBwd;
+  if (event.pass() == v1::FORWARD) return kFwd;
+  *inferred = true;
+  return state_->in_backward ? kBwd : kFwd;
+}
+
+void Auditor::CrossCheck(const v1::Event& event) {
+  State& s = *state_;
+  const int src = SourceIndex(event.source());
+  if (src == kTeCall) s.te_call_heard = true;
+  if (src == kHook) s.hook_heard = true;
+  if (!s.seg.open) return;  // outside any microbatch: nothing to compare it with
+  bool inferred = false;
+  const int dir =
+      Direction(event, v1::CROSSCHECK_UPDATE_FORWARD, v1::CROSSCHECK_UPDATE_BACKWARD, &inferred);
+  const uint64_t n = event.count() == 0 ? 1 : event.count();
+  s.seg.cross_by[src][dir] = SatAdd(s.seg.cross_by[src][dir], n);
 }
 
 void Auditor::OnEvent(const v1::Event& event) {
@@ -428,6 +605,17 @@ void Auditor::Dispatch(const v1::Event& event) {
   }
   s.launches_seen = std::max(s.launches_seen, event.kernel_launches());
   const v1::EventKind kind = event.kind();
+
+  // Neither a pass's activity nor an update: they open, close and count nothing.
+  if (IsFact(kind)) {
+    Fact(event);
+    Remember(event);
+    return;
+  }
+  if (IsCrossCheck(kind)) {
+    CrossCheck(event);
+    return;
+  }
 
   // Microbatch markers and optimizer steps.
   if (kind == v1::MICROBATCH_BEGIN) {
@@ -509,18 +697,9 @@ void Auditor::Dispatch(const v1::Event& event) {
   }
 
   const bool update = IsUpdate(kind);
-  int dir = kFwd;
   bool inferred = false;
-  if (kind == v1::UPDATE_BACKWARD) {
-    dir = kBwd;
-  } else if (kind == v1::UPDATE) {
-    if (event.pass() == v1::BACKWARD) {
-      dir = kBwd;
-    } else if (event.pass() != v1::FORWARD) {
-      dir = s.in_backward ? kBwd : kFwd;
-      inferred = true;
-    }
-  }
+  const int dir =
+      update ? Direction(event, v1::UPDATE_FORWARD, v1::UPDATE_BACKWARD, &inferred) : kFwd;
   const bool forward_activity = (update && dir == kFwd) || kind == v1::AUTOCAST_ENTER ||
                                 kind == v1::MODULE_FORWARD ||
                                 (kind == v1::CHECKPOINT_ENTER && event.checkpoint_phase() != 2) ||
@@ -563,6 +742,13 @@ void Auditor::Count(const v1::Event& event, int dir, bool inferred) {
   }
   if (seg.ended) seg.after_end[dir] = SatAdd(seg.after_end[dir], n);
   if (inferred) seg.inferred = SatAdd(seg.inferred, n);
+  const int src = SourceIndex(event.source());
+  seg.counted_by[src][dir] = SatAdd(seg.counted_by[src][dir], n);
+  if (src == kTeCall) s.te_call_heard = true;
+  if (src == kHook) {
+    s.hook_heard = true;
+    seg.unfused[dir] = SatAdd(seg.unfused[dir], HookUnfused(event.detail(), n));
+  }
 
   // The stored copies say which direction the update was counted in.
   const v1::Pass counted = dir == kFwd ? v1::FORWARD : v1::BACKWARD;
@@ -711,7 +897,14 @@ void Auditor::Close(bool complete) {
   const bool keep_row = WantRow(fail);
   const bool words = keep_row || on_microbatch || on_microbatch_span;
 
-  if (words) AddExplanations(seg, options_.expect, complete, expected, wrong, detail, &row);
+  if (words) {
+    AddExplanations(seg, options_.expect, complete, expected, wrong, detail, &row);
+    const bool extra = seg.count[kFwd] > expected[kFwd] || seg.count[kBwd] > expected[kBwd];
+    if (extra) {
+      if (std::string line = SemanticsLine(); !line.empty()) row.add_explanations(std::move(line));
+    }
+  }
+  CompareProbes(words, &row);
   if (detail) {
     for (v1::Event& e : seg.updates) *row.add_updates() = std::move(e);
   }
@@ -757,6 +950,202 @@ void Auditor::Close(bool complete) {
   seg.Reset();
 }
 
+Auditor::Chosen Auditor::ChosenSemantics() const {
+  const v1::Recording& rec = report_.recording();
+  if (!options_.semantics.empty()) {
+    const auto given = state::ParseSemantics(options_.semantics);
+    return {given ? std::string(state::SemanticsName(*given)) : options_.semantics, "flag"};
+  }
+  if (rec.te_patched()) {
+    if (rec.patched_semantics().empty()) return {"fixed", "patch"};
+    if (const auto applied = state::ParseSemantics(rec.patched_semantics())) {
+      return {std::string(state::SemanticsName(*applied)), "patch"};
+    }
+  }
+  if (const auto te = state::SemanticsForTeVersion(rec.te_version())) {
+    return {std::string(state::SemanticsName(*te)), "te_version"};
+  }
+  return {};
+}
+
+std::string Auditor::SemanticsLine() const {
+  const Chosen chosen = ChosenSemantics();
+  if (chosen.name.empty()) return {};
+  const std::string& te = report_.recording().te_version();
+  std::string line = "model semantics " + chosen.name;
+  if (chosen.from == "flag") {
+    line += " (--semantics)";
+  } else if (chosen.from == "patch") {
+    line += " (TE " + (te.empty() ? std::string() : te + " ") + "patched by fp8audit.te)";
+  } else {
+    line += " (from TE " + te + ")";
+  }
+  if (chosen.name != "fixed") {
+    return line +
+           ": Transformer Engine's own update ownership makes extra updates under activation "
+           "checkpointing (its recompute and reentrant frames update again); `fp8audit model "
+           "--semantics " +
+           chosen.name +
+           "` predicts a layout's counts, `fp8audit run --fix-te` applies the fixed ownership";
+  }
+  if (chosen.from == "patch") {
+    return line +
+           ": the patched ownership makes one forward and one backward update per logical "
+           "microbatch, so the model does not explain these extra ones (check the microbatch "
+           "markers, else report it)";
+  }
+  return line +
+         ": the corrected ownership makes one forward and one backward update per logical "
+         "microbatch; these extra ones are the job's own (for TE, `fp8audit run --fix-te` "
+         "applies the fixed ownership)";
+}
+
+void Auditor::CompareProbes(bool words, v1::MicrobatchResult* row) {
+  State& s = *state_;
+  const Segment& seg = s.seg;
+  bool any = false;
+  for (int src = 0; src < kSources; ++src) {
+    for (int dir : {kFwd, kBwd}) {
+      s.counted_by[src][dir] = SatAdd(s.counted_by[src][dir], seg.counted_by[src][dir]);
+      s.cross_by[src][dir] = SatAdd(s.cross_by[src][dir], seg.cross_by[src][dir]);
+      any = any || seg.counted_by[src][dir] > 0 || seg.cross_by[src][dir] > 0;
+    }
+  }
+  if (seg.unfused[kFwd] + seg.unfused[kBwd] > 0) {
+    s.unfused[kFwd] = SatAdd(s.unfused[kFwd], seg.unfused[kFwd]);
+    s.unfused[kBwd] = SatAdd(s.unfused[kBwd], seg.unfused[kBwd]);
+    ++s.unfused_microbatches;
+    if (s.unfused_first.size() < kMaxListed) s.unfused_first.push_back(row->index());
+  }
+  // By source, for a trace whose recorder names its probes (an older agent's updates are all its
+  // kernel probe's, the runtime's and model's their own).
+  if (words && any && s.probe_info) {
+    v1::SourceTallies* by = row->mutable_by_source();
+    for (int src = 0; src < kSources; ++src) {
+      const bool seen = seg.counted_by[src][kFwd] + seg.counted_by[src][kBwd] +
+                            seg.cross_by[src][kFwd] + seg.cross_by[src][kBwd] >
+                        0;
+      if (!seen) continue;
+      v1::ProbeTally* t = src == kKernel   ? by->mutable_kernel()
+                          : src == kTeCall ? by->mutable_te_call()
+                          : src == kHook   ? by->mutable_python_hook()
+                                           : by->mutable_other();
+      t->set_forward(Sat32(seg.counted_by[src][kFwd]));
+      t->set_backward(Sat32(seg.counted_by[src][kBwd]));
+      t->set_crosscheck_forward(Sat32(seg.cross_by[src][kFwd]));
+      t->set_crosscheck_backward(Sat32(seg.cross_by[src][kBwd]));
+      if (src == kHook) {
+        t->set_unfused_forward(Sat32(seg.unfused[kFwd]));
+        t->set_unfused_backward(Sat32(seg.unfused[kBwd]));
+      }
+    }
+  }
+  // Compared: the probes active throughout the microbatch that are known to be at work (the
+  // te-call probe once TE called it or the hook saw TE imported; the hook once it sent anything;
+  // cupti whenever subscribed). Each one's count of the fused updates (the hook's unfused ones
+  // no other probe can see).
+  if (!s.probe_info) return;
+  uint32_t compared = seg.probes_throughout;
+  if (!s.te_call_heard && !s.te_loaded) compared &= ~ProbeBit("te-call");
+  if (!s.hook_heard) compared &= ~ProbeBit("python-hook");
+  bool disagree = false;
+  for (int dir : {kFwd, kBwd}) {
+    std::string line;
+    bool differ = false;
+    uint64_t first = 0;
+    int n = 0;
+    for (int src : kCompared) {
+      if ((compared & 1u << src) == 0) continue;
+      uint64_t seen = SatAdd(seg.counted_by[src][dir], seg.cross_by[src][dir]);
+      if (src == kHook) seen -= std::min(seen, seg.unfused[dir]);
+      if (n++ == 0) first = seen;
+      differ = differ || seen != first;
+      line += (line.empty() ? "" : ", ") + std::string(kProbeName[src]) + " ";
+      AppendNumber(&line, seen);
+    }
+    if (n < 2 || !differ) continue;
+    disagree = true;
+    if (!words) continue;
+    std::string note = "probes disagree on ";
+    note += DirWord(dir);
+    note += " updates: " + line + " (counted ";
+    AppendNumber(&note, seg.count[dir]);
+    note += ")";
+    row->add_probe_notes(std::move(note));
+  }
+  if (disagree) {
+    ++s.disagreeing;
+    if (s.disagreeing_first.size() < kMaxListed) s.disagreeing_first.push_back(row->index());
+  }
+}
+
+namespace {
+
+// "3" or "0, 4, 7, 9, 12, ..." (`first` are the first of `total`).
+std::string Listed(const std::vector<uint32_t>& first, uint64_t total) {
+  std::string out;
+  for (uint32_t i : first) {
+    if (!out.empty()) out += ", ";
+    AppendNumber(&out, i);
+  }
+  if (total > first.size()) out += ", ...";
+  return out;
+}
+
+}  // namespace
+
+void Auditor::FinishRecording() {
+  State& s = *state_;
+  v1::Recording* rec = report_.mutable_recording();
+  const bool cupti =
+      std::find(rec->probes().begin(), rec->probes().end(), "cupti") != rec->probes().end();
+  rec->set_kernel_launches_not_counted(s.probe_info && !cupti);
+  const Chosen chosen = ChosenSemantics();
+  rec->set_semantics(chosen.name);
+  rec->set_semantics_from(chosen.from);
+  bool any = false;
+  for (int src = 0; src < kSources && s.probe_info; ++src) {
+    const auto& c = s.counted_by[src];
+    const auto& x = s.cross_by[src];
+    if (c[kFwd] + c[kBwd] + x[kFwd] + x[kBwd] == 0) continue;
+    any = true;
+    v1::SourceTallies* by = rec->mutable_by_source();
+    v1::ProbeTally* t = src == kKernel   ? by->mutable_kernel()
+                        : src == kTeCall ? by->mutable_te_call()
+                        : src == kHook   ? by->mutable_python_hook()
+                                         : by->mutable_other();
+    t->set_forward(Sat32(c[kFwd]));
+    t->set_backward(Sat32(c[kBwd]));
+    t->set_crosscheck_forward(Sat32(x[kFwd]));
+    t->set_crosscheck_backward(Sat32(x[kBwd]));
+    if (src == kHook) {
+      t->set_unfused_forward(Sat32(s.unfused[kFwd]));
+      t->set_unfused_backward(Sat32(s.unfused[kBwd]));
+    }
+  }
+  if (!any) rec->clear_by_source();
+  rec->set_disagreeing_microbatches(Sat32(s.disagreeing));
+  rec->clear_notes();
+  if (!s.other_te_version.empty()) {
+    rec->add_notes("Transformer Engine's version changed while the job ran: " + rec->te_version() +
+                   ", then " + s.other_te_version);
+  }
+  if (s.disagreeing > 0) {
+    rec->add_notes("probes disagree in " + Plural(s.disagreeing, "microbatch", "microbatches") +
+                   " (" + Listed(s.disagreeing_first, s.disagreeing) + ")");
+  }
+  if (s.unfused_microbatches > 0) {
+    rec->add_notes(Plural(SatAdd(s.unfused[kFwd], s.unfused[kBwd]), "update", "updates") + " in " +
+                   Plural(s.unfused_microbatches, "microbatch", "microbatches") + " (" +
+                   Listed(s.unfused_first, s.unfused_microbatches) +
+                   ") came only from the Python hook: Transformer Engine's unfused update path "
+                   "(NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax or scale algorithm), where the "
+                   "te-call and cupti probes see nothing");
+  }
+  // Nothing about the recording to say: no field set (an older recorder's trace).
+  if (rec->ByteSizeLong() == 0) report_.clear_recording();
+}
+
 bool Auditor::WantRow(bool fail) {
   State& s = *state_;
   const uint32_t max = options_.max_rows;
@@ -786,6 +1175,7 @@ void Auditor::Finish() {
                                                 : s.launches_seen > 0 ? s.launches_seen
                                                                       : s.kernel_events);
   report_.set_verdict(s.violations > 0 ? v1::FAIL : v1::PASS);
+  FinishRecording();
   const uint64_t start = report_.header().start_unix_ns();
   if (s.footer_end_unix_ns != 0 && start != 0 && s.footer_end_unix_ns >= start) {
     report_.set_duration_ns(s.footer_end_unix_ns - start);

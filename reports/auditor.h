@@ -36,6 +36,9 @@ struct AuditorOptions {
   uint32_t max_explanations = 12;
   // Violations kept in report() (0: all). Totals and verdicts still count every one.
   uint32_t max_violations = 0;
+  // The ownership model's semantics for the explanations, as the user named it (a name
+  // state::ParseSemantics accepts); empty: chosen from the trace (see Recording in report.proto).
+  std::string semantics;
 };
 
 // One FP8 state update as the audit counts it (Auditor::on_update): for timelines that show each
@@ -132,6 +135,26 @@ class Auditor {
  private:
   void SayMarkers();
   void Dispatch(const v1::Event& event);
+  // TE_VERSION, TE_PATCHED, PROBES: what the report's Recording says.
+  void Fact(const v1::Event& event);
+  void SetProbes(const google::protobuf::RepeatedPtrField<std::string>& probes);
+  // A CROSSCHECK_* event: tallied for its source, never counted.
+  void CrossCheck(const v1::Event& event);
+  // 0 forward, 1 backward: an update's (or cross-check's) kind, else its pass, else the pass
+  // boundaries (`inferred`).
+  int Direction(const v1::Event& event, v1::EventKind forward, v1::EventKind backward,
+                bool* inferred) const;
+  // The closing microbatch's tallies by source (row's by_source when `words`), and a probe note
+  // for each direction in which the probes at work throughout it saw different counts.
+  void CompareProbes(bool words, v1::MicrobatchResult* row);
+  struct Chosen {
+    std::string name;  // "" none
+    std::string from;  // "flag", "patch", "te_version"
+  };
+  Chosen ChosenSemantics() const;
+  // The explanation a microbatch with extra updates gets from the chosen semantics, or "".
+  std::string SemanticsLine() const;
+  void FinishRecording();
   std::string Where(const v1::Event& event, bool recompute, bool inferred) const;
   void Open(const v1::Event& event);
   void Close(bool complete);

@@ -65,6 +65,10 @@ std::string SourceName(v1::Source source) {
       return "kernel";
     case v1::RUNTIME:
       return "runtime";
+    case v1::TE_CALL:
+      return "te-call";
+    case v1::PYTHON_HOOK:
+      return "python-hook";
     default:
       return "-";
   }
@@ -108,6 +112,18 @@ std::string KindName(v1::EventKind kind) {
       return "exception";
     case v1::VIOLATION:
       return "violation";
+    case v1::TE_VERSION:
+      return "TE version";
+    case v1::TE_PATCHED:
+      return "TE patched";
+    case v1::PROBES:
+      return "probes changed";
+    case v1::CROSSCHECK_UPDATE_FORWARD:
+      return "forward update cross-check";
+    case v1::CROSSCHECK_UPDATE_BACKWARD:
+      return "backward update cross-check";
+    case v1::CROSSCHECK_UPDATE:
+      return "update cross-check";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }
@@ -160,17 +176,59 @@ std::string Millis(uint64_t ns, uint64_t base_ns) {
   return buf;
 }
 
+bool IsCrossCheckKind(v1::EventKind kind) {
+  return kind == v1::CROSSCHECK_UPDATE_FORWARD || kind == v1::CROSSCHECK_UPDATE_BACKWARD ||
+         kind == v1::CROSSCHECK_UPDATE;
+}
+
+v1::Pass ShownPass(const v1::Event& e) {
+  switch (e.kind()) {
+    case v1::UPDATE_FORWARD:
+    case v1::CROSSCHECK_UPDATE_FORWARD:
+      return v1::FORWARD;
+    case v1::UPDATE_BACKWARD:
+    case v1::CROSSCHECK_UPDATE_BACKWARD:
+      return v1::BACKWARD;
+    default:
+      return e.pass();
+  }
+}
+
+std::string FactText(const v1::Event& e) {
+  std::string text;
+  if (e.kind() == v1::TE_VERSION || e.kind() == v1::TE_PATCHED) {
+    text = e.te_version().empty() ? "version not recorded" : Printable(e.te_version(), 64);
+    if (e.kind() == v1::TE_PATCHED && !e.semantics().empty()) {
+      text += ", semantics " + Printable(e.semantics(), 64);
+    }
+  } else if (e.kind() == v1::PROBES) {
+    std::string names;
+    for (int i = 0; i < e.probes_size() && i < 16; ++i) {
+      names += (names.empty() ? "" : ", ") + Printable(e.probes(i), 64);
+    }
+    text = "to " + (names.empty() ? std::string("none") : names);
+    if (!e.detail().empty()) text += ": " + Printable(e.detail());
+  }
+  return text;
+}
+
 std::string EventLine(const v1::Event& e, uint64_t base_ns) {
   const bool update =
       e.kind() == v1::UPDATE_FORWARD || e.kind() == v1::UPDATE_BACKWARD || e.kind() == v1::UPDATE;
-  // An update shows its direction where other events show their pass.
-  v1::Pass shown = e.pass();
-  if (e.kind() == v1::UPDATE_FORWARD) shown = v1::FORWARD;
-  if (e.kind() == v1::UPDATE_BACKWARD) shown = v1::BACKWARD;
+  const bool cross = IsCrossCheckKind(e.kind());
+  const bool fact =
+      e.kind() == v1::TE_VERSION || e.kind() == v1::TE_PATCHED || e.kind() == v1::PROBES;
+  // An update (and a cross-check) shows its direction where other events show their pass.
+  const v1::Pass shown = ShownPass(e);
   std::string line = "t=" + Millis(e.timestamp_ns(), base_ns) + "ms thread " +
                      std::to_string(e.thread_id()) + " " + PassName(shown) + " " +
                      SourceName(e.source());
-  if (!update) line += " " + KindName(e.kind());
+  if (cross) {
+    line += " cross-check";
+  } else if (!update) {
+    line += " " + KindName(e.kind());
+  }
+  if (fact) return line + " " + FactText(e);  // the detail is the message these came from
   if (e.kind() == v1::CHECKPOINT_ENTER || e.kind() == v1::CHECKPOINT_EXIT) {
     line += " frame " + std::to_string(e.frame());
     if (e.checkpoint_phase() != 0) line += " " + PhaseName(e.checkpoint_phase());
@@ -188,7 +246,10 @@ std::string EventLine(const v1::Event& e, uint64_t base_ns) {
       line += " (escaped: not UTF-8 as recorded)";
     }
   }
-  if (update && e.count() > 1) line += " (x" + std::to_string(e.count()) + ")";
+  if ((update || cross) && e.tensors() > 0) {
+    line += " (" + std::to_string(e.tensors()) + (e.tensors() == 1 ? " tensor)" : " tensors)");
+  }
+  if ((update || cross) && e.count() > 1) line += " (x" + std::to_string(e.count()) + ")";
   if (update && e.kind() != v1::UPDATE && e.pass() != v1::PASS_UNSPECIFIED && e.pass() != shown) {
     line += " (during the " + PassName(e.pass()) + " pass)";
   }

@@ -24,12 +24,20 @@ std::string Printable(std::string_view s, size_t max_bytes = kMaxStoredString);
 // Cuts the strings an event carries (detail, module) to kMaxStoredString.
 void BoundEventStrings(v1::Event* event);
 
-std::string PassName(v1::Pass pass);               // "forward", "backward", "-"
-std::string SourceName(v1::Source source);         // "kernel", "nvtx", "model", "runtime", "-"
+std::string PassName(v1::Pass pass);  // "forward", "backward", "-"
+// "kernel", "nvtx", "model", "runtime", "te-call", "python-hook" (the agent's probe names for the
+// last two), "-".
+std::string SourceName(v1::Source source);
 std::string KindName(v1::EventKind kind);          // "checkpoint enter", "forward update", ...
 std::string PhaseName(uint32_t checkpoint_phase);  // "original forward", "recompute", "phase N"
 std::string CheckpointKindName(v1::CheckpointKind kind);
 std::string ViolationKindName(v1::Violation::Kind kind);  // "forward count", ...
+
+// The pass an event is shown in: an update's or cross-check's direction, else its pass.
+v1::Pass ShownPass(const v1::Event& event);
+// What TE_VERSION, TE_PATCHED and PROBES events carry: "2.20.2, semantics fixed", "to te-call,
+// python-hook: why"; "" for other events.
+std::string FactText(const v1::Event& event);
 
 // Milliseconds from `base_ns` to `ns` with three decimals ("12.345"); negative when earlier.
 std::string Millis(uint64_t ns, uint64_t base_ns);

@@ -81,7 +81,8 @@ class StreamRenderer : public TraceObserver {
 std::unique_ptr<StreamRenderer> MakeChromeTraceRenderer(OutputStream* out);
 // One JSON object per line and per microbatch, as each closes: {"rank", "step", "microbatch",
 // "forward", "backward", "expected_forward", "expected_backward", "verdict": "pass"|"fail"} (rank
-// -1: not a distributed job), traces in reading order.
+// -1: not a distributed job), traces in reading order; for a trace whose header names the agent's
+// probes also "by_source" (the tallies that are not 0, as in report.proto) and "probe_notes".
 std::unique_ptr<StreamRenderer> MakeMetricsRenderer(OutputStream* out);
 // The one for a streaming format; nullptr for another.
 std::unique_ptr<StreamRenderer> MakeStreamRenderer(Format format, OutputStream* out);

@@ -153,6 +153,14 @@ const char* Category(v1::EventKind kind) {
     case v1::EXCEPTION:
     case v1::VIOLATION:
       return "problem";
+    case v1::CROSSCHECK_UPDATE_FORWARD:
+    case v1::CROSSCHECK_UPDATE_BACKWARD:
+    case v1::CROSSCHECK_UPDATE:
+      return "crosscheck";
+    case v1::TE_VERSION:
+    case v1::TE_PATCHED:
+    case v1::PROBES:
+      return "recording";
     default:
       return "context";
   }
@@ -449,8 +457,11 @@ void ChromeTrace::OnEvent(const v1::Event& e) {
   }
   std::string name = KindName(kind);
   if (!e.module().empty()) name += " " + Printable(e.module(), kMaxName);
+  const std::string category = Category(kind);
+  if (category == "crosscheck") name += " (" + SourceName(e.source()) + ")";
+  if (category == "recording") name += " " + FactText(e);
   const Json args = {{"event", Recorded(e, kOnTrack)}};
-  Emit('i', ts, t.tid, name, Category(kind), &args, nullptr, 't');
+  Emit('i', ts, t.tid, name, category, &args, nullptr, 't');
 }
 
 void ChromeTrace::OnUpdate(const CountedUpdate& u) {
@@ -472,6 +483,7 @@ void ChromeTrace::OnUpdate(const CountedUpdate& u) {
     args[e.source() == v1::KERNEL ? "kernel" : "call"] = TruncateUtf8(e.detail(), kMaxStoredString);
   }
   args["count"] = e.count() == 0 ? 1 : e.count();
+  args["probe"] = SourceName(e.source());
   args["event"] = Recorded(e, kInUpdateArgs);
   Emit('i', ts, t.tid, direction + " update" + (extra ? " (extra)" : ""),
        extra ? "update,extra" : "update", &args, nullptr, 't');
@@ -493,6 +505,12 @@ void ChromeTrace::OnMicrobatch(const v1::MicrobatchResult& row, const Microbatch
     Json ex = Json::array();
     for (const std::string& e : row.explanations()) ex.push_back(TruncateUtf8(e, 4096));
     args["explanations"] = std::move(ex);
+  }
+  if (row.has_by_source()) args["by_source"] = Recorded(row.by_source());
+  if (row.probe_notes_size() > 0) {
+    Json notes = Json::array();
+    for (const std::string& n : row.probe_notes()) notes.push_back(TruncateUtf8(n, 4096));
+    args["probe_notes"] = std::move(notes);
   }
   uint64_t dur = b - a;
   const std::string name = "microbatch " + std::to_string(row.index()) + " (step " +
@@ -570,7 +588,13 @@ void ChromeTrace::OnTraceEnd(const v1::RankReport& report) {
   }
   Meta(pid_, "process_name", {{"name", title}});
   Meta(pid_, "process_sort_index", {{"sort_index", report.rank()}});
-  Json labels = {{"labels", Printable(report.path(), 512)}};
+  // Perfetto shows the labels beside the process's name: the path and how it was recorded.
+  std::string label = Printable(report.path(), 512);
+  if (const std::string probes = ProbesText(report.recording()); !probes.empty()) {
+    label += ", probes " + probes;
+  }
+  if (const std::string te = TeText(report.recording()); !te.empty()) label += ", TE " + te;
+  Json labels = {{"labels", label}};
   Meta(pid_, "process_labels", labels);
   Meta(pid_, "thread_name", {{"name", "fp8audit: microbatches and passes"}});
   Meta(pid_, "thread_sort_index", {{"sort_index", -1}});

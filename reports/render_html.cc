@@ -76,7 +76,7 @@ word-break:break-all}
 .badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;
 color:#fff;vertical-align:middle;margin-left:6px}
 .b-pass{background:var(--okd)}.b-fail{background:var(--bad)}.b-warn{background:#9a6700}.b-dis{background:#8250df}
-.note{color:var(--mute);font-size:13px;margin:2px 0}
+.note{color:var(--mute);font-size:13px;margin:2px 0}.probe-note{color:#8250df;font-weight:600}
 section.rank{border-top:2px solid var(--line);margin-top:28px}
 svg{display:block;width:100%;height:auto;max-width:1200px}
 svg text{font:9px ui-monospace,monospace;fill:var(--ink)}
@@ -487,6 +487,10 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   text("driver", h.driver(), 128);
   text("CUDA", h.cuda(), 128);
   text("CUPTI", CuptiText(h, 1024), 1024);
+  const v1::Recording& rec = r.recording();
+  if (const std::string probes = ProbesText(rec); !probes.empty()) text("probes", probes, 4096);
+  if (const std::string te = TeText(rec); !te.empty()) text("Transformer Engine", te);
+  if (const std::string sem = SemanticsText(rec); !sem.empty()) text("model semantics", sem);
   text("agent version", h.agent_version(), 128);
   if (const std::string escaped = EscapedFieldNames(h); !escaped.empty()) {
     row("escaped", Esc(escaped) + " (recorded bytes that are not UTF-8, shown as \\xNN)");
@@ -505,8 +509,11 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
                               " per microbatch (forward-only microbatches: backward 0)");
   }
   if (h.start_unix_ns() != 0) row("started", UtcTime(h.start_unix_ns()));
-  row("events",
-      Num(r.totals().events()) + " (" + Num(r.totals().kernel_launches()) + " kernel launches)");
+  row("events", Esc(EventsText(r)));
+  if (const std::string by = BySourceText(rec.by_source()); !by.empty()) {
+    row("by probe",
+        Esc(by) + " <span class=\"note\">(forward/backward updates each probe saw)</span>");
+  }
   if (!r.damage().empty()) row("incomplete", "<strong>" + Esc(r.damage()) + "</strong>");
   *out += "</table></details>\n";
 }
@@ -573,11 +580,14 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
   *out += "<details class=\"microbatches\"" + std::string(shown.size() <= 50 ? " open" : "") +
           "><summary>" + (note.empty() ? "Microbatches (" + Num(shown.size()) + ")" : note) +
           "</summary>\n";
+  // A column for what each probe saw, where the trace says.
+  const bool probes = r.recording().has_by_source();
   if (!shown.empty()) {
     *out +=
         "<table class=\"mbs\"><tr><th class=\"n\">microbatch</th><th class=\"n\">step</th>"
         "<th class=\"n\">forward</th><th class=\"n\">backward</th><th class=\"n\">expected</th>"
-        "<th>verdict</th><th>explanations</th></tr>\n";
+        "<th>verdict</th>" +
+        std::string(probes ? "<th>seen by each probe</th>" : "") + "<th>explanations</th></tr>\n";
     uint32_t tables = 0;
     for (const v1::MicrobatchResult* m : shown) {
       const bool fail = m->verdict() == v1::FAIL;
@@ -590,8 +600,15 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
               Num(m->index()) + "</td><td class=\"n\">" + Num(m->step()) + "</td>" +
               count(m->forward_updates(), m->expected_forward()) +
               count(m->backward_updates(), m->expected_backward()) + "<td class=\"n\">" +
-              ExpectedText(*m) + "</td><td>" + (fail ? "<strong>FAIL</strong>" : "ok") +
-              "</td><td>";
+              ExpectedText(*m) + "</td><td>" + (fail ? "<strong>FAIL</strong>" : "ok") + "</td>";
+      if (probes) {
+        *out += "<td class=\"probes\">" + Esc(BySourceText(m->by_source()));
+        for (const std::string& n : m->probe_notes()) {
+          *out += "<div class=\"probe-note\">" + Esc(n) + "</div>";
+        }
+        *out += "</td>";
+      }
+      *out += "<td>";
       // Folded: the violations above show them too.
       Explanations(*m, r.violations_size() > 0, out);
       if (m->updates_size() > 0 && (view.max_event_tables == 0 || tables < view.max_event_tables)) {
@@ -648,6 +665,11 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
     *out += "<span class=\"badge b-dis disagree\">" + disagreement + "</span>";
   }
   *out += "</h2>\n<p>" + TotalsLine(t) + "</p>\n";
+  if (r.recording().notes_size() > 0) {
+    *out += "<ul class=\"recording-notes\">";
+    for (const std::string& n : r.recording().notes()) *out += "<li>" + Esc(n) + "</li>";
+    *out += "</ul>\n";
+  }
   Metadata(r, view.open_metadata, out);
 
   *out += "<h3>Timeline</h3>\n";
@@ -761,7 +783,11 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
   total("forward updates", t.forward_updates());
   total("backward updates", t.backward_updates());
   total("events", t.events());
-  total("kernel launches", t.kernel_launches());
+  if (report.kernel_launches_not_counted()) {
+    out += "<tr><th>kernel launches</th><td>not counted (CUPTI not used)</td></tr>";
+  } else {
+    total("kernel launches", t.kernel_launches());
+  }
   out += "</table>\n";
 
   if (report.violations_size() > 0) {

@@ -90,6 +90,9 @@ std::string TraceBody(const v1::RankReport& r, uint64_t listed) {
     body += "\n" + RowLine(row);
     const int n = std::min(row.explanations_size(), kExplanations);
     for (int i = 0; i < n; ++i) body += "\n  " + Printable(row.explanations(i), kLineBytes);
+    for (const std::string& note : row.probe_notes()) {
+      body += "\n  " + Printable(note, kLineBytes);
+    }
   }
   const uint64_t failing = r.totals().failing_microbatches();
   if (failing > shown) {
@@ -112,6 +115,19 @@ std::string TraceFacts(const v1::RankReport& r) {
     out += "host: " + Printable(h.host(), 128) + ", pid " + std::to_string(h.pid()) + "\n";
   }
   if (h.command_size() > 0) out += "command: " + CommandLine(h, 4096) + "\n";
+  const v1::Recording& rec = r.recording();
+  if (const std::string probes = ProbesText(rec); !probes.empty()) {
+    out += "probes: " + probes + "\n";
+  }
+  if (const std::string te = TeText(rec); !te.empty()) out += "Transformer Engine: " + te + "\n";
+  if (const std::string sem = SemanticsText(rec); !sem.empty()) {
+    out += "model semantics: " + sem + "\n";
+  }
+  out += "events: " + EventsText(r) + "\n";
+  if (const std::string by = BySourceText(rec.by_source()); !by.empty()) {
+    out += "by probe: " + by + "\n";
+  }
+  for (const std::string& note : rec.notes()) out += "note: " + Printable(note, kLineBytes) + "\n";
   out += "microbatches: " + std::to_string(r.totals().microbatches()) + ", failing " +
          std::to_string(r.totals().failing_microbatches()) + "\n";
   return out;

@@ -56,9 +56,22 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
             Md("\\xNN") + ")\n";
   }
   if (!h.markers().empty()) *out += "- markers: " + Md(h.markers(), 32) + "\n";
+  const v1::Recording& rec = r.recording();
+  if (const std::string probes = ProbesText(rec); !probes.empty()) {
+    *out += "- probes: " + Md(probes) + "\n";
+  }
+  if (const std::string te = TeText(rec); !te.empty()) {
+    *out += "- Transformer Engine: " + Md(te) + "\n";
+  }
+  if (const std::string sem = SemanticsText(rec); !sem.empty()) {
+    *out += "- model semantics: " + Md(sem) + "\n";
+  }
   if (!r.damage().empty()) *out += "- **incomplete**: " + Md(r.damage()) + "\n";
-  *out += "- events: " + std::to_string(r.totals().events()) + " (" +
-          std::to_string(r.totals().kernel_launches()) + " kernel launches)\n";
+  *out += "- events: " + Md(EventsText(r)) + "\n";
+  if (const std::string by = BySourceText(rec.by_source()); !by.empty()) {
+    *out += "- by probe: " + Md(by) + "\n";
+  }
+  for (const std::string& note : rec.notes()) *out += "- note: " + Md(note) + "\n";
   *out += "- total: " + TotalsLine(r.totals()) + "\n";
 
   const RowSelection sel = SelectRows(r, options.max_rows);
@@ -73,6 +86,13 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     }
   }
   if (!sel.note.empty()) *out += "\n" + Md(sel.note) + "\n";
+  std::string probe_notes;
+  for (const v1::MicrobatchResult* row : sel.rows) {
+    for (const std::string& note : row->probe_notes()) {
+      probe_notes += "- microbatch " + std::to_string(row->index()) + ": " + Md(note) + "\n";
+    }
+  }
+  if (!probe_notes.empty()) *out += "\nProbe notes:\n\n" + probe_notes;
 
   const ViolationSelection vs = SelectViolations(r, options.max_rows);
   if (vs.groups.empty()) return;

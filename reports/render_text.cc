@@ -123,10 +123,21 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
       *out += "escaped   " + escaped + " (recorded bytes that are not UTF-8, shown as \\xNN)\n";
     }
   }
+  const v1::Recording& rec = r.recording();
+  if (const std::string probes = ProbesText(rec); !probes.empty()) {
+    *out += "probes    " + probes + "\n";
+  }
+  if (const std::string te = TeText(rec); !te.empty()) *out += "TE        " + te + "\n";
+  if (const std::string sem = SemanticsText(rec); !sem.empty()) {
+    *out += "semantics " + sem + "\n";
+  }
   if (!r.damage().empty()) *out += "INCOMPLETE " + Printable(r.damage(), 4096) + "\n";
   const v1::Totals& t = r.totals();
-  *out += "events    " + std::to_string(t.events()) + " (" + std::to_string(t.kernel_launches()) +
-          " kernel launches)\n";
+  *out += "events    " + EventsText(r) + "\n";
+  if (const std::string by = BySourceText(rec.by_source()); !by.empty()) {
+    *out += "by probe  " + by + "\n";
+  }
+  for (const std::string& note : rec.notes()) *out += "note      " + Printable(note, 4096) + "\n";
 
   const RowSelection sel = SelectRows(r, options.max_rows);
   if (t.microbatches() == 0) {
@@ -136,6 +147,13 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     Table(sel.rows, out);
   }
   if (!sel.note.empty()) *out += "  (" + sel.note + ")\n";
+  std::string probe_notes;
+  for (const v1::MicrobatchResult* row : sel.rows) {
+    for (const std::string& note : row->probe_notes()) {
+      probe_notes += "  microbatch " + std::to_string(row->index()) + ": " + Printable(note) + "\n";
+    }
+  }
+  if (!probe_notes.empty()) *out += "\nprobe notes:\n" + probe_notes;
 
   const ViolationSelection vs = SelectViolations(r, options.max_rows);
   if (!vs.groups.empty()) {

@@ -133,6 +133,98 @@ std::string CuptiText(const v1::TraceHeader& header, size_t max_bytes) {
   return text;
 }
 
+std::string ProbesText(const v1::Recording& rec) {
+  if (rec.probe_mode().empty() && rec.probes_size() == 0) return {};
+  std::string text;
+  for (const std::string& p : rec.probes()) text += (text.empty() ? "" : ", ") + Printable(p, 64);
+  if (text.empty()) text = "none";
+  if (!rec.probe_mode().empty()) text += " (--probe " + Printable(rec.probe_mode(), 32) + ")";
+  std::string released;
+  for (const std::string& p : rec.released()) {
+    released += (released.empty() ? "" : ", ") + Printable(p, 64);
+  }
+  std::string why;
+  for (const std::string& c : rec.probe_changes()) why += (why.empty() ? "" : "; ") + Printable(c);
+  if (!released.empty()) {
+    text += "; released while running: " + released;
+    if (!why.empty()) text += " (" + why + ")";
+  } else if (!why.empty()) {
+    text += "; changed while running: " + why;
+  }
+  return text;
+}
+
+std::string TeText(const v1::Recording& rec) {
+  if (rec.te_version().empty() && !rec.te_patched()) return {};
+  std::string text =
+      rec.te_version().empty() ? "version not recorded" : Printable(rec.te_version());
+  if (rec.te_patched()) {
+    text += ", patched by fp8audit.te";
+    if (!rec.patched_semantics().empty()) {
+      text += " (" + Printable(rec.patched_semantics(), 32) + " semantics)";
+    }
+  }
+  return text;
+}
+
+std::string SemanticsText(const v1::Recording& rec) {
+  const std::string te = Printable(rec.te_version(), 64);
+  const std::string name = Printable(rec.semantics(), 32);
+  if (rec.semantics().empty()) {
+    if (rec.te_version().empty()) return {};
+    return "none: no semantics models TE " + te +
+           " (--semantics chooses one: fixed, te-2.20, te-172bd93)";
+  }
+  if (rec.semantics_from() == "flag") return name + " (--semantics)";
+  if (rec.semantics_from() == "patch") {
+    return name + " (TE " + (te.empty() ? std::string("of a version not recorded") : te) +
+           " patched by fp8audit.te)";
+  }
+  if (rec.semantics_from() == "te_version") {
+    return name + " (chosen from TE " + te + "; --semantics chooses another)";
+  }
+  return name;
+}
+
+std::string EventsText(const v1::RankReport& rank) {
+  const v1::Recording& rec = rank.recording();
+  const std::string events = std::to_string(rank.totals().events());
+  if (rec.kernel_launches_not_counted()) {
+    return events + "; kernel launches not counted (CUPTI not used)";
+  }
+  const bool released =
+      std::find(rec.released().begin(), rec.released().end(), "cupti") != rec.released().end();
+  return events + " (" + std::to_string(rank.totals().kernel_launches()) + " kernel launches" +
+         (released ? ", until CUPTI was released)" : ")");
+}
+
+std::string BySourceText(const v1::SourceTallies& by) {
+  std::string text;
+  auto pair = [](uint64_t f, uint64_t b) { return std::to_string(f) + "/" + std::to_string(b); };
+  auto add = [&](const char* name, bool has, const v1::ProbeTally& t) {
+    if (!has) return;
+    const uint64_t cf = t.crosscheck_forward(), cb = t.crosscheck_backward();
+    const uint64_t f = uint64_t{t.forward()} + cf, b = uint64_t{t.backward()} + cb;
+    std::string parts;
+    if (t.forward() + t.backward() == 0 && cf + cb > 0) {
+      parts = "cross-check";
+    } else if (cf + cb > 0) {
+      parts = pair(cf, cb) + " cross-check";
+    }
+    if (t.unfused_forward() + t.unfused_backward() > 0) {
+      parts += (parts.empty() ? "" : ", ") + pair(t.unfused_forward(), t.unfused_backward()) +
+               " unfused";
+    }
+    text += (text.empty() ? "" : ", ") + std::string(name) + " " + pair(f, b);
+    if (!parts.empty()) text += " (" + parts + ")";
+  };
+  add("te-call", by.has_te_call(), by.te_call());
+  add("cupti", by.has_kernel(), by.kernel());
+  add("python-hook", by.has_python_hook(), by.python_hook());
+  add("other", by.has_other(), by.other());
+  return text;
+}
+
 std::string EscapedFieldNames(const v1::TraceHeader& header) {
   std::string names;
   for (int n = 1; n < 64; ++n) {

@@ -54,6 +54,23 @@ std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes);
 // The CUPTI library the agent loaded: "PATH (API N)", "API N" or "PATH", cut to `max_bytes` and
 // printable; "" when the header records none.
 std::string CuptiText(const v1::TraceHeader& header, size_t max_bytes = 512);
+// How the trace was recorded (RankReport.recording, decided by the audit), in words; "" where the
+// trace says nothing of it (an older recorder's, the runtime's).
+// The probes: "te-call, python-hook (--probe auto); released while running: cupti (why)".
+std::string ProbesText(const v1::Recording& recording);
+// Transformer Engine: "2.20.2", "2.20.2, patched by fp8audit.te (fixed semantics)".
+std::string TeText(const v1::Recording& recording);
+// The model semantics of the explanations and why: "te-2.20 (chosen from TE 2.20.2; --semantics
+// chooses another)", "fixed (TE 2.20.2 patched by fp8audit.te)", "te-172bd93 (--semantics)", or
+// "none: no semantics models TE 2.19.1 (--semantics chooses one: ...)".
+std::string SemanticsText(const v1::Recording& recording);
+// The trace's events and kernel launches: "812 (12 kernel launches)", "812; kernel launches not
+// counted (CUPTI not used)", "812 (90 kernel launches, until CUPTI was released)".
+std::string EventsText(const v1::RankReport& rank);
+// What each probe saw (forward/backward): "te-call 2/3, python-hook 3/3 (2/2 cross-check, 1/1
+// unfused)"; "" when none saw an update.
+std::string BySourceText(const v1::SourceTallies& tallies);
+
 // The header's fields the recorder stored escaped (bytes that are not UTF-8 written as \xNN), by
 // name: "host, command"; "" when none.
 std::string EscapedFieldNames(const v1::TraceHeader& header);

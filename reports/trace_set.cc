@@ -53,6 +53,7 @@ AuditorOptions MakeAuditorOptions(const TraceSetOptions& options, Expectation ex
   o.max_rows = options.max_rows;
   o.max_detailed = options.max_detailed;
   o.max_violations = options.max_violations;
+  o.semantics = options.semantics;
   return o;
 }
 
@@ -100,6 +101,11 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
   v1::Totals* totals = report.mutable_totals();
   bool damaged = job.incomplete;
   bool violations = job.disagree;
+  // Kernel launches: not counted anywhere when every trace's agent went without CUPTI.
+  report.set_kernel_launches_not_counted(
+      !ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [](const v1::RankReport& r) {
+        return r.recording().kernel_launches_not_counted();
+      }));
   for (v1::RankReport& r : ranks) {
     const v1::Totals& t = r.totals();
     totals->set_microbatches(totals->microbatches() + t.microbatches());
@@ -135,10 +141,11 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
         " in " + traces +
         " and not one FP8 state update: the job does not use DelayedScaling (plain PyTorch, "
         "torch._scaled_mm, another recipe), or Transformer Engine runs its unfused update path "
-        "(NVTE_UNFUSED_FP8_UPDATE=1), or its update kernels have names the agent's patterns do "
-        "not know: audit a DelayedScaling job with the fused update, or record again with "
-        "`fp8audit run --patterns FILE` naming its kernels (for a job meant to make no updates: "
-        "--expect-forward 0 --expect-backward 0)");
+        "(NVTE_UNFUSED_FP8_UPDATE=1) and the Python hook did not record it (--no-python-hook), "
+        "or its update kernels have names the agent's patterns do not know: record again with "
+        "`fp8audit run` (its Python hook counts TE's updates), or with `--patterns FILE` naming "
+        "the kernels (for a job meant to make no updates: --expect-forward 0 "
+        "--expect-backward 0)");
   } else if (violations) {
     result.outcome = Outcome::kViolations;
   } else {

@@ -41,6 +41,7 @@ struct TraceSetOptions {
   uint32_t max_detailed = 100;  // per trace, see AuditorOptions::max_detailed
   uint32_t max_violations = 0;  // per trace, see AuditorOptions::max_violations; also the job's
                                 // ranges of microbatches where ranks disagree
+  std::string semantics;        // the model semantics for explanations (AuditorOptions::semantics)
 
   // Hooks, called on the reading thread (unset: none).
   // AuditTraceFiles: file `index` of `files` starts (0 bytes), has `bytes` of it read, and is done

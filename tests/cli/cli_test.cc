@@ -434,6 +434,40 @@ TEST_F(ReportCli, ExpectFlagsOverrideTheDefault) {
   EXPECT_EQ(Fp8audit({"report", path, "--expect-forward", "2"}).code, 0);
 }
 
+TEST_F(ReportCli, ATeProbeTraceSaysItsProbesTeVersionAndTheSemanticsChosen) {
+  TraceBuilder t = testing::ProbeTrace();
+  t.Footer();
+  const std::string path = WriteTrace("a.fp8trace", t);
+  Result r = Fp8audit({"report", path});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "\nprobes    te-call, python-hook (--probe auto)\n")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "; kernel launches not counted (CUPTI not used)\n")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "\nTE        2.20.2\n")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "\nsemantics te-2.20 (chosen from TE 2.20.2; --semantics chooses "))
+      << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "model semantics te-2.20 (from TE 2.20.2): ")) << Describe(r);
+  for (const std::string given : {"te-172bd93", "te-legacy"}) {
+    r = Fp8audit({"report", path, "--semantics", given});
+    EXPECT_EQ(r.code, 3) << Describe(r);
+    EXPECT_TRUE(Contains(r.out, "\nsemantics te-172bd93 (--semantics)\n")) << Describe(r);
+    EXPECT_TRUE(Contains(r.out, "model semantics te-172bd93 (--semantics): ")) << Describe(r);
+  }
+  r = Fp8audit({"report", path, "--semantics", "te-2.19"});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "unknown semantics 'te-2.19' (known: fixed, te-2.20, te-172bd93"))
+      << Describe(r);
+  r = Fp8audit({"report", path, "--format", "json"});
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  v1::AuditReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &report).ok()) << r.out;
+  ASSERT_EQ(report.ranks_size(), 1);
+  ASSERT_EQ(report.ranks(0).microbatches_size(), 3);
+  EXPECT_EQ(report.ranks(0).microbatches(1).by_source().te_call().backward(), 2u);
+  EXPECT_EQ(report.ranks(0).microbatches(1).probe_notes_size(), 1);
+  EXPECT_EQ(report.ranks(0).recording().semantics(), "te-2.20");
+  EXPECT_TRUE(report.kernel_launches_not_counted());
+}
+
 TEST_F(ReportCli, HelpTellsTheExitCodes) {
   for (const std::string cmd : {"report", "check", "run"}) {
     const Result r = Fp8audit({cmd, "--help"});
@@ -624,6 +658,12 @@ TEST_F(RunCli, ExpectFlagsReachTheAgentAndTheAudit) {
   EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_BACKWARD=3\n")) << env;
   EXPECT_TRUE(Contains(env, "FP8AUDIT_FAIL_FAST=1\n")) << env;
   EXPECT_TRUE(Contains(env, "FP8AUDIT_SELF_PROFILE=<unset>\n")) << env;
+}
+
+TEST_F(RunCli, SemanticsFlagReachesTheAudit) {
+  const Result r = Run({"--semantics", "te-2.20", "--", "true"}, "1/1,1/3");
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "model semantics te-2.20 (--semantics): ")) << Describe(r);
 }
 
 TEST_F(RunCli, ProbeModeReachesTheAgentAutoByDefault) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "proto/text_escape.h"
+#include "reports/event_text.h"
 #include "reports/output.h"
 #include "reports/render_util.h"
 #include "tests/reports/report_fixtures.h"
@@ -26,6 +27,7 @@ using testing::Count;
 using testing::FailingRank;
 using testing::Job;
 using testing::PassingRank;
+using testing::ProbeRank;
 using testing::TraceBuilder;
 
 TEST(RenderText, ShowsTheTableViolationsWithContextAndTotals) {
@@ -413,6 +415,166 @@ TEST(Render, TextTheRecorderStoredEscapedIsShownEscapedAndNamedAndEveryFormatSta
   v1::AuditReport back;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &back).ok());
   EXPECT_EQ(back.ranks(0).header().host(), "node\\xff01");
+}
+
+TEST(EventText, EverySourceAndEventKindHasAName) {
+  const auto* kinds = v1::EventKind_descriptor();
+  for (int i = 0; i < kinds->value_count(); ++i) {
+    const auto kind = static_cast<v1::EventKind>(kinds->value(i)->number());
+    if (kind == v1::EVENT_KIND_UNSPECIFIED) continue;
+    EXPECT_FALSE(Contains(KindName(kind), "event ")) << kinds->value(i)->name();
+  }
+  const auto* sources = v1::Source_descriptor();
+  for (int i = 0; i < sources->value_count(); ++i) {
+    const auto source = static_cast<v1::Source>(sources->value(i)->number());
+    if (source == v1::SOURCE_UNSPECIFIED) continue;
+    EXPECT_NE(SourceName(source), "-") << sources->value(i)->name();
+  }
+  EXPECT_EQ(SourceName(v1::TE_CALL), "te-call");
+  EXPECT_EQ(SourceName(v1::PYTHON_HOOK), "python-hook");
+  EXPECT_EQ(KindName(v1::CROSSCHECK_UPDATE_FORWARD), "forward update cross-check");
+  EXPECT_EQ(KindName(v1::TE_VERSION), "TE version");
+  EXPECT_EQ(KindName(v1::TE_PATCHED), "TE patched");
+  EXPECT_EQ(KindName(v1::PROBES), "probes changed");
+}
+
+TEST(EventText, LinesOfTheNewEventsSayWhatTheyCarry) {
+  TraceBuilder t;
+  t.TeCall(v1::UPDATE_BACKWARD, TraceBuilder::kAutogradThread, 12);
+  t.Hook(v1::CROSSCHECK_UPDATE_FORWARD, 3);
+  t.TePatched("2.20.2", "fixed");
+  t.ProbesChanged({"te-call", "python-hook"}, "CUPTI released: Transformer Engine is loaded");
+  const auto& r = t.records();
+  const uint64_t base = r[1].event().timestamp_ns();
+  EXPECT_EQ(EventLine(r[1].event(), base),
+            "t=0.000ms thread 4343 backward te-call "
+            "nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction (12 tensors)");
+  EXPECT_EQ(EventLine(r[2].event(), base),
+            "t=0.250ms thread 4242 forward python-hook cross-check fp8audit.te.update "
+            "pass=forward count=3 unfused=0 (x3)");
+  EXPECT_EQ(EventLine(r[3].event(), base),
+            "t=0.500ms thread 4242 - python-hook TE patched 2.20.2, semantics fixed");
+  EXPECT_EQ(EventLine(r[4].event(), base),
+            "t=0.750ms thread 4242 - - probes changed to te-call, python-hook: CUPTI released: "
+            "Transformer Engine is loaded");
+}
+
+TEST(Render, EveryFormatSaysWhichProbesRanTheTeVersionAndWhatTheProbesSaw) {
+  const v1::AuditReport report = Job({ProbeRank()});
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "\nprobes    te-call, python-hook (--probe auto)\n")) << text;
+  EXPECT_TRUE(Contains(text, "\nTE        2.20.2\n")) << text;
+  EXPECT_TRUE(
+      Contains(text, "\nsemantics te-2.20 (chosen from TE 2.20.2; --semantics chooses another)\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "; kernel launches not counted (CUPTI not used)\n")) << text;
+  EXPECT_FALSE(Contains(text, "0 kernel launches")) << text;
+  EXPECT_TRUE(
+      Contains(text, "\nby probe  te-call 2/3, python-hook 3/3 (2/2 cross-check, 1/1 unfused)\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "\nnote      probes disagree in 1 microbatch (1)\n")) << text;
+  EXPECT_TRUE(
+      Contains(text, "\nnote      2 updates in 1 microbatch (2) came only from the Python hook"))
+      << text;
+  EXPECT_TRUE(Contains(text,
+                       "\nprobe notes:\n  microbatch 1: probes disagree on backward updates: "
+                       "te-call 2, python-hook 1 (counted 2)\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "    model semantics te-2.20 (from TE 2.20.2): ")) << text;
+  EXPECT_TRUE(Contains(text,
+                       "thread 4343 backward te-call "
+                       "nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction "
+                       "(8 tensors)"))
+      << text;
+
+  const std::string md = RenderMarkdown(report, RenderOptions{});
+  EXPECT_TRUE(Contains(md, "- probes: te-call, python-hook (--probe auto)\n")) << md;
+  EXPECT_TRUE(Contains(md, "- Transformer Engine: 2.20.2\n")) << md;
+  EXPECT_TRUE(Contains(md, "- model semantics: te-2.20 (chosen from TE 2.20.2; ")) << md;
+  EXPECT_TRUE(Contains(md, "; kernel launches not counted (CUPTI not used)\n")) << md;
+  EXPECT_TRUE(Contains(md, "- by probe: te-call 2/3, python-hook 3/3 (2/2 cross-check")) << md;
+  EXPECT_TRUE(Contains(md, "- note: probes disagree in 1 microbatch (1)\n")) << md;
+  EXPECT_TRUE(Contains(md, "- microbatch 1: probes disagree on backward updates: te-call 2, "))
+      << md;
+
+  std::string json, error;
+  ASSERT_TRUE(RenderJson(report, &json, &error)) << error;
+  EXPECT_TRUE(Contains(json, "\"by_source\"")) << json;
+  EXPECT_TRUE(Contains(json, "\"te_call\"")) << json;
+  EXPECT_TRUE(Contains(json, "\"kernel_launches_not_counted\": true")) << json;
+  v1::AuditReport back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &back).ok());
+  ASSERT_EQ(back.ranks(0).microbatches_size(), 3);
+  EXPECT_EQ(back.ranks(0).microbatches(1).by_source().te_call().backward(), 2u);
+  EXPECT_EQ(back.ranks(0).microbatches(1).by_source().python_hook().crosscheck_backward(), 1u);
+  EXPECT_EQ(back.ranks(0).microbatches(2).by_source().python_hook().unfused_forward(), 1u);
+  EXPECT_EQ(back.ranks(0).recording().semantics(), "te-2.20");
+  EXPECT_TRUE(back.kernel_launches_not_counted());
+
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_TRUE(
+      Contains(html, "<tr><th>probes</th><td>te-call, python-hook (--probe auto)</td></tr>"))
+      << html;
+  EXPECT_TRUE(Contains(html, "<tr><th>Transformer Engine</th><td>2.20.2</td></tr>")) << html;
+  EXPECT_TRUE(Contains(html, "<tr><th>model semantics</th><td>te-2.20 (chosen from TE 2.20.2; "))
+      << html;
+  EXPECT_TRUE(Contains(html, "kernel launches not counted (CUPTI not used)")) << html;
+  EXPECT_TRUE(Contains(html, "<th>kernel launches</th><td>not counted (CUPTI not used)</td>"))
+      << html;
+  EXPECT_TRUE(Contains(html, "<li>probes disagree in 1 microbatch (1)</li>")) << html;
+  EXPECT_TRUE(Contains(html, "probes disagree on backward updates: te-call 2, python-hook 1"))
+      << html;
+  EXPECT_TRUE(Contains(html, "te-call 1/2, python-hook 1/1 (cross-check)")) << html;
+
+  const std::string junit = RenderJunit(report, RenderOptions{});
+  EXPECT_TRUE(Contains(junit, "probes: te-call, python-hook (--probe auto)\n")) << junit;
+  EXPECT_TRUE(Contains(junit, "Transformer Engine: 2.20.2\n")) << junit;
+  EXPECT_TRUE(Contains(junit, "model semantics: te-2.20 (chosen from TE 2.20.2; ")) << junit;
+  EXPECT_TRUE(Contains(junit, "kernel launches not counted (CUPTI not used)")) << junit;
+  EXPECT_TRUE(Contains(junit, "  probes disagree on backward updates: te-call 2, python-hook 1"))
+      << junit;
+}
+
+TEST(Render, APatchedTeAndCuptiReleasedMidRunAreSaid) {
+  TraceBuilder t = testing::ProbeTrace(/*patched=*/true);
+  t.header()->clear_probes();
+  t.header()->add_probes("python-hook");
+  t.header()->add_probes("cupti");
+  t.ProbesChanged({"python-hook", "te-call"},
+                  "CUPTI released: Transformer Engine is loaded and counts through its update "
+                  "calls");
+  t.Add(v1::MODULE_FORWARD)->set_kernel_launches(900);
+  t.Footer();
+  const v1::AuditReport report = Job({t.Audit()});
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "\nTE        2.20.2, patched by fp8audit.te (fixed semantics)\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "\nsemantics fixed (TE 2.20.2 patched by fp8audit.te)\n")) << text;
+  EXPECT_TRUE(Contains(text,
+                       "\nprobes    python-hook, cupti, te-call (--probe auto); released while "
+                       "running: cupti (CUPTI released: Transformer Engine is loaded and counts "
+                       "through its update calls)\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, " (900 kernel launches, until CUPTI was released)\n")) << text;
+  EXPECT_TRUE(Contains(text, "model semantics fixed (TE 2.20.2 patched by fp8audit.te): ")) << text;
+  for (Format f : {Format::kMarkdown, Format::kJunit, Format::kHtml}) {
+    std::string out, error;
+    ASSERT_TRUE(Render(report, f, RenderOptions{}, &out, &error));
+    EXPECT_TRUE(Contains(out, "2.20.2, patched by fp8audit.te (fixed semantics)"))
+        << static_cast<int>(f) << out;
+    EXPECT_TRUE(Contains(out, "until CUPTI was released")) << static_cast<int>(f) << out;
+  }
+}
+
+TEST(Render, AnOlderRecordersTraceClaimsNothingAboutProbes) {
+  const v1::AuditReport report = Job({FailingRank(0, /*recorder_facts=*/true)});
+  for (Format f : {Format::kText, Format::kMarkdown, Format::kJunit, Format::kHtml}) {
+    std::string out, error;
+    ASSERT_TRUE(Render(report, f, RenderOptions{}, &out, &error));
+    EXPECT_FALSE(Contains(out, "not counted")) << static_cast<int>(f);
+    EXPECT_FALSE(Contains(out, "probes")) << static_cast<int>(f);
+    EXPECT_FALSE(Contains(out, "semantics")) << static_cast<int>(f);
+  }
 }
 
 TEST(Render, FormatNames) {

@@ -64,4 +64,32 @@ inline v1::RankReport PassingRank(int rank, int microbatches) {
   return r;
 }
 
+// A TE job as the agent's TE probes record it (--probe auto: te-call and python-hook, no CUPTI),
+// with TE 2.20.2 (patched by fp8audit.te when `patched`), in marked microbatches. 0: every
+// update counted by its TE call and cross-checked by the Python hook. 1: the te-call probe counts
+// 2 backward updates where the hook saw 1 (the probes disagree; 2 backward fail). 2: TE's unfused
+// path, seen by the hook alone.
+inline TraceBuilder ProbeTrace(bool patched = false, int rank = 0, uint32_t pid = 4242) {
+  TraceBuilder t(rank, pid, "nvtx");
+  t.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.20.2");
+  if (patched) t.TePatched("2.20.2", "fixed");
+  const uint64_t bw = TraceBuilder::kAutogradThread;
+  for (int mb = 0; mb < 2; ++mb) {
+    t.Begin().TeCall(v1::UPDATE_FORWARD).Hook(v1::CROSSCHECK_UPDATE_FORWARD, 1).BackwardBegin();
+    t.TeCall(v1::UPDATE_BACKWARD, bw);
+    if (mb == 1) t.TeCall(v1::UPDATE_BACKWARD, bw);
+    t.Hook(v1::CROSSCHECK_UPDATE_BACKWARD, 1, 0, bw).BackwardEnd().End();
+  }
+  t.Begin().Hook(v1::UPDATE_FORWARD, 1, 1).BackwardBegin();
+  t.Hook(v1::UPDATE_BACKWARD, 1, 1, bw).BackwardEnd().End();
+  return t;
+}
+inline v1::RankReport ProbeRank(bool patched = false) {
+  TraceBuilder t = ProbeTrace(patched);
+  t.Footer();
+  v1::RankReport r = t.Audit();
+  r.set_path("traces/testhost.4242.rank0.fp8trace");
+  return r;
+}
+
 }  // namespace fp8audit::testing

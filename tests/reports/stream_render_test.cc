@@ -407,6 +407,56 @@ TEST_F(StreamRenderTest, MetricsAreOneJsonLinePerMicrobatch) {
   EXPECT_EQ(lines[3]["microbatch"], 1);
 }
 
+TEST_F(StreamRenderTest, ChromeTraceShowsCrossChecksAndFactsAsInstantsAndWhatEachProbeSaw) {
+  Write("testhost.4242.rank0.fp8trace", testing::ProbeTrace(/*patched=*/true));
+  const OrderedJson doc = Chrome();
+  // Counted updates: 2 TE calls and 1 hook update each way, and one extra TE call.
+  EXPECT_EQ(Events(doc, "i", "update").size(), 7u);
+  const auto cross = Events(doc, "i", "crosscheck");
+  ASSERT_EQ(cross.size(), 4u);
+  EXPECT_EQ(cross[0]["name"], "forward update cross-check (python-hook)");
+  EXPECT_EQ(cross[0]["args"]["event"]["kind"], "CROSSCHECK_UPDATE_FORWARD");
+  const auto facts = Events(doc, "i", "recording");
+  ASSERT_EQ(facts.size(), 2u);
+  EXPECT_EQ(facts[0]["name"], "TE version 2.20.2");
+  EXPECT_EQ(facts[1]["name"], "TE patched 2.20.2, semantics fixed");
+  for (const auto& u : Events(doc, "i", "update")) {
+    EXPECT_TRUE(u["args"]["probe"] == "te-call" || u["args"]["probe"] == "python-hook") << u.dump();
+  }
+  const auto mbs = Events(doc, "X", "microbatch");
+  ASSERT_EQ(mbs.size(), 3u);
+  EXPECT_EQ(mbs[1]["args"]["by_source"]["te_call"]["backward"], 2);
+  EXPECT_EQ(mbs[1]["args"]["probe_notes"][0],
+            "probes disagree on backward updates: te-call 2, python-hook 1 (counted 2)");
+  bool labelled = false;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_labels") {
+      const std::string labels = e["args"]["labels"];
+      labelled = Contains(labels, "probes te-call, python-hook (--probe auto)") &&
+                 Contains(labels, "TE 2.20.2, patched by fp8audit.te (fixed semantics)");
+      EXPECT_TRUE(labelled) << labels;
+    }
+  }
+  EXPECT_TRUE(labelled);
+}
+
+TEST_F(StreamRenderTest, MetricsOfAProbeAgentsTraceCarryWhatEachProbeSaw) {
+  Write("a.fp8trace", testing::ProbeTrace());
+  const std::string text = Render(Format::kMetrics);
+  std::vector<nlohmann::ordered_json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(nlohmann::ordered_json::parse(line));
+  }
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["by_source"].dump(),
+            "{\"te_call\":{\"forward\":1,\"backward\":1},\"python_hook\":"
+            "{\"crosscheck_forward\":1,\"crosscheck_backward\":1}}");
+  EXPECT_FALSE(lines[0].contains("probe_notes"));
+  EXPECT_EQ(lines[1]["probe_notes"].size(), 1u);
+  EXPECT_EQ(lines[2]["by_source"]["python_hook"]["unfused_backward"], 1);
+}
+
 // The check the tests above rely on finds what Perfetto could not show.
 TEST(ChromeTraceCheck, RejectsWhatPerfettoCannotShow) {
   const std::string names =

@@ -19,6 +19,8 @@ class TraceBuilder {
   static constexpr uint64_t kAutogradThread = 4343;
   static constexpr const char* kUpdateKernel =
       "transformer_engine::delayed_scaling_recipe::kernel_bulk";
+  static constexpr const char* kTeEntryPoint =
+      "nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction";
 
   explicit TraceBuilder(int32_t rank = -1, uint32_t pid = 1000, const std::string& markers = "") {
     v1::TraceRecord r;
@@ -107,6 +109,81 @@ class TraceBuilder {
     e->set_module(name);
     e->set_pass(forward ? v1::FORWARD : v1::BACKWARD);
     return *this;
+  }
+  // The agent's probe mode and the probes active when the trace began (header).
+  TraceBuilder& Probes(const std::string& mode, const std::vector<std::string>& probes) {
+    header()->set_probe_mode(mode);
+    header()->clear_probes();
+    for (const std::string& p : probes) header()->add_probes(p);
+    return *this;
+  }
+  // A PROBES event: the probes active from now on, and why they changed.
+  TraceBuilder& ProbesChanged(const std::vector<std::string>& probes, const std::string& why) {
+    auto* e = Add(v1::PROBES);
+    e->set_source(v1::SOURCE_UNSPECIFIED);
+    for (const std::string& p : probes) e->add_probes(p);
+    e->set_detail(why);
+    return *this;
+  }
+  TraceBuilder& TeVersion(const std::string& version) {
+    auto* e = Add(v1::TE_VERSION);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_detail("fp8audit.te te=" + version);
+    e->set_te_version(version);
+    return *this;
+  }
+  TraceBuilder& TePatched(const std::string& version, const std::string& semantics) {
+    auto* e = Add(v1::TE_PATCHED);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_detail("fp8audit.patch te=" + version + " semantics=" + semantics);
+    e->set_te_version(version);
+    e->set_semantics(semantics);
+    return *this;
+  }
+  // A TE C API update call (te-call probe), counted or seen as a cross-check.
+  TraceBuilder& TeCall(v1::EventKind kind, uint64_t thread = kMainThread, uint32_t tensors = 8) {
+    auto* e = Add(kind, thread);
+    e->set_source(v1::TE_CALL);
+    e->set_detail(kTeEntryPoint);
+    e->set_tensors(tensors);
+    e->set_pass(thread == kAutogradThread ? v1::BACKWARD : v1::FORWARD);
+    return *this;
+  }
+  // An update kernel seen by the cupti probe inside a TE call that counted it (a cross-check).
+  TraceBuilder& KernelCrossCheck(v1::EventKind kind, uint64_t thread = kMainThread) {
+    auto* e = Add(kind, thread);
+    e->set_source(v1::KERNEL);
+    e->set_detail(kUpdateKernel);
+    e->set_pass(thread == kAutogradThread ? v1::BACKWARD : v1::FORWARD);
+    return *this;
+  }
+  // The Python hook's view of reduce_and_update_fp8_tensors: `count` updates (`unfused` of them
+  // on TE's unfused path) as a counted update or a cross-check event (`kind`).
+  TraceBuilder& Hook(v1::EventKind kind, uint64_t count, uint32_t unfused = 0,
+                     uint64_t thread = kMainThread) {
+    auto* e = Add(kind, thread);
+    e->set_source(v1::PYTHON_HOOK);
+    const bool backward = thread == kAutogradThread;
+    e->set_detail(std::string("fp8audit.te.update pass=") + (backward ? "backward" : "forward") +
+                  " count=" + std::to_string(count) + " unfused=" + std::to_string(unfused));
+    e->set_count(count);
+    e->set_pass(backward ? v1::BACKWARD : v1::FORWARD);
+    return *this;
+  }
+  // A training microbatch as the agent records it with every probe of a TE job: each update is
+  // one TE call (counted), its kernel and the Python hook's range around it (cross-checks).
+  TraceBuilder& TeMicrobatch(int forward = 1, int backward = 1) {
+    const uint64_t bw = kAutogradThread;
+    for (int i = 0; i < forward; ++i) {
+      TeCall(v1::UPDATE_FORWARD).KernelCrossCheck(v1::CROSSCHECK_UPDATE_FORWARD);
+      Hook(v1::CROSSCHECK_UPDATE_FORWARD, 1);
+    }
+    BackwardBegin();
+    for (int i = 0; i < backward; ++i) {
+      TeCall(v1::UPDATE_BACKWARD, bw).KernelCrossCheck(v1::CROSSCHECK_UPDATE_BACKWARD, bw);
+      Hook(v1::CROSSCHECK_UPDATE_BACKWARD, 1, 0, bw);
+    }
+    return BackwardEnd();
   }
   // A training microbatch without markers: forward update, then backward with its update.
   TraceBuilder& PlainMicrobatch(int forward = 1, int backward = 1) {

@@ -439,10 +439,11 @@ std::string NothingToJudge(const std::string& what) {
   return "nothing to judge: " + what +
          " and not one FP8 state update: the job does not use DelayedScaling (plain PyTorch, "
          "torch._scaled_mm, another recipe), or Transformer Engine runs its unfused update path "
-         "(NVTE_UNFUSED_FP8_UPDATE=1), or its update kernels have names the agent's patterns do "
-         "not know: audit a DelayedScaling job with the fused update, or record again with "
-         "`fp8audit run --patterns FILE` naming its kernels (for a job meant to make no updates: "
-         "--expect-forward 0 --expect-backward 0)";
+         "(NVTE_UNFUSED_FP8_UPDATE=1) and the Python hook did not record it (--no-python-hook), "
+         "or its update kernels have names the agent's patterns do not know: record again with "
+         "`fp8audit run` (its Python hook counts TE's updates), or with `--patterns FILE` naming "
+         "the kernels (for a job meant to make no updates: --expect-forward 0 "
+         "--expect-backward 0)";
 }
 
 TEST_F(TraceSetTest, MicrobatchesWithoutAnyUpdateAreNothingToJudge) {
