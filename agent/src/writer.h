@@ -61,6 +61,10 @@ class WriterThread final : public RingConsumer {
   bool Stop();
   // From a signal handler: asks for a flush (or, `final`, the footer) and waits at most 2 s.
   void RequestFlushFromSignal(bool final);
+  // From any thread but the writer's: one cycle that writes every pending event (no ordering
+  // slack) on the calling thread, under the writer's lock; the trace's path in `path`. Returns 1,
+  // 0 when the writer has not started (nothing recorded), -1 when it stopped or failed.
+  int FlushNow(std::string* path);
 
   // Fork: held across fork() (see lifecycle.h), and the child's fresh start (no thread, no file:
   // a new one starts at the child's first event).
