@@ -133,17 +133,18 @@ case "$mode" in
       stop "pip install --no-build-isolation --no-deps ." "$work/log"
     ;;
 esac
-pass "installed ($("$v/bin/python" -c 'import torch; print("torch", torch.__version__)' 2>&1))"
+pass "installed ($("$v/bin/python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
 
 # ---- the checks (outside the checkout: the installed package, not python/) ----------------------
 cd "$work"
 py=$v/bin/python
 pytest=("$py" -m pytest)  # ci, gpu: pytest is the torch interpreter's, without a script in v/bin
 if [[ -x "$v/bin/pytest" ]]; then pytest=("$v/bin/pytest"); fi
-check_py() {  # WHAT CODE: PASS when CODE exits 0 (with the first line it prints)
-  if "$py" -c "$2" >"$work/log" 2>&1; then
-    pass "$1$([[ -s "$work/log" ]] && echo ": $(head -n 1 "$work/log")")"
+check_py() {  # WHAT CODE: PASS when CODE exits 0 (with the first line it prints on stdout)
+  if "$py" -c "$2" >"$work/out" 2>"$work/log"; then
+    pass "$1$([[ -s "$work/out" ]] && echo ": $(head -n 1 "$work/out")")"
   else
+    cat "$work/out" >>"$work/log"
     fail "$1" "$work/log"
   fi
 }
