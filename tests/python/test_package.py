@@ -68,6 +68,31 @@ def test_microbatches_marked_on_the_cpu_reach_the_agents_trace(tmp_path, torch_i
     assert counts(report(tmp_path / "t")) == [(1, 1), (2, 1), (1, 1)]
 
 
+def test_microbatches_are_marked_where_torchs_nvtx_raises(tmp_path):
+    """A torch that reports CUDA but whose NVTX raises, as a CPU build's torch.cuda.nvtx does
+    ("NVTX functions not installed"): microbatch() and step() fall back to the markers library,
+    so the job neither fails nor loses a microbatch."""
+    needs_agent()
+    job = textwrap.dedent("""
+        import torch, fp8audit
+        def not_installed(*args, **kwargs):
+            raise RuntimeError("NVTX functions not installed")
+        torch.cuda.is_available = lambda: True
+        torch.cuda.nvtx.range_push = torch.cuda.nvtx.range_pop = not_installed
+        torch.cuda.nvtx.mark = not_installed
+        for _ in range(2):
+            with fp8audit.microbatch():
+                fp8audit.update("forward")
+                fp8audit.update("backward")
+            fp8audit.step()
+    """)
+    (tmp_path / "job.py").write_text(job)
+    r = audit(tmp_path / "t", [str(tmp_path / "job.py")])
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert counts(report(tmp_path / "t")) == [(1, 1), (1, 1)]
+
+
 def test_ops_delayed_scaling_update_follows_the_rule():
     needs_ops()
     code = textwrap.dedent("""
