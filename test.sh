@@ -2,7 +2,10 @@
 # Builds fp8audit and runs every test that needs no GPU (GPU tests build and skip), then the same
 # suite under AddressSanitizer + UndefinedBehaviorSanitizer. Exit status: 0 when all pass.
 # Then fuzzes the trace reader and the pattern parser for a bounded time (clang, libFuzzer).
-# FP8AUDIT_SKIP_ASAN=1 / FP8AUDIT_SKIP_FUZZ=1 skip those stages.
+# Last, the pip route (tests/package/pip_route.sh ci: a fresh venv that reuses .venv's torch, pip
+# install --no-build-isolation ., the example job under `python -m fp8audit run`, `pytest --fp8audit
+# examples/`, a test the plugin must fail).
+# FP8AUDIT_SKIP_ASAN=1 / FP8AUDIT_SKIP_FUZZ=1 / FP8AUDIT_SKIP_PIP=1 skip those stages.
 set -euo pipefail
 cd "$(dirname "$0")"
 start=$SECONDS stage_start=$SECONDS stage_name=""
@@ -39,6 +42,10 @@ if [[ "${FP8AUDIT_SKIP_FUZZ:-0}" != 1 ]]; then
   cmake --build build-fuzz -j"$jobs" --target fp8audit_trace_fuzzer fp8audit_write_fuzz_seeds \
     agent_pattern_fuzzer
   ctest --test-dir build-fuzz -L fuzz --output-on-failure
+fi
+if [[ "${FP8AUDIT_SKIP_PIP:-0}" != 1 ]]; then
+  stage "pip route (fresh venv on .venv's torch: pip install --no-build-isolation ., python -m fp8audit run, pytest --fp8audit)"
+  tests/package/pip_route.sh ci
 fi
 stage ""
 echo "== test.sh: all stages passed in $((SECONDS - start)) s"

@@ -29,14 +29,20 @@ std::vector<std::pair<std::string, std::string>> PythonHookEnvironment(
     candidates.emplace_back(Env("FP8AUDIT_PYTHON_DIR"));  // when set, the only place looked in
   } else {
     candidates.push_back(exe_dir / ".." / "lib" / "python");
+    // A wheel: <site-packages>/fp8audit/bin/fp8audit. Only the hook's site directory goes on
+    // PYTHONPATH then (site-packages itself would reach interpreters of other environments); its
+    // sitecustomize finds the package beside it.
+    candidates.push_back(exe_dir / ".." / "..");
 #ifdef FP8AUDIT_PYTHON_SOURCE_DIR
     candidates.emplace_back(FP8AUDIT_PYTHON_SOURCE_DIR);
 #endif
   }
   fs::path python;
+  bool wheel = false;
   for (const fs::path& c : candidates) {
     if (HasHook(c)) {
       python = fs::weakly_canonical(c, ec);
+      wheel = Env("FP8AUDIT_PYTHON_DIR").empty() && c == candidates[1];
       break;
     }
   }
@@ -65,7 +71,7 @@ std::vector<std::pair<std::string, std::string>> PythonHookEnvironment(
     }
   }
   const std::string site = (python / "fp8audit" / "hook" / "site").string();
-  std::string path = site + ":" + python.string();
+  std::string path = wheel ? site : site + ":" + python.string();
   if (!Env("PYTHONPATH").empty()) path += ":" + Env("PYTHONPATH");
   std::string armed = Env("FP8AUDIT_PYHOOK");
   for (const std::string& f : features) {

@@ -13,9 +13,10 @@ namespace fp8audit::cli {
 
 // Variables to set for CMD, or an empty list and one line in `error` when fp8audit's Python
 // package or (`need_model`: the features use it) libfp8audit_model.so cannot be found. Looked up:
-// FP8AUDIT_PYTHON_DIR, else ../lib/python next to this executable (installed), else the source
-// tree's python/ (build tree); the library: FP8AUDIT_MODEL_LIB, else ../lib/libfp8audit_model.so
-// next to this executable (without `need_model`, set only when found).
+// FP8AUDIT_PYTHON_DIR, else ../lib/python next to this executable (installed), else ../.. (a
+// wheel: fp8audit/bin/fp8audit in site-packages; only the hook's directory goes on PYTHONPATH),
+// else the source tree's python/ (build tree); the library: FP8AUDIT_MODEL_LIB, else
+// ../lib/libfp8audit_model.so next to this executable (without `need_model`, set only when found).
 std::vector<std::pair<std::string, std::string>> PythonHookEnvironment(
     const std::vector<std::string>& features, bool need_model, std::string* error);
 

@@ -2,16 +2,24 @@
 # interpreter, FP8AUDIT_PYTHON. Everything that needs Python with torch (this find, the tests that
 # load the op library into Python, Python packages and their tests) uses that interpreter.
 #
-#   FP8AUDIT_PYTHON  -D on the command line > $FP8AUDIT_PYTHON > <source>/.venv/bin/python (made by
-#                    scripts/setup.sh where python3 has no torch 2.x) > python3 on PATH (e.g. a GPU
-#                    machine's job environment with its own PyTorch).
+#   FP8AUDIT_PYTHON  -D on the command line > a wheel build (scikit-build-core, SKBUILD): the
+#                    interpreter that builds it (Python_EXECUTABLE; with pip's build isolation its
+#                    build environment, whose torch pyproject.toml pins) > $FP8AUDIT_PYTHON >
+#                    <source>/.venv/bin/python (made by scripts/setup.sh where python3 has no torch
+#                    2.x) > python3 on PATH (e.g. a GPU machine's job environment with its own
+#                    PyTorch).
 #
 # Torch's CMake package is taken from that interpreter's torch.utils.cmake_prefix_path and from
 # nowhere else (never a system libtorch such as Debian's), unless Torch_DIR is given explicitly (a
 # libtorch C++ distribution). Sets FP8AUDIT_HAVE_TORCH, FP8AUDIT_TORCH_VERSION, Torch_VERSION,
 # TORCH_LIBRARIES and TORCH_INCLUDE_DIRS; Torch's imported targets (torch, c10, c10_cuda, ...).
 
-if(NOT FP8AUDIT_PYTHON)
+if(SKBUILD AND Python_EXECUTABLE AND NOT FP8AUDIT_PYTHON)
+  set(FP8AUDIT_PYTHON "${Python_EXECUTABLE}" CACHE FILEPATH
+      "Python interpreter whose torch fp8audit builds against and tests with" FORCE)
+  # pip's isolated build environment is new at each build, behind the same interpreter: asked anew.
+  unset(FP8AUDIT_TORCH_QUERIED_FOR CACHE)
+elseif(NOT FP8AUDIT_PYTHON)
   if(DEFINED ENV{FP8AUDIT_PYTHON} AND NOT "$ENV{FP8AUDIT_PYTHON}" STREQUAL "")
     set(_fp8audit_python "$ENV{FP8AUDIT_PYTHON}")
   elseif(EXISTS ${PROJECT_SOURCE_DIR}/.venv/bin/python)

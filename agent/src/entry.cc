@@ -111,6 +111,21 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_
   return fp8audit::agent::InstallNvtxHandlers(get_export_table);
 }
 
+// fp8audit_flush (shim.cc): the trace written up to now, synchronously; 1, 0 (no trace yet) or -1.
+extern "C" __attribute__((visibility("default"))) int fp8audit_agent_flush(char* path,
+                                                                           size_t size) {
+  auto& a = fp8audit::agent::Agent::Get();
+  if (!a.enabled()) return -1;
+  std::string written;
+  const int rc = a.writer().FlushNow(&written);
+  if (rc > 0 && path != nullptr && size > 0) {
+    const size_t n = written.size() < size - 1 ? written.size() : size - 1;
+    written.copy(path, n);
+    path[n] = '\0';
+  }
+  return rc;
+}
+
 extern "C" __attribute__((visibility("default"))) int fp8audit_agent_set_launch_probe(int on) {
   namespace a = fp8audit::agent;
   const int launches = a::SetLaunchProbe(on != 0);

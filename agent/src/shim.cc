@@ -45,6 +45,7 @@ using TeBeginFn = int (*)(int, int, uint64_t);
 using TeEndFn = void (*)();
 using BeforeExitFn = void (*)();
 using ExitFn = void (*)(int);
+using FlushFn = int (*)(char*, size_t);
 
 struct Impl {
   bool tried = false;
@@ -55,6 +56,7 @@ struct Impl {
   TeBeginFn te_begin = nullptr;  // optional (an older implementation lacks the te-call probe)
   TeEndFn te_end = nullptr;
   BeforeExitFn before_exit = nullptr;  // optional (an older implementation lacks it)
+  FlushFn flush = nullptr;  // optional
 };
 Impl g_impl;
 
@@ -104,6 +106,7 @@ void Load() {
   g_impl.toggle = reinterpret_cast<ToggleFn>(dlsym(h, "fp8audit_agent_set_launch_probe"));
   g_impl.te_begin = reinterpret_cast<TeBeginFn>(dlsym(h, "fp8audit_agent_te_begin"));
   g_impl.te_end = reinterpret_cast<TeEndFn>(dlsym(h, "fp8audit_agent_te_end"));
+  g_impl.flush = reinterpret_cast<FlushFn>(dlsym(h, "fp8audit_agent_flush"));
   if (g_impl.te_begin == nullptr || g_impl.te_end == nullptr) g_impl.te_begin = nullptr;
   g_impl.before_exit = reinterpret_cast<BeforeExitFn>(dlsym(h, "fp8audit_agent_before_exit"));
   if (g_impl.start == nullptr || g_impl.injection == nullptr || g_impl.nvtx == nullptr) {
@@ -289,4 +292,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
 // steps with and without it side by side. Returns 0, or -1 when no probe is attached.
 extern "C" __attribute__((visibility("default"))) int fp8audit_set_launch_probe(int on) {
   return g_impl.toggle != nullptr ? g_impl.toggle(on) : -1;
+}
+
+// For tools that read the trace of a running process (fp8audit's pytest plugin): writes every
+// event recorded so far, on every thread, to this process's trace before it returns (no footer)
+// and copies the trace's path into `path` (NUL-terminated, cut to `size`). Returns 1, 0 when
+// nothing was recorded yet (no trace), -1 when the agent is not recording.
+extern "C" __attribute__((visibility("default"))) int fp8audit_flush(char* path, size_t size) {
+  return g_impl.flush != nullptr ? g_impl.flush(path, size) : -1;
 }

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -382,6 +383,29 @@ void WriterThread::RequestFlushFromSignal(bool final) {
 void WriterThread::FinishBeforeImmediateExit() {
   if (CurrentTid() == tid_.load(std::memory_order_acquire)) return;
   RequestFlushFromSignal(true);
+}
+
+int WriterThread::FlushNow(std::string* path) {
+  for (;;) {
+    const int state = state_.load(std::memory_order_acquire);
+    if (state == kNotStarted) return 0;
+    if (state != kRunning || tid_.load(std::memory_order_acquire) == CurrentTid()) return -1;
+    {
+      std::lock_guard<std::mutex> lock(cycle_mu_);
+      // After stop_ the final cycle writes the footer: nothing may follow it.
+      if (stop_.load(std::memory_order_acquire) ||
+          state_.load(std::memory_order_acquire) != kRunning) {
+        return -1;
+      }
+      if (writer_ != nullptr) {
+        writer_->Cycle(true, false);
+        cycles_.fetch_add(1, std::memory_order_relaxed);
+        *path = writer_->path();
+        return 1;
+      }
+    }
+    sched_yield();  // the thread has started and is about to open the trace (Main)
+  }
 }
 
 void WriterThread::LockForFork() {

@@ -64,6 +64,10 @@ class WriterThread final : public RingConsumer {
   // Before _exit (Agent::FinishBeforeImmediateExit): the footer, as RequestFlushFromSignal(true),
   // unless called on the writer's own thread (its fail-fast exit has written it).
   void FinishBeforeImmediateExit();
+  // From any thread but the writer's: one cycle that writes every pending event (no ordering
+  // slack) on the calling thread, under the writer's lock; the trace's path in `path`. Returns 1,
+  // 0 when the writer has not started (nothing recorded), -1 when it stopped or failed.
+  int FlushNow(std::string* path);
 
   // Fork: held across fork() (see lifecycle.h), and the child's fresh start (no thread, no file:
   // a new one starts at the child's first event).

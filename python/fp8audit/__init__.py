@@ -1,4 +1,32 @@
-"""fp8audit's Python side: `fp8audit.te` (the fixed FP8 ownership applied to Transformer Engine)
-and `fp8audit.hook` (what `fp8audit run` installs into a job's Python processes)."""
+"""fp8audit's Python side.
 
-__all__ = ["te", "hook"]
+- `fp8audit.microbatch()`: `with fp8audit.microbatch(): ...` marks one logical microbatch for the
+  agent (`fp8audit run`); `fp8audit.step()` marks an optimizer step; `fp8audit.update()` announces
+  an FP8 state update no kernel shows (e.g. on the CPU). They never raise and need no torch.
+- `fp8audit.ops`: the kernels' torch library (torch.ops.fp8audit.*), loaded at its first use
+  (`import fp8audit.ops` or the attribute); it needs torch, `import fp8audit` never does.
+- `fp8audit.te` (the fixed FP8 ownership applied to Transformer Engine), `fp8audit.hook` (what
+  `fp8audit run` installs into a job's Python processes), `fp8audit.pytest_plugin` (`pytest
+  --fp8audit`), `python -m fp8audit ...` (the fp8audit command)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fp8audit._markers import microbatch, step, update
+
+try:
+    from fp8audit._build import VERSION as __version__  # a wheel's build facts
+except ImportError:  # a source tree or a prefix install: the build's fp8audit --version says it
+    __version__ = "unknown"
+
+__all__ = ["microbatch", "step", "update", "ops", "te", "hook", "__version__"]
+
+_LAZY = ("ops", "te", "hook", "pytest_plugin")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return importlib.import_module(f"fp8audit.{name}")
+    raise AttributeError(f"module 'fp8audit' has no attribute {name!r}")

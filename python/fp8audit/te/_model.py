@@ -22,7 +22,8 @@ def library_candidates() -> List[Path]:
     if env:
         out.append(Path(env))
     here = Path(__file__).resolve().parent
-    out.append(here / _LIB_NAME)  # a wheel ships it beside the package
+    out.append(here.parent / "lib" / _LIB_NAME)  # a wheel: fp8audit/lib
+    out.append(here / _LIB_NAME)
     root = here.parents[2]  # python/fp8audit/te -> the source tree
     for build in sorted(root.glob("build*/lib")):
         out.append(build / _LIB_NAME)

@@ -25,10 +25,36 @@ def _chain() -> None:
         traceback.print_exc()
 
 
+def _import_beside() -> None:
+    """Imports the fp8audit package this file belongs to (fp8audit/hook/site/ -> fp8audit/) when
+    it is not importable otherwise: a wheel's, whose site-packages is not on PYTHONPATH."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    spec = importlib.machinery.PathFinder.find_spec("fp8audit", [root])
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fp8audit"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        del sys.modules["fp8audit"]
+        raise
+
+
 def _arm() -> None:
     import sys
 
     try:
+        try:
+            import fp8audit.hook  # noqa: F401
+        except ImportError:
+            _import_beside()
         from fp8audit.hook import install_from_environment
     except ImportError as e:
         print(f"fp8audit: python hook not armed ({e}); is fp8audit's python/ on PYTHONPATH?",

@@ -1,0 +1,209 @@
+"""`pytest --fp8audit`: runs the session under fp8audit's agent and fails each test whose logical
+microbatches do not make one forward and one backward FP8 state update, or what its marker
+declares: `@pytest.mark.fp8audit(forward=F, backward=B)`. Registered as the pytest11 entry point
+`fp8audit` by a pip install; in a checkout, `-p fp8audit.pytest_plugin`.
+
+Not under the agent yet, the session is run again as `fp8audit run --out DIR -- python -m pytest
+ARGS...` (before any output is captured); this process then exits with that session's status.
+In the session under the agent, right after each test's call phase the agent writes what it has
+recorded (fp8audit_flush(): synchronous, no waiting on time) and `fp8audit report --format json`
+on this process's trace gives the microbatches recorded since the test's setup ended: those are
+the test's. One that differs from the expectation (or that the report judges failing) fails the
+test with the report's counts, explanations and violations. A test without microbatches passes,
+unless it carries the marker. Microbatches are best marked (fp8audit.microbatch()): unmarked ones
+are inferred from pass boundaries and may straddle tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, Generator, List, Optional, Tuple
+
+import pytest
+
+from fp8audit import _agent, _paths
+
+STATUS_ENV = "FP8AUDIT_PYTEST_STATUS"  # set for the session `fp8audit run` starts
+MARKER = "fp8audit"
+_AGENT_ENV = ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")
+_COUNTED = ("FORWARD_COUNT", "BACKWARD_COUNT", "TRACE_DAMAGED")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fp8audit")
+    group.addoption("--fp8audit", action="store_true", default=False,
+                    help="run the tests under fp8audit's agent (re-running the session under "
+                         "`fp8audit run` when needed) and fail each test whose microbatches do "
+                         "not make 1 forward / 1 backward FP8 state update (or what its "
+                         "fp8audit marker declares)")
+    group.addoption("--fp8audit-out", metavar="DIR", default=None,
+                    help="directory for the traces (default: a new temporary directory, named "
+                         "at the end of the session)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(forward=1, backward=1): FP8 state updates each microbatch of this "
+                   "test must make under --fp8audit; the test must record a microbatch")
+    if config.getoption("fp8audit"):
+        config.pluginmanager.register(_Judge(config), "fp8audit-judge")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: List[str]) -> Generator[None, None, None]:
+    options = early_config.known_args_namespace
+    if getattr(options, "fp8audit", False) and not _agent.loaded():
+        _rerun_under_agent(early_config, getattr(options, "fp8audit_out", None))
+    yield
+
+
+def _rerun_under_agent(config: pytest.Config, out: Optional[str]) -> None:
+    if os.environ.get(STATUS_ENV):
+        raise pytest.UsageError("--fp8audit: the session that `fp8audit run` started has no "
+                                "agent (FP8AUDIT_DISABLE=1? its line on stderr says why)")
+    binary = _paths.binary()
+    if binary is None:
+        raise pytest.UsageError("--fp8audit: the fp8audit executable was not found (looked at "
+                                f"{_paths.looked_at('bin', 'fp8audit', 'FP8AUDIT_BIN')})")
+    out = out or tempfile.mkdtemp(prefix="fp8audit-pytest-")
+    fd, status_file = tempfile.mkstemp(prefix="fp8audit-pytest-status-")
+    os.close(fd)
+    command = [str(binary), "run", "--out", out, "--", sys.executable, "-m", "pytest",
+               *config.invocation_params.args]
+    env = dict(os.environ, **{STATUS_ENV: status_file})
+    child = subprocess.Popen(command, env=env, cwd=str(config.invocation_params.dir))
+    # Ctrl-C reaches the child from the terminal; a SIGTERM sent to this process is passed on.
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda sig, frame: child.send_signal(sig))
+    try:
+        code = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+    try:
+        with open(status_file) as f:
+            code = int(f.read().strip() or code)  # pytest's own status, not run's verdict
+    except (OSError, ValueError):
+        pass  # the session ended before pytest did (killed): run's status stands
+    finally:
+        os.unlink(status_file)
+    print(f"fp8audit: traces in {out}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+class _Judge:
+    """Attributes microbatches to tests and judges them (the session under the agent)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self._config = config
+        self._binary = _paths.binary()
+        self._seen = 0  # microbatches of this process's trace attributed so far
+        self._size = -1  # the trace's size when they were counted
+
+    def _report(self, path: str, forward: int, backward: int) -> Dict[str, Any]:
+        if self._binary is None:
+            raise _agent.AgentError("the fp8audit executable was not found (looked at "
+                                    f"{_paths.looked_at('bin', 'fp8audit', 'FP8AUDIT_BIN')})")
+        env = {k: v for k, v in os.environ.items() if k not in _AGENT_ENV}
+        result = subprocess.run(
+            [str(self._binary), "report", path, "--format", "json", "--no-progress",
+             "--expect-forward", str(forward), "--expect-backward", str(backward)],
+            env=env, capture_output=True, text=True, check=False)
+        try:
+            return json.loads(result.stdout)
+        except ValueError:
+            raise _agent.AgentError(f"`fp8audit report {path}` printed no report (exit "
+                                    f"{result.returncode}): {result.stderr.strip()}") from None
+
+    def _new_microbatches(self, forward: int, backward: int) -> Tuple[List[Dict[str, Any]],
+                                                                       List[Dict[str, Any]],
+                                                                       Optional[str]]:
+        """(microbatches, violations) recorded since the last look, and the trace's path."""
+        path = _agent.flush()
+        if path is None:
+            return [], [], None
+        size = os.stat(path).st_size
+        if size == self._size:
+            return [], [], path  # nothing was written since the last look
+        self._size = size
+        report = self._report(path, forward, backward)
+        ranks = report.get("ranks", [])
+        microbatches: List[Dict[str, Any]] = ranks[0].get("microbatches", []) if ranks else []
+        violations: List[Dict[str, Any]] = ranks[0].get("violations", []) if ranks else []
+        first, self._seen = self._seen, len(microbatches)
+        new = microbatches[first:]
+        indexes = {m.get("index", 0) for m in new}
+        # Counts are judged from the microbatches themselves; a trace read while its process runs
+        # has no footer yet (TRACE_DAMAGED): neither is repeated as a violation.
+        kept = [v for v in violations if v.get("microbatch", 0) in indexes and
+                v.get("kind") not in _COUNTED]
+        return new, kept, path
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+        outcome = yield
+        report: pytest.TestReport = outcome.get_result()
+        marker = item.get_closest_marker(MARKER)
+        forward = int(marker.kwargs.get("forward", 1)) if marker else 1
+        backward = int(marker.kwargs.get("backward", 1)) if marker else 1
+        try:
+            microbatches, violations, path = self._new_microbatches(forward, backward)
+        except (_agent.AgentError, OSError) as e:
+            if call.when == "call" and report.passed:
+                report.outcome = "failed"
+                report.longrepr = f"fp8audit: cannot judge this test: {e}"
+            return
+        if call.when != "call" or not report.passed:
+            return  # setup and teardown microbatches are no test's; a failed test stays failed
+        failure = _judge(microbatches, violations, forward, backward, marker is not None, path)
+        if failure:
+            report.outcome = "failed"
+            report.longrepr = failure
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        status_file = os.environ.get(STATUS_ENV)
+        if status_file:
+            with open(status_file, "w") as f:
+                f.write(str(int(exitstatus)))
+
+
+def _judge(microbatches: List[Dict[str, Any]], violations: List[Dict[str, Any]], forward: int,
+           backward: int, required: bool, path: Optional[str]) -> Optional[str]:
+    """The failure text for a test's microbatches, or None when they meet the expectation."""
+    if not microbatches:
+        if not required:
+            return None
+        return ("fp8audit: this test recorded no microbatch (mark them with "
+                "`with fp8audit.microbatch():`); its fp8audit marker expects "
+                f"{forward} forward / {backward} backward FP8 state updates in each")
+    lines: List[str] = []
+    failing = 0
+    for n, m in enumerate(microbatches, 1):
+        got = (m.get("forward_updates", 0), m.get("backward_updates", 0))
+        if got == (forward, backward) and m.get("verdict") != "FAIL":
+            continue
+        failing += 1
+        lines.append(f"  microbatch {m.get('index', 0)} (the test's {_ordinal(n)}): forward "
+                     f"{got[0]}, backward {got[1]}")
+        lines.extend(f"    - {e}" for e in m.get("explanations", []))
+        lines.extend(f"    - {v.get('message', '')}" for v in violations
+                     if v.get("microbatch", 0) == m.get("index", 0))
+        if got == (0, 0):
+            lines.append("    - no FP8 state update was recorded in it (on the CPU only announced "
+                         "ones count: fp8audit.ops.delayed_scaling_update, fp8audit.update())")
+    if not failing:
+        return None
+    return "\n".join([f"fp8audit: {failing} of {len(microbatches)} microbatches of this test did "
+                      f"not make {forward} forward / {backward} backward FP8 state updates:",
+                      *lines, f"  trace: {path} (fp8audit report {path})"])

@@ -1,0 +1,28 @@
+// libfp8audit_markers.so: NVTX markers for fp8audit's Python API (fp8audit.microbatch(),
+// fp8audit.step(), fp8audit.ops' update events), loaded with ctypes. Built with the NVTX3 headers
+// alone, it needs no CUDA and no torch: under `fp8audit run` NVTX routes its calls to the agent
+// (NVTX_INJECTION64_PATH), elsewhere each call is a no-op. Only the fp8audit_markers_* symbols
+// are exported (C ABI; ABI version fp8audit_markers_abi()).
+#include <cstdint>
+
+#include "fp8audit/nvtx_events.h"
+
+namespace ev = fp8audit::nvtx;
+
+#define FP8AUDIT_MARKERS_API extern "C" __attribute__((visibility("default")))
+
+FP8AUDIT_MARKERS_API int fp8audit_markers_abi() { return 1; }
+
+// The logical microbatch range (fp8audit.microbatch, in the fp8audit domain) on this thread.
+FP8AUDIT_MARKERS_API void fp8audit_markers_microbatch_begin() { ev::MicrobatchBegin(); }
+FP8AUDIT_MARKERS_API void fp8audit_markers_microbatch_end() { ev::MicrobatchEnd(); }
+
+// The optimizer-step mark (fp8audit.step).
+FP8AUDIT_MARKERS_API void fp8audit_markers_step() { ev::Step(); }
+
+// A global FP8 state update the agent cannot see as a kernel launch (e.g. one computed on the
+// CPU): direction +1 forward, -1 backward, 0 not known; count >= 1 updates.
+FP8AUDIT_MARKERS_API void fp8audit_markers_update(int direction, uint64_t count) {
+  if (count == 0) return;
+  ev::Mark(ev::FormatUpdate(direction > 0 ? 1 : direction < 0 ? -1 : 0, count));
+}

@@ -1,0 +1,61 @@
+"""Helpers for the suites that run fp8audit's executable and agent: where they are, a Python with
+python/ on its path, a job run under `fp8audit run` and its JSON report."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON_DIR = ROOT / "python"
+BIN = Path(os.environ.get("FP8AUDIT_BIN", ROOT / "build" / "bin" / "fp8audit"))
+AGENT = BIN.parent.parent / "lib" / "libfp8audit.so"
+
+
+def needs_agent() -> None:
+    if not BIN.is_file() or not AGENT.is_file():
+        pytest.skip(f"{BIN} or {AGENT} is not built")
+
+
+def needs_ops() -> None:
+    if os.environ.get("FP8AUDIT_OPS_LIB"):
+        return
+    if not list(ROOT.glob("build*/lib/libfp8audit_ops.so")):
+        pytest.skip("libfp8audit_ops.so is not built (no torch)")
+
+
+def env(**extra: str) -> Dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join(p for p in [str(PYTHON_DIR), e.get("PYTHONPATH", "")] if p)
+    e["FP8AUDIT_BIN"] = str(BIN)
+    e.update(extra)
+    return e
+
+
+def python(code: str, timeout: int = 300, **extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env=env(**extra), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def report(out: Path) -> Dict[str, Any]:
+    result = subprocess.run([str(BIN), "report", str(out), "--format", "json", "--no-progress"],
+                            capture_output=True, text=True, timeout=120)
+    return json.loads(result.stdout)
+
+
+def counts(rep: Dict[str, Any]) -> List[Tuple[int, int]]:
+    """(forward, backward) updates of each microbatch of the only trace."""
+    assert len(rep["ranks"]) == 1, rep
+    return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
+            for m in rep["ranks"][0].get("microbatches", [])]
+
+
+def audit(out: Path, args: List[str], binary: Path = BIN, timeout: int = 600,
+          **extra: str) -> subprocess.CompletedProcess:
+    """`fp8audit run --out OUT -- python ARGS...`."""
+    return subprocess.run([str(binary), "run", "--out", str(out), "--", sys.executable, *args],
+                          env=env(**extra), capture_output=True, text=True, timeout=timeout)

@@ -1,0 +1,160 @@
+"""fp8audit's Python API and entry points: `import fp8audit` without torch, fp8audit.microbatch()
+/ update() / step() on the CPU under the agent and without any route, fp8audit.ops, the example
+job under the agent, `python -m fp8audit`, and the wheel's layout (the executable finding the
+agent, the hook and the markers library beside it)."""
+
+import json
+import shutil
+import textwrap
+
+import pytest
+
+from pkgutil_fp8audit import (AGENT, BIN, PYTHON_DIR, ROOT, audit, counts, needs_agent, needs_ops,
+                              python, report)
+
+MARKED = textwrap.dedent("""
+    import sys, fp8audit
+    if "--torch" in sys.argv:
+        import torch  # a CPU torch: no CUDA, so the markers library is the route
+    for forward in [int(a) for a in sys.argv[1:] if a.isdigit()]:
+        with fp8audit.microbatch():
+            fp8audit.update("forward", forward)
+            fp8audit.update("backward")
+        fp8audit.step()
+""")
+
+
+def test_import_fp8audit_and_its_markers_need_no_torch():
+    r = python("import sys, fp8audit\nwith fp8audit.microbatch():\n    fp8audit.update('forward')"
+               "\nfp8audit.step()\nprint('torch' in sys.modules)")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+
+
+def test_microbatch_without_any_route_never_raises_and_says_so_once_under_a_tool():
+    code = textwrap.dedent("""
+        import torch, fp8audit
+        for _ in range(3):
+            with fp8audit.microbatch():
+                pass
+        try:
+            with fp8audit.microbatch():
+                raise KeyError("the body's")
+        except KeyError as e:
+            print(e)
+    """)
+    r = python(code, FP8AUDIT_MARKERS_LIB="/nonexistent/libfp8audit_markers.so",
+               NVTX_INJECTION64_PATH="/nonexistent/tool.so")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "\"the body's\""
+    ours = [line for line in r.stderr.splitlines() if line.startswith("fp8audit")]
+    assert len(ours) == 1 and "fp8audit.microbatch(): not marked" in ours[0], r.stderr
+
+
+def test_update_refuses_an_unknown_direction():
+    r = python("import fp8audit\ntry:\n    fp8audit.update('sideways')\nexcept ValueError as e:"
+               "\n    print(e)")
+    assert "direction must be 'forward', 'backward' or None" in r.stdout, r.stderr
+
+
+@pytest.mark.parametrize("torch_imported", [False, True])
+def test_microbatches_marked_on_the_cpu_reach_the_agents_trace(tmp_path, torch_imported):
+    needs_agent()
+    (tmp_path / "job.py").write_text(MARKED)
+    args = [str(tmp_path / "job.py"), "1", "2", "1"] + (["--torch"] if torch_imported else [])
+    r = audit(tmp_path / "t", args)
+    # The second microbatch's extra forward update is a violation: run exits 3.
+    assert r.returncode == 3, r.stderr
+    assert counts(report(tmp_path / "t")) == [(1, 1), (2, 1), (1, 1)]
+
+
+def test_microbatches_are_marked_where_torchs_nvtx_raises(tmp_path):
+    """A torch that reports CUDA but whose NVTX raises, as a CPU build's torch.cuda.nvtx does
+    ("NVTX functions not installed"): microbatch() and step() fall back to the markers library,
+    so the job neither fails nor loses a microbatch."""
+    needs_agent()
+    job = textwrap.dedent("""
+        import torch, fp8audit
+        def not_installed(*args, **kwargs):
+            raise RuntimeError("NVTX functions not installed")
+        torch.cuda.is_available = lambda: True
+        torch.cuda.nvtx.range_push = torch.cuda.nvtx.range_pop = not_installed
+        torch.cuda.nvtx.mark = not_installed
+        for _ in range(2):
+            with fp8audit.microbatch():
+                fp8audit.update("forward")
+                fp8audit.update("backward")
+            fp8audit.step()
+    """)
+    (tmp_path / "job.py").write_text(job)
+    r = audit(tmp_path / "t", [str(tmp_path / "job.py")])
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert counts(report(tmp_path / "t")) == [(1, 1), (1, 1)]
+
+
+def test_ops_delayed_scaling_update_follows_the_rule():
+    needs_ops()
+    code = textwrap.dedent("""
+        import json, torch, fp8audit.ops as ops
+        history = torch.tensor([[2.0, 0.0], [4.0, 1.0], [1.0, 0.5]])
+        scale, scale_inv = torch.ones(2), torch.ones(2)
+        ops.delayed_scaling_update(history, scale, scale_inv, "e4m3", 0, "max")
+        print(json.dumps([scale.tolist(), (scale * scale_inv).tolist(), history.tolist()]))
+    """)
+    r = python(code)
+    assert r.returncode == 0, r.stderr
+    scale, product, history = json.loads(r.stdout)
+    # amax = the column's max over the history (4 and 1); scale = 448 / amax; scale_inv = 1/scale;
+    # the rows roll up one (the old row 0 last) and row 0 starts at 0.
+    assert scale == [112.0, 448.0]
+    assert product == [1.0, 1.0]
+    assert history == [[0.0, 0.0], [1.0, 0.5], [2.0, 0.0]]
+
+
+def test_example_job_makes_one_update_per_pass_in_every_microbatch_under_the_agent(tmp_path):
+    needs_agent()
+    needs_ops()
+    r = audit(tmp_path / "t", [str(ROOT / "examples" / "fp8_job.py"), "--microbatches", "3",
+                               "--device", "cpu"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("losses: ")
+    assert counts(report(tmp_path / "t")) == [(1, 1)] * 3
+
+
+def test_python_dash_m_fp8audit_is_the_executable():
+    needs_agent()
+    r = python("import runpy; runpy.run_module('fp8audit', run_name='__main__')", timeout=60)
+    assert r.returncode != 0 or r.stdout  # no arguments: the executable's usage
+    r = python("import sys; sys.argv = ['fp8audit', 'run', '--help']\n"
+               "import runpy; runpy.run_module('fp8audit', run_name='__main__')", timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "fp8audit run" in r.stdout and "--expect-forward" in r.stdout
+
+
+def test_python_dash_m_fp8audit_without_the_executable_is_one_line_and_exit_2():
+    r = python("import runpy; runpy.run_module('fp8audit', run_name='__main__')", timeout=60,
+               FP8AUDIT_BIN="/nonexistent/fp8audit")
+    assert r.returncode == 2
+    assert r.stderr.startswith("fp8audit: the fp8audit executable was not found (looked at ")
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_wheel_layout_finds_agent_hook_and_markers_beside_the_executable(tmp_path):
+    """<site-packages>/fp8audit/{bin,lib}: as pip installs it, with only the hook's directory on
+    the job's PYTHONPATH; the job imports fp8audit through the hook."""
+    needs_agent()
+    package = tmp_path / "site-packages" / "fp8audit"
+    shutil.copytree(PYTHON_DIR / "fp8audit", package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "bin").mkdir()
+    (package / "lib").mkdir()
+    shutil.copy2(BIN, package / "bin" / "fp8audit")
+    for name in ("libfp8audit.so", "libfp8audit_impl.so", "libfp8audit_markers.so"):
+        shutil.copy2(AGENT.parent / name, package / "lib" / name)
+    (tmp_path / "job.py").write_text(MARKED)
+    r = audit(tmp_path / "t", [str(tmp_path / "job.py"), "1"], binary=package / "bin" / "fp8audit",
+              PYTHONPATH="", FP8AUDIT_BIN="", FP8AUDIT_MARKERS_LIB="")
+    assert r.returncode == 0, r.stderr
+    assert counts(report(tmp_path / "t")) == [(1, 1)]
+    assert "not armed" not in r.stderr

@@ -1,0 +1,108 @@
+"""`pytest --fp8audit` (fp8audit.pytest_plugin): the session re-run under the agent, each test
+judged by the microbatches it recorded (1/1, or what its marker declares), the report's counts in
+the failure, fixtures' microbatches no test's, the plugin inert without the flag, one clear line
+when the executable is missing."""
+
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Dict, Tuple
+
+from pkgutil_fp8audit import env, needs_agent
+
+SUITE = textwrap.dedent("""
+    import pytest, fp8audit
+
+    def microbatch(forward=1, backward=1):
+        with fp8audit.microbatch():
+            fp8audit.update("forward", forward)
+            fp8audit.update("backward", backward)
+
+    def test_one_one():
+        microbatch()
+        microbatch()
+
+    def test_two_forward_updates_in_the_second():
+        microbatch()
+        microbatch(forward=2)
+
+    @pytest.mark.fp8audit(forward=2, backward=1)
+    def test_declares_two_forward():
+        microbatch(forward=2)
+
+    @pytest.mark.fp8audit(forward=1, backward=1)
+    def test_declares_but_records_nothing():
+        pass
+
+    def test_records_nothing():
+        pass
+
+    def test_fails_on_its_own():
+        microbatch(forward=3)
+        assert False, "its own failure"
+
+    @pytest.fixture
+    def warm_up():
+        microbatch(forward=5)
+        yield
+        microbatch(backward=4)
+
+    def test_after_a_fixture_microbatch(warm_up):
+        microbatch()
+
+    def test_after_a_fixture_teardown_microbatch():
+        microbatch()
+""")
+
+
+def run_suite(tmp_path: Path, *flags: str, **extra: str) -> Tuple[subprocess.CompletedProcess,
+                                                                   Dict[str, str]]:
+    """Runs SUITE with the plugin and `flags`; (result, {test: "passed" or its failure text})."""
+    (tmp_path / "test_suite.py").write_text(SUITE)
+    junit = tmp_path / "junit.xml"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "fp8audit.pytest_plugin", "-p", "no:cacheprovider",
+         f"--junitxml={junit}", *flags, "test_suite.py"],
+        cwd=tmp_path, env=env(**extra), capture_output=True, text=True, timeout=600)
+    outcomes: Dict[str, str] = {}
+    if junit.is_file():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            failure = case.find("failure")
+            outcomes[case.get("name", "")] = "passed" if failure is None else \
+                (failure.get("message", "") + "\n" + (failure.text or ""))
+    return result, outcomes
+
+
+def test_fp8audit_fails_exactly_the_tests_whose_microbatches_miss_their_expectation(tmp_path):
+    needs_agent()
+    result, outcomes = run_suite(tmp_path, "--fp8audit", "--fp8audit-out", str(tmp_path / "t"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    passed = {name for name, text in outcomes.items() if text == "passed"}
+    assert passed == {"test_one_one", "test_declares_two_forward", "test_records_nothing",
+                      "test_after_a_fixture_microbatch",
+                      "test_after_a_fixture_teardown_microbatch"}, outcomes
+    two = outcomes["test_two_forward_updates_in_the_second"]
+    assert "1 of 2 microbatches of this test did not make 1 forward / 1 backward" in two, two
+    assert "(the test's 2nd): forward 2, backward 1" in two, two
+    assert "- forward update 2, expected 1" in two, two  # the report's explanation
+    assert "footer" not in two, two  # the running process's trace has none yet: not a failure
+    assert "recorded no microbatch" in outcomes["test_declares_but_records_nothing"]
+    own = outcomes["test_fails_on_its_own"]
+    assert "its own failure" in own and "fp8audit:" not in own, own
+    assert f"fp8audit: traces in {tmp_path / 't'}" in result.stderr
+    assert list((tmp_path / "t").glob("*.fp8trace")), "the session's trace is kept"
+
+
+def test_without_the_flag_the_plugin_judges_nothing(tmp_path):
+    result, outcomes = run_suite(tmp_path)
+    failed = {name for name, text in outcomes.items() if text != "passed"}
+    assert failed == {"test_fails_on_its_own"}, result.stdout + result.stderr
+
+
+def test_fp8audit_without_the_executable_is_a_usage_error(tmp_path):
+    result, outcomes = run_suite(tmp_path, "--fp8audit", FP8AUDIT_BIN="/nonexistent/fp8audit")
+    assert result.returncode == 4
+    assert "--fp8audit: the fp8audit executable was not found" in result.stderr
+    assert outcomes == {}
