@@ -75,8 +75,19 @@ def _te_modules() -> Dict[str, Any]:
 
 
 def _te_version() -> str:
+    """TE's version: its __version__, else its distribution's metadata. TE's __init__ imports
+    transformer_engine.pytorch before it sets __version__, so a patch applied when that import
+    finishes (the hook's te-fix) sees no __version__ yet."""
     te = sys.modules.get("transformer_engine") or importlib.import_module("transformer_engine")
-    return str(getattr(te, "__version__", "unknown"))
+    version = getattr(te, "__version__", None)
+    if version is None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("transformer_engine")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+    return str(version)
 
 
 def _upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
