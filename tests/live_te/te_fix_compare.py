@@ -51,8 +51,14 @@ def predict(layout: str, semantics: str, n: int, backward: str) -> List[Counts]:
 
     path = HERE / "scenarios" / f"{layout}.textproto"
     if backward == "inside":
+        # te_fix.py --backward inside opens an autocast around the whole microbatch (forward and
+        # backward) whatever the layout opens itself: the scenario's program goes into one.
+        text = path.read_text()
+        body = "".join(f"body {{ {line[len('program {'):].rstrip()[:-1].strip()} }} "
+                       for line in text.splitlines() if line.startswith("program {"))
+        rest = "\n".join(line for line in text.splitlines() if not line.startswith("program {"))
         with tempfile.NamedTemporaryFile("w", suffix=".textproto", delete=False) as f:
-            f.write(path.read_text() + "\nbackward: INSIDE_AUTOCAST\n")
+            f.write(f"{rest}\nprogram {{ autocast {{ {body}}} }}\nbackward: INSIDE_AUTOCAST\n")
             path = Path(f.name)
     return _model.run_scenario(str(path), semantics, n)
 
