@@ -21,7 +21,7 @@
 #         wheel, its torch==2.11.0 and pytest requirements met by those. Without a GPU the wheel is
 #         built without CUDA kernels (-C cmake.define.FP8AUDIT_CUDA=OFF; the GPU mode builds them).
 #   gpu   a GPU machine whose python3 has its torch (e.g. 2.11 for CUDA) and no network:
-#         python3 -m venv --system-site-packages v, scikit-build-core from the wheel directory
+#         python3 -m venv v seeing python3's site-packages (a .pth), scikit-build-core from the wheels in
 #         FP8AUDIT_WHEELHOUSE when set (else python3's own), `pip install --no-build-isolation
 #         --no-deps --no-index .`; pytest must be python3's. The example job runs on the GPU, where
 #         the agent counts the update kernels' launches. Build dependencies the machine lacks
@@ -109,10 +109,14 @@ case "$mode" in
       stop "pip install --no-build-isolation ." "$work/log"
     ;;
   gpu)
-    timed "python3 -m venv --system-site-packages" python3 -m venv --system-site-packages "$v" ||
-      stop "python3 -m venv --system-site-packages" "$work/log"
-    "$v/bin/python" -c 'import torch, pytest' >"$work/log" 2>&1 ||
+    # python3 may itself be a venv (its torch in the venv's site-packages, which
+    # --system-site-packages would not reach): v sees python3's site-packages through a .pth file.
+    site=$(python3 -c 'import os, pytest, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>"$work/log") ||
       stop "python3 lacks torch or pytest" "$work/log"
+    timed "python3 -m venv" python3 -m venv "$v" || stop "python3 -m venv" "$work/log"
+    purelib=$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$site" >"$purelib/fp8audit-gpu-torch.pth"
+    echo "   pip route ($mode): torch, pytest (and scikit-build-core where it has it) of python3 ($site)"
     if [[ -n "$wheels" ]]; then
       "$v/bin/pip" install -q --no-index --find-links "$wheels" "scikit-build-core>=0.10" \
         >"$work/log" 2>&1 || stop "pip install scikit-build-core from $wheels" "$work/log"
@@ -123,10 +127,14 @@ case "$mode" in
     if [[ -z "$kit" && -d .devkit ]]; then kit=$src/.devkit; fi
     if [[ -n "$kit" ]]; then
       echo "   pip route ($mode): build dependencies from $kit"
+      # The shared library where the kit has it: a static libprotobuf.a built without -fPIC cannot
+      # go into the wheel's shared libraries (libfp8audit_model.so).
+      pblib=$kit/lib/x86_64-linux-gnu/libprotobuf.so
+      [[ -e "$pblib" ]] || pblib=$kit/lib/x86_64-linux-gnu/libprotobuf.a
       extra+=(-C "cmake.define.CMAKE_PREFIX_PATH=$kit"
         -C "cmake.define.Protobuf_PROTOC_EXECUTABLE=$kit/bin/protoc"
         -C "cmake.define.Protobuf_INCLUDE_DIR=$kit/include"
-        -C "cmake.define.Protobuf_LIBRARY=$kit/lib/x86_64-linux-gnu/libprotobuf.a")
+        -C "cmake.define.Protobuf_LIBRARY=$pblib")
     fi
     timed "pip install --no-build-isolation --no-deps --no-index ." "$v/bin/pip" install \
       --no-build-isolation --no-deps --no-index "${extra[@]}" . ||
