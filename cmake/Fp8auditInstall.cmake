@@ -121,8 +121,9 @@ install(DIRECTORY proto/ DESTINATION ${_inc}/proto FILES_MATCHING PATTERN "*.h"
         PATTERN fp8audit EXCLUDE)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/fp8audit/ DESTINATION ${_inc}/fp8audit
         FILES_MATCHING PATTERN "*.pb.h")
-install(DIRECTORY proto/fp8audit/ DESTINATION ${_inc}/fp8audit FILES_MATCHING PATTERN "*.proto")
-install(FILES agent/include/fp8audit/nvtx_events.h DESTINATION ${_inc}/fp8audit)
+# The schemas and the NVTX event grammar (fp8audit/nvtx_events.h).
+install(DIRECTORY proto/fp8audit/ DESTINATION ${_inc}/fp8audit FILES_MATCHING PATTERN "*.proto"
+        PATTERN "*.h")
 if(_protobuf_first)
   install(CODE "
     set(_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${_inc}/protobuf_first\")
