@@ -19,7 +19,7 @@
 #         site-packages; scikit-build-core comes from the wheelhouse (downloaded into it once, about
 #         200 KB), then `pip install --no-build-isolation --no-index .`: the same build and the same
 #         wheel, its torch==2.11.0 and pytest requirements met by those. Without a GPU the wheel is
-#         built without CUDA kernels (-C cmake.define.FP8AUDIT_CUDA=OFF; the GPU mode builds them).
+#         built without CUDA kernels (cmake.define.FP8AUDIT_CUDA=OFF; the GPU mode builds them).
 #   gpu   a GPU machine whose python3 has its torch (e.g. 2.11 for CUDA) and no network:
 #         python3 -m venv --system-site-packages v, scikit-build-core from the wheel directory
 #         FP8AUDIT_WHEELHOUSE when set (else python3's own), `pip install --no-build-isolation
@@ -102,7 +102,7 @@ case "$mode" in
     fi
     cuda=()
     if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-      cuda=(-C cmake.define.FP8AUDIT_CUDA=OFF)
+      cuda=(--config-settings cmake.define.FP8AUDIT_CUDA=OFF)
     fi
     timed "pip install --no-build-isolation --no-index . ${cuda[*]}" "$v/bin/pip" install \
       --no-build-isolation --no-index --find-links "$wheels" "${cuda[@]}" "${extra[@]}" . ||
@@ -123,10 +123,10 @@ case "$mode" in
     if [[ -z "$kit" && -d .devkit ]]; then kit=$src/.devkit; fi
     if [[ -n "$kit" ]]; then
       echo "   pip route ($mode): build dependencies from $kit"
-      extra+=(-C "cmake.define.CMAKE_PREFIX_PATH=$kit"
-        -C "cmake.define.Protobuf_PROTOC_EXECUTABLE=$kit/bin/protoc"
-        -C "cmake.define.Protobuf_INCLUDE_DIR=$kit/include"
-        -C "cmake.define.Protobuf_LIBRARY=$kit/lib/x86_64-linux-gnu/libprotobuf.a")
+      extra+=(--config-settings "cmake.define.CMAKE_PREFIX_PATH=$kit"
+        --config-settings "cmake.define.Protobuf_PROTOC_EXECUTABLE=$kit/bin/protoc"
+        --config-settings "cmake.define.Protobuf_INCLUDE_DIR=$kit/include"
+        --config-settings "cmake.define.Protobuf_LIBRARY=$kit/lib/x86_64-linux-gnu/libprotobuf.a")
     fi
     timed "pip install --no-build-isolation --no-deps --no-index ." "$v/bin/pip" install \
       --no-build-isolation --no-deps --no-index "${extra[@]}" . ||
