@@ -17,7 +17,7 @@
 #         the interpreter fp8audit builds with (FP8AUDIT_PYTHON, else ./.venv/bin/python, else
 #         python3, as cmake/Fp8auditTorch.cmake chooses) through a .pth file naming its
 #         site-packages; scikit-build-core comes from the wheelhouse (downloaded into it once, about
-#         200 KB), then `pip install --no-build-isolation --no-index .`: the same build and the same
+#         0.5 MB), then `pip install --no-build-isolation --no-index .`: the same build and the same
 #         wheel, its torch==2.11.0 and pytest requirements met by those. Without a GPU the wheel is
 #         built without CUDA kernels (cmake.define.FP8AUDIT_CUDA=OFF; the GPU mode builds them).
 #   gpu   a GPU machine whose python3 has its torch (e.g. 2.11 for CUDA) and no network:
