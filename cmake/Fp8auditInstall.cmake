@@ -121,8 +121,9 @@ install(DIRECTORY proto/ DESTINATION ${_inc}/proto FILES_MATCHING PATTERN "*.h"
         PATTERN fp8audit EXCLUDE)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/fp8audit/ DESTINATION ${_inc}/fp8audit
         FILES_MATCHING PATTERN "*.pb.h")
-install(DIRECTORY proto/fp8audit/ DESTINATION ${_inc}/fp8audit FILES_MATCHING PATTERN "*.proto")
-install(FILES agent/include/fp8audit/nvtx_events.h DESTINATION ${_inc}/fp8audit)
+# The schemas and the NVTX event grammar (fp8audit/nvtx_events.h).
+install(DIRECTORY proto/fp8audit/ DESTINATION ${_inc}/fp8audit FILES_MATCHING PATTERN "*.proto"
+        PATTERN "*.h")
 if(_protobuf_first)
   install(CODE "
     set(_dir \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${_inc}/protobuf_first\")
@@ -132,10 +133,15 @@ if(_protobuf_first)
 endif()
 
 # What the package's config needs to find again: the same Torch (through the interpreter the
-# build used), Protobuf, and the CUDA toolkit when the runtime has its CUDA backend.
+# build used), the same Protobuf, and the CUDA toolkit when the runtime has its CUDA backend.
 get_filename_component(_torch_cmake_prefix "${Torch_DIR}/.." ABSOLUTE)
 set(FP8AUDIT_CONFIG_TORCH_PREFIX "${_torch_cmake_prefix}")
 set(FP8AUDIT_CONFIG_TORCH_VERSION "${FP8AUDIT_TORCH_VERSION}")
+set(FP8AUDIT_CONFIG_PROTOBUF_INCLUDE_DIR "${Protobuf_INCLUDE_DIR}")
+get_target_property(FP8AUDIT_CONFIG_PROTOBUF_LIBRARY protobuf::libprotobuf IMPORTED_LOCATION_RELEASE)
+if(NOT FP8AUDIT_CONFIG_PROTOBUF_LIBRARY)
+  get_target_property(FP8AUDIT_CONFIG_PROTOBUF_LIBRARY protobuf::libprotobuf IMPORTED_LOCATION)
+endif()
 set(FP8AUDIT_CONFIG_CUDA OFF)
 if("fp8audit_kernels_cuda" IN_LIST _exported)
   set(FP8AUDIT_CONFIG_CUDA ON)
