@@ -22,8 +22,8 @@
 #         built without CUDA kernels (cmake.define.FP8AUDIT_CUDA=OFF; the GPU mode builds them).
 #   gpu   a GPU machine whose python3 has its torch (e.g. 2.11 for CUDA) and no network:
 #         python3 -m venv v seeing python3's site-packages (a .pth: python3 may be a venv), and
-#         scikit-build-core from the wheels in FP8AUDIT_WHEELHOUSE when set (else python3's own), `pip install --no-build-isolation
-#         --no-deps --no-index .`; pytest must be python3's. The example job runs on the GPU, where
+#         scikit-build-core from the wheels in FP8AUDIT_WHEELHOUSE when set (else python3's
+#         own), `pip install --no-build-isolation --no-deps --no-index .`; pytest must be python3's. The example job runs on the GPU, where
 #         the agent counts the update kernels' launches. Build dependencies the machine lacks
 #         (Protobuf, CLI11, ...) from FP8AUDIT_DEVKIT, default ./.devkit when present (tests/README.md).
 # Extra pip arguments: FP8AUDIT_PIP_ARGS (e.g. "-C cmake.define.FP8AUDIT_CUDA=ON"). Build jobs:

@@ -97,6 +97,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--torch-lib-dir", required=True)
     parser.add_argument("--extra", action="append", default=[])
     parser.add_argument("--exclude", action="append", default=[], help="a folder not to scan")
+    parser.add_argument("--canary", metavar="NAME",
+                        help="the binaries are canaries that call NAME: exit 77 (skip) where the "
+                             "torch libraries export no NAME or the toolchain resolved it inside "
+                             "the canary (no dynamic reference): nothing can be flagged there")
     parser.add_argument("build_dirs", nargs="+")
     args = parser.parse_args(argv)
 
@@ -110,6 +114,10 @@ def main(argv: list[str]) -> int:
         return 2
     lib_names = {os.path.basename(p) for p in torch_libs}
     forbidden = exported_libstdcxx(torch_libs)
+    if args.canary and not any(n.startswith(args.canary) for n in forbidden.values()):
+        print(f"SKIP: the {len(torch_libs)} torch libraries in {args.torch_lib_dir} export no "
+              f"{args.canary}... ({len(forbidden)} libstdc++ symbols): nothing to flag")
+        return 77
 
     checked: list[str] = []
     problems: list[tuple[str, str]] = []
@@ -121,6 +129,12 @@ def main(argv: list[str]) -> int:
         if not any(os.path.realpath(p).startswith(e) for e in excluded)
     ]
     targets = [p for p in candidates if needed(p) & lib_names] + args.extra
+    if args.canary and not any(
+            name.startswith(args.canary)
+            for path in targets for _k, _m, name in demangled_symbols(path, "--undefined-only")):
+        print(f"SKIP: no canary refers to {args.canary}... dynamically (the toolchain resolved it "
+              "inside the program, e.g. a static libstdc++): nothing to flag")
+        return 77
     for path in sorted(set(targets)):
         checked.append(path)
         for _kind, mangled, name in demangled_symbols(path, "--undefined-only"):
