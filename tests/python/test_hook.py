@@ -167,10 +167,11 @@ def test_fp8audit_run_fix_te_without_its_python_package_is_a_usage_error(tmp_pat
 
 
 def test_te_version_feature_marks_without_importing_torch_cuda(tmp_path, monkeypatch):
+    import fp8audit._nvtx
     import fp8audit.hook as hook
 
     marks = []
-    monkeypatch.setattr(hook, "mark", marks.append)
+    monkeypatch.setattr(fp8audit._nvtx, "mark", marks.append)
     hook._te_version(type("M", (), {"__version__": "2.20.2"}))
     assert marks == ["fp8audit.te te=2.20.2"]
 
@@ -219,7 +220,8 @@ COUNT_JOB = textwrap.dedent("""
         def mark(self, message):
             self.calls.append(["mark", message])
 
-    hook.NVTX = Recorder()
+    import fp8audit._nvtx
+    fp8audit._nvtx.NVTX = Recorder()
     from transformer_engine.pytorch.quantization import FP8GlobalStateManager as M
 
     class Fused:
@@ -242,7 +244,7 @@ COUNT_JOB = textwrap.dedent("""
         hook.install(["te-count"])
         s.global_amax_buffer = {"forward_a": [1]}
         M.reduce_and_update_fp8_tensors()
-    print(json.dumps({"nvtx": hook.NVTX.calls, "te_calls": M.calls,
+    print(json.dumps({"nvtx": fp8audit._nvtx.NVTX.calls, "te_calls": M.calls,
                       "wrapped_name": M.reduce_and_update_fp8_tensors.__name__}))
 """)
 

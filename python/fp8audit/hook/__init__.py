@@ -24,11 +24,10 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from fp8audit import _nvtx
+
 ENV = "FP8AUDIT_PYHOOK"
 
-# The NVTX functions used (range_push, range_pop, mark); None: torch.cuda.nvtx. Tests set it.
-NVTX: Optional[Any] = None
-_nvtx_broken = False
 
 
 def _te_fix(module: object) -> None:
@@ -42,41 +41,7 @@ def _te_fix(module: object) -> None:
 
 
 def _te_version(module: object) -> None:
-    mark(f"fp8audit.te te={getattr(module, '__version__', 'unknown')}")
-
-
-def _nvtx() -> Optional[Any]:
-    """NVTX (NVTX when set, else torch.cuda.nvtx), or None where it is not available."""
-    if NVTX is not None:
-        return NVTX
-    if _nvtx_broken:
-        return None
-    try:
-        import torch
-
-        return torch.cuda.nvtx if torch.cuda.is_available() else None
-    except Exception:
-        return None
-
-
-def _call(name: str, *args: Any) -> bool:
-    """One NVTX call; False (and no more tries with torch's) when it fails."""
-    global _nvtx_broken
-    nvtx = _nvtx()
-    if nvtx is None:
-        return False
-    try:
-        getattr(nvtx, name)(*args)
-        return True
-    except Exception:  # NVTX is optional: never fail the job for it
-        if NVTX is None:
-            _nvtx_broken = True
-        return False
-
-
-def mark(message: str) -> None:
-    """An NVTX mark (the agent receives marks of every domain) where CUDA is available."""
-    _call("mark", message)
+    _nvtx.mark(f"fp8audit.te te={getattr(module, '__version__', 'unknown')}")
 
 
 def _state_manager() -> Any:
@@ -139,13 +104,14 @@ def _te_count(module: object) -> None:
         count, unfused = pending_updates(cls, forward)
         if count == 0:
             return func(cls, *args, **kwargs)
-        pushed = _call("range_push", f"fp8audit.te.update pass={'forward' if forward else 'backward'}"
-                                     f" count={count} unfused={unfused}")
+        pushed = _nvtx.call("range_push",
+                            f"fp8audit.te.update pass={'forward' if forward else 'backward'}"
+                            f" count={count} unfused={unfused}")
         try:
             return func(cls, *args, **kwargs)
         finally:
             if pushed:
-                _call("range_pop")
+                _nvtx.call("range_pop")
 
     counting.__fp8audit_count__ = True  # type: ignore[attr-defined]
     setattr(manager, "reduce_and_update_fp8_tensors", classmethod(counting))

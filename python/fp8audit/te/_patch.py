@@ -618,6 +618,6 @@ def _announce(version: str) -> None:
     """Marks the process as patched: the environment (inherited by children) and one NVTX mark
     `fp8audit.patch te=<version> semantics=fixed` that the agent can record."""
     os.environ["FP8AUDIT_TE_PATCHED"] = version
-    from fp8audit.hook import mark
+    from fp8audit._nvtx import mark
 
     mark(f"fp8audit.patch te={version} semantics=fixed")

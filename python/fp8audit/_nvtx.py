@@ -1,0 +1,44 @@
+"""The NVTX calls of fp8audit's Python hook and fp8audit.te (marks and ranges the agent records):
+torch.cuda.nvtx where CUDA is available, or the functions a test puts in NVTX. NVTX is optional:
+a call that fails returns False and never fails the job."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+# The NVTX functions used (range_push, range_pop, mark); None: torch.cuda.nvtx. Tests set it.
+NVTX: Optional[Any] = None
+_broken = False
+
+
+def _functions() -> Optional[Any]:
+    if NVTX is not None:
+        return NVTX
+    if _broken:
+        return None
+    try:
+        import torch
+
+        return torch.cuda.nvtx if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def call(name: str, *args: Any) -> bool:
+    """One NVTX call; False (and no more tries with torch's) when it fails."""
+    global _broken
+    nvtx = _functions()
+    if nvtx is None:
+        return False
+    try:
+        getattr(nvtx, name)(*args)
+        return True
+    except Exception:  # NVTX is optional: never fail the job for it
+        if NVTX is None:
+            _broken = True
+        return False
+
+
+def mark(message: str) -> None:
+    """An NVTX mark (the agent receives marks of every domain) where CUDA is available."""
+    call("mark", message)
