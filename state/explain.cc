@@ -19,8 +19,8 @@ std::string ModuleName(const CompiledScenario& sc, uint32_t module) {
 std::string Effect(uint32_t advanced) {
   if (advanced == 0)
     return " [wasted: no amax was written since the last update; changes no state]";
-  return " [harmful: advances " + std::to_string(advanced) + " module" +
-         (advanced == 1 ? "" : "s") + "' amax history and scale]";
+  return " [harmful: advances " + std::to_string(advanced) +
+         (advanced == 1 ? " module's" : " modules'") + " amax history and scale]";
 }
 
 }  // namespace

@@ -58,5 +58,6 @@ extra=()
 [[ -s "$out/2rank.jsonl" ]] && extra+=("$out/2rank.jsonl")
 python3 "$here/te_fix_compare.py" "$out/fix_after.jsonl" "$out/fix_inside.jsonl" \
   "$out/fix_scenarios.jsonl" "$out/timing.jsonl" ${extra[@]+"${extra[@]}"} \
+  --fp8audit "$build/bin/fp8audit" \
   --agent "$out/agent_unpatched.jsonl=$out/agent_unpatched.json" \
   --agent "$out/agent_fix_te.jsonl=$out/agent_fix_te.json" | tee "$out/table.md"

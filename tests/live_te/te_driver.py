@@ -15,9 +15,16 @@ class Injected(RuntimeError):
 
 
 class Counter:
-    def __init__(self, manager: Any) -> None:
+    """Counts TE's DelayedScaling updates per direction around reduce_and_update_fp8_tensors.
+    With track_state it also counts the updates that advanced state: calls after which some
+    module's amax history or scale of that direction differs from before (TE's update kernel
+    leaves a history alone when no amax arrived since its last update)."""
+
+    def __init__(self, manager: Any, track_state: bool = False) -> None:
         self.manager = manager
         self.counts = {"forward": 0, "backward": 0}
+        self.advancing = {"forward": 0, "backward": 0}
+        self.track_state = track_state
         self._original = manager.__dict__["reduce_and_update_fp8_tensors"]
         counter = self
 
@@ -25,16 +32,41 @@ class Counter:
             # A call with no DelayedScaling buffer of its direction is a no-op (TE calls it for
             # every recipe); count the updates, as the agent and the model do.
             prefix = "forward" if forward else "backward"
-            buffers = cls.quantization_state.global_amax_history_buffer
-            if any(k.startswith(prefix) and v for k, v in buffers.items()):
-                counter.counts[prefix] += 1
-            return counter._original.__func__(cls, forward)
+            qstate = cls.quantization_state
+            keys = [k for k, v in qstate.global_amax_history_buffer.items()
+                    if k.startswith(prefix) and v]
+            if not keys:
+                return counter._original.__func__(cls, forward)
+            counter.counts[prefix] += 1
+            if not counter.track_state:
+                return counter._original.__func__(cls, forward)
+            before = counter._state(qstate, keys)
+            result = counter._original.__func__(cls, forward)
+            after = counter._state(qstate, keys)
+            if len(before) != len(after) or any(
+                    a.shape != b.shape or not torch.equal(a, b) for a, b in zip(before, after)):
+                counter.advancing[prefix] += 1
+            return result
 
         manager.reduce_and_update_fp8_tensors = classmethod(counting)
+
+    @staticmethod
+    def _state(qstate: Any, keys: List[str]) -> List[torch.Tensor]:
+        out = []
+        for key in keys:
+            out += [t.detach().clone() for t in qstate.global_amax_history_buffer.get(key, [])]
+            out += [t.detach().clone() for t in qstate.global_scale_buffer.get(key, [])]
+        return out
 
     def take(self) -> Tuple[int, int]:
         out = (self.counts["forward"], self.counts["backward"])
         self.counts["forward"] = self.counts["backward"] = 0
+        return out
+
+    def take_advancing(self) -> Tuple[int, int]:
+        """Updates that advanced state since the last call (track_state)."""
+        out = (self.advancing["forward"], self.advancing["backward"])
+        self.advancing["forward"] = self.advancing["backward"] = 0
         return out
 
     def remove(self) -> None:

@@ -94,6 +94,7 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
                 layer.train(not layout.eval_modules)
             x = torch.randn(shape, generator=gen).to(device).requires_grad_()
             counter.take()
+            counter.take_advancing()
             if device == "cuda":
                 torch.cuda.synchronize()  # the previous microbatch's copies are not timed here
             start = time.perf_counter()
@@ -120,11 +121,13 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
             fwd, bwd = counter.take()
+            advancing = list(counter.take_advancing()) if counter.track_state else None
             loss_value = None if loss is None else loss.detach().clone()
             del y, loss  # a graph whose backward failed is freed here, with its frames
             records.append({
                 "microbatch": ctx.mb, "step": step, "forward": fwd, "backward": bwd,
-                "failed": failed, "seconds": seconds, "stash_left": stash_entries(counter.manager),
+                "failed": failed, "seconds": seconds, "advancing": advancing,
+                "stash_left": stash_entries(counter.manager),
                 "state": fp8_state(layers) if keep_tensors else [],
                 "loss": loss_value,
                 "x_grad": None if x.grad is None or not keep_tensors else x.grad.clone(),
@@ -169,15 +172,16 @@ def compare(run: List[Dict[str, Any]], twin: List[Dict[str, Any]]) -> List[Dict[
 
 
 @contextlib.contextmanager
-def counted(manager: Any, mode: str, verify: bool):
+def counted(manager: Any, mode: str, verify: bool, track_state: bool = False):
     """Patched or not, with the update counter installed after the patch (the patch checks TE's
-    own functions, so nothing may wrap them before it)."""
+    own functions, so nothing may wrap them before it); track_state: it also tells which updates
+    advanced state (timed runs leave that out)."""
     import fp8audit.te
     from te_driver import Counter
 
     if mode == "patched":
         fp8audit.te.patch(verify=verify)
-    counter = Counter(manager)
+    counter = Counter(manager, track_state=track_state)
     try:
         yield counter
     finally:
@@ -187,7 +191,7 @@ def counted(manager: Any, mode: str, verify: bool):
 
 
 def layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode: str) -> List[Dict[str, Any]]:
-    with counted(manager, mode, args.verify) as counter:
+    with counted(manager, mode, args.verify, track_state=True) as counter:
         common = dict(hidden=args.hidden, tokens=args.tokens, device=args.device,
                       microbatches=layout.microbatches or args.microbatches, steps=args.steps,
                       backward_inside=args.backward == "inside", seed=args.seed,
@@ -203,6 +207,7 @@ def layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode: str) -> Li
         lines.append({"kind": "microbatch", "layout": layout.name, "mode": mode,
                       "backward_placement": args.backward, "microbatch": r["microbatch"],
                       "step": r["step"], "forward": r["forward"], "backward": r["backward"],
+                      "advancing": r["advancing"],
                       "failed": r["failed"], "stash_left": r["stash_left"],
                       "finite": r["finite"], **{k: v for k, v in c.items()}})
     import fp8audit.te

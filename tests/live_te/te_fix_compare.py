@@ -4,10 +4,15 @@
 Per layout and backward placement: TE's counter unpatched against the model's te-2.20 prediction
 (tests/live_te/scenarios/<layout>.textproto) and, when given, the agent's counts; TE's counter
 patched against the fixed model (1/1) and the agent; stash left; bitwise equality with the
-no-checkpoint twin; where unpatched duplicates first changed FP8 state. Also the scenario rows
+no-checkpoint twin; where unpatched duplicates first changed FP8 state (against the twin). Also the scenario rows
 (state/scenarios on real TE) and the timing line. Exit 1 when any row disagrees, 2 on bad input.
 
-  te_fix_compare.py OUT/fix_after.jsonl OUT/fix_inside.jsonl [--agent OUT/agent_after.jsonl=OUT/agent_after.json]
+  te_fix_compare.py OUT/fix_after.jsonl OUT/fix_inside.jsonl [--fp8audit BUILD/bin/fp8audit]
+      [--agent OUT/agent_after.jsonl=OUT/agent_after.json]
+
+With --fp8audit, also the model's classification of each unpatched microbatch's extra updates
+(harmful: advances some module's amax history and scale; wasted: changes nothing) against what
+TE did: te_fix.py records, per direction, how many of TE's updates changed a module's state.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 from collections import OrderedDict
@@ -46,21 +52,66 @@ def cell(values: List[Counts]) -> str:
     return " ".join(f"{f}/{b}" for f, b in distinct) if distinct else "-"
 
 
+def scenario_path(layout: str, backward: str) -> Path:
+    """The layout's scenario for the model; for backward inside, its program put in the autocast
+    te_fix.py opens around the microbatch (whatever the layout opens itself: inner-autocast
+    layouts open none of their own)."""
+    path = HERE / "scenarios" / f"{layout}.textproto"
+    if backward != "inside":
+        return path
+    text = path.read_text()
+    body = "".join(f"body {{ {line[len('program {'):].rstrip()[:-1].strip()} }} "
+                   for line in text.splitlines() if line.startswith("program {"))
+    rest = "\n".join(line for line in text.splitlines() if not line.startswith("program {"))
+    with tempfile.NamedTemporaryFile("w", suffix=".textproto", delete=False) as f:
+        f.write(f"{rest}\nprogram {{ autocast {{ {body}}} }}\nbackward: INSIDE_AUTOCAST\n")
+    return Path(f.name)
+
+
 def predict(layout: str, semantics: str, n: int, backward: str) -> List[Counts]:
     from fp8audit.te import _model
 
-    path = HERE / "scenarios" / f"{layout}.textproto"
-    if backward == "inside":
-        # te_fix.py --backward inside opens an autocast around the whole microbatch (forward and
-        # backward) whatever the layout opens itself: the scenario's program goes into one.
-        text = path.read_text()
-        body = "".join(f"body {{ {line[len('program {'):].rstrip()[:-1].strip()} }} "
-                       for line in text.splitlines() if line.startswith("program {"))
-        rest = "\n".join(line for line in text.splitlines() if not line.startswith("program {"))
-        with tempfile.NamedTemporaryFile("w", suffix=".textproto", delete=False) as f:
-            f.write(f"{rest}\nprogram {{ autocast {{ {body}}} }}\nbackward: INSIDE_AUTOCAST\n")
-            path = Path(f.name)
-    return _model.run_scenario(str(path), semantics, n)
+    return _model.run_scenario(str(scenario_path(layout, backward)), semantics, n)
+
+
+Effects = Tuple[int, int, int, int]  # harmful forward, backward; wasted forward, backward
+
+
+def model_effects(fp8audit: str, layout: str, n: int, backward: str) -> List[dict]:
+    """Per microbatch, te-2.20's expected counts and harmful/wasted extra updates (`fp8audit
+    model --format json`)."""
+    cmd = [fp8audit, "model", str(scenario_path(layout, backward)), "--semantics", "te-2.20",
+           "--format", "json", "--microbatches", str(n)]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode not in (0, 3):
+        fail(f"{' '.join(cmd)}: exit {run.returncode}: {run.stderr.strip()}")
+    return json.loads(run.stdout)["microbatches"]
+
+
+def effects(m: dict) -> Effects:
+    return (m.get("harmful_forward", 0), m.get("harmful_backward", 0),
+            m.get("wasted_forward", 0), m.get("wasted_backward", 0))
+
+
+def live_effects(mb: dict, model: dict) -> Optional[Effects]:
+    """The model's rule on what TE did: of the updates beyond the expected ones, those that
+    advanced state (some module's amax history or scale changed across the call) are harmful,
+    the others wasted."""
+    if mb.get("advancing") is None:
+        return None
+    out = []
+    for count, advancing, expected in zip((mb["forward"], mb["backward"]), mb["advancing"],
+                                          (model.get("expected_forward", 0),
+                                           model.get("expected_backward", 0))):
+        extra = max(0, count - expected)
+        harmful = min(extra, max(0, advancing - expected))
+        out.append((harmful, extra - harmful))
+    return (out[0][0], out[1][0], out[0][1], out[1][1])
+
+
+def effects_cell(values: List[Effects]) -> str:
+    distinct = sorted(set(values))
+    return " ".join(f"{hf}/{hb} {wf}/{wb}" for hf, hb, wf, wb in distinct) if distinct else "-"
 
 
 def agent_microbatches(report: Path) -> List[Counts]:
@@ -94,6 +145,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("results", nargs="+", type=Path, help="te_fix.py JSON lines")
     p.add_argument("--agent", action="append", default=[], metavar="JSONL=REPORT",
                    help="a te_fix.py --markers run under fp8audit run and its JSON report")
+    p.add_argument("--fp8audit", help="the fp8audit command: checks the model's harmful/wasted "
+                                      "classification of the unpatched extra updates against TE")
     args = p.parse_args(argv)
     agents: Dict[Path, Path] = {}
     for spec in args.agent:
@@ -132,8 +185,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     disagreements = 0
     print("| backward | layout | TE unpatched | model te-2.20 | agent unpatched | TE patched "
           "| model fixed | agent patched | stash left (patched) | = twin (patched) "
-          "| unpatched state first differs | agree |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| unpatched state first differs | unpatched extras harmful f/b wasted f/b: TE (model) "
+          "| agree |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (placement, layout), modes in rows.items():
         un = modes.get("unpatched", {"mbs": [], "layout": None})
         pa = modes.get("patched", {"mbs": [], "layout": None})
@@ -149,7 +203,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         twin = all(m["state_equal"] and m["loss_equal"] and m["x_grad_equal"] and m["grads_equal"]
                    for m in pa["mbs"]) if pa["mbs"] else None
         first = un["layout"]["first_state_change"] if un["layout"] else None
+        live_fx: List[Effects] = []
+        model_fx: List[Effects] = []
+        if args.fp8audit and te_un:
+            predicted = model_effects(args.fp8audit, layout, len(te_un), placement)
+            fx = [live_effects(m, p) for m, p in zip(un["mbs"], predicted)]
+            if all(f is not None for f in fx):
+                live_fx = [f for f in fx if f is not None]
+                model_fx = [effects(p) for p in predicted]
+        if not live_fx:
+            fx_cell = "not checked"
+        elif live_fx == model_fx:
+            fx_cell = effects_cell(live_fx)
+        else:
+            fx_cell = f"{effects_cell(live_fx)} ({effects_cell(model_fx)})"
         agree = ((not te_un or te_un == model_un) and (not te_pa or te_pa == model_pa)
+                 and live_fx == model_fx
                  and (ag_un is None or cell(ag_un) == cell(te_un))
                  and (ag_pa is None or cell(ag_pa) == cell(te_pa))
                  and (stash in (None, 0)) and (twin is not False or not comparable))
@@ -160,7 +229,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               f"{stash if stash is not None else '-'} | "
               f"{'n/a' if not comparable else ('yes' if twin else 'NO')} | "
               f"{'never' if first is None else 'microbatch %d, tensor %d' % (first['microbatch'], first['tensor'])} | "
-              f"{'yes' if agree else 'NO'} |")
+              f"{fx_cell} | {'yes' if agree else 'NO'} |")
     if scenarios:
         print("\n| scenario (state/scenarios) | mode | TE | model | agree |\n|---|---|---|---|---|")
         for s in scenarios:

@@ -105,6 +105,29 @@ def test_compare_builds_the_table_and_flags_a_disagreement(capsys, tmp_path):
     assert "| NO |" in capsys.readouterr().out
 
 
+def test_compare_checks_the_models_harmful_and_wasted_extras_against_what_te_did(capsys,
+                                                                                 tmp_path):
+    import os
+
+    import te_fix_compare
+
+    binary = os.environ.get("FP8AUDIT_BIN", "")
+    if not Path(binary).is_file():
+        pytest.skip("FP8AUDIT_BIN names no fp8audit command")
+    lines = run(capsys, "--layout", "non-reentrant-single", "--mode", "unpatched")
+    assert all(line["advancing"] == [1, 1] for line in lines if line["kind"] == "microbatch")
+    results = tmp_path / "fix.jsonl"
+    results.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert te_fix_compare.main([str(results), "--fp8audit", binary]) == 0
+    # 2/1: the recompute's forward update advances nothing (no amax since the last): wasted
+    assert "| never | 0/0 1/0 | yes |" in capsys.readouterr().out
+    wrong = [dict(line, advancing=[2, 1]) if line["kind"] == "microbatch" else line
+             for line in lines]
+    results.write_text("\n".join(json.dumps(line) for line in wrong) + "\n")
+    assert te_fix_compare.main([str(results), "--fp8audit", binary]) == 1
+    assert "| 1/0 0/0 (0/0 1/0) | NO |" in capsys.readouterr().out
+
+
 def test_scenarios_and_timing_lines_feed_the_table(capsys, tmp_path):
     import te_fix_compare
 

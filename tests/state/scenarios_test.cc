@@ -176,7 +176,7 @@ TEST(ModelResultEffects, ExplanationsSayWhetherAnExtraUpdateChangesState) {
   int wasted = 0, harmful = 0;
   for (const auto& e : r.microbatches[0].explanations) {
     wasted += e.find("[wasted:") != std::string::npos;
-    harmful += e.find("[harmful: advances 1 module'") != std::string::npos;
+    harmful += e.find("[harmful: advances 1 module's amax history") != std::string::npos;
   }
   EXPECT_EQ(wasted, 3);
   EXPECT_EQ(harmful, 2);
