@@ -4,8 +4,8 @@
 Per layout and backward placement: TE's counter unpatched against the model's te-2.20 prediction
 (tests/live_te/scenarios/<layout>.textproto) and, when given, the agent's counts; TE's counter
 patched against the fixed model (1/1) and the agent; stash left; bitwise equality with the
-no-checkpoint twin; where unpatched duplicates first changed FP8 state (against the twin). Also the scenario rows
-(state/scenarios on real TE) and the timing line. Exit 1 when any row disagrees, 2 on bad input.
+no-checkpoint twin; where unpatched duplicates first changed FP8 state (against the twin). Also
+the scenario rows (state/scenarios on real TE) and the timing lines. Exit 1 when any row disagrees, 2 on bad input.
 
   te_fix_compare.py OUT/fix_after.jsonl OUT/fix_inside.jsonl [--fp8audit BUILD/bin/fp8audit]
       [--agent OUT/agent_after.jsonl=OUT/agent_after.json]
