@@ -26,7 +26,7 @@ def find_browser() -> Optional[str]:
 
 
 def browser_or_exit() -> str:
-    """The browser's path; without one, exits: 77 (skipped) under FP8AUDIT_SKIP_BROWSER=1, else 1."""
+    """The browser's path; without one, exits 77 (skipped) under FP8AUDIT_SKIP_BROWSER=1, else 1."""
     browser = find_browser()
     if browser is not None:
         return browser
