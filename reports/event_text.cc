@@ -276,6 +276,15 @@ std::string ExpectedText(const v1::MicrobatchResult& row) {
   return std::to_string(row.expected_forward()) + "/" + std::to_string(row.expected_backward());
 }
 
-std::string VerdictWord(v1::Verdict verdict) { return verdict == v1::FAIL ? "FAIL" : "ok"; }
+std::string VerdictWord(v1::Verdict verdict) {
+  switch (verdict) {
+    case v1::FAIL:
+      return "FAIL";
+    case v1::PASS:
+      return "ok";
+    default:
+      return "-";  // not judged (nothing audited)
+  }
+}
 
 }  // namespace fp8audit::reports

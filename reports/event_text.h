@@ -53,7 +53,7 @@ std::string RankName(int32_t rank);
 std::string RankTitle(const v1::RankReport& rank);
 // "1/1": expected forward/backward of a row.
 std::string ExpectedText(const v1::MicrobatchResult& row);
-// "ok", "FAIL".
+// "ok", "FAIL", "-" (not judged: VERDICT_UNSPECIFIED, as in a report with nothing audited).
 std::string VerdictWord(v1::Verdict verdict);
 
 }  // namespace fp8audit::reports

@@ -80,9 +80,12 @@ class StreamRenderer : public TraceObserver {
 // clock, hosts aligned by the start times their traces record.
 std::unique_ptr<StreamRenderer> MakeChromeTraceRenderer(OutputStream* out);
 // One JSON object per line and per microbatch, as each closes: {"rank", "step", "microbatch",
-// "forward", "backward", "expected_forward", "expected_backward", "verdict": "pass"|"fail"} (rank
-// -1: not a distributed job), traces in reading order; for a trace whose header names the agent's
-// probes also "by_source" (the tallies that are not 0, as in report.proto) and "probe_notes".
+// "forward", "backward", "expected_forward", "expected_backward", "verdict": "pass"|"fail"|"not
+// audited"} (rank -1: not a distributed job), traces in reading order; for a trace whose header
+// names the agent's probes also "by_source" (the tallies that are not 0, as in report.proto) and
+// "probe_notes". "not audited": the job's outcome is nothing audited (RankReport.outcome). Until
+// some microbatch has an update the lines wait for the outcome (at most 16,384 of them, then they
+// are written as the audit judged each); chrome-trace's microbatch slices likewise (4,096).
 std::unique_ptr<StreamRenderer> MakeMetricsRenderer(OutputStream* out);
 // The one for a streaming format; nullptr for another.
 std::unique_ptr<StreamRenderer> MakeStreamRenderer(Format format, OutputStream* out);

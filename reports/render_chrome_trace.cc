@@ -47,6 +47,10 @@ constexpr uint64_t kProbeRecords = 1024;    // records read per trace to find it
 constexpr int kMaxListed = 100;             // problems and job violations in otherData
 constexpr uint32_t kFirstThreadTid = 1u << 24;
 constexpr size_t kMaxName = 160;  // bytes of trace text in an event's name
+// Microbatch slices held back while no microbatch of the job had an update (their verdict waits
+// for the outcome: nothing audited, or a failure); past this many they are written as the audit
+// judged each microbatch.
+constexpr size_t kMaxHeld = 4096;
 
 std::string Dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -203,6 +207,25 @@ class ChromeTrace final : public StreamRenderer {
     uint64_t begin_ns = 0;  // the trace's clock
     uint64_t end_ns = 0;    // 0: not ended yet
   };
+  // A microbatch slice held back, and its passes' events (formatted).
+  struct Held {
+    size_t trace = 0;
+    uint32_t pid = 0;
+    uint64_t ts = 0;
+    uint64_t dur = 0;
+    std::string name;  // without the verdict
+    v1::Verdict verdict = v1::VERDICT_UNSPECIFIED;
+    Json args;
+    std::string passes;
+  };
+  // A trace's process, named once the job's outcome is known.
+  struct Process {
+    uint32_t pid = 0;
+    std::string path;
+    std::string title;  // without the verdict
+    bool damaged = false;
+    v1::Verdict verdict = v1::VERDICT_UNSPECIFIED;
+  };
 
   uint64_t Rel(uint64_t ns);
   Thread& ThreadOf(uint64_t os_tid);
@@ -212,10 +235,20 @@ class ChromeTrace final : public StreamRenderer {
   void Meta(uint32_t tid, const char* name, Json args);
   void CloseAbove(Thread& t, size_t keep, uint64_t ts);
   void Slice(Thread& t, const v1::Event& e, uint64_t ts, bool checkpoint, bool enter);
+  void MicrobatchSlice(uint32_t pid, uint64_t ts, uint64_t dur, const std::string& name, Json* args,
+                       v1::Verdict verdict, bool not_audited);
+  // Writes the held slices: "not audited" where their trace's outcome is nothing audited
+  // (`outcomes`: by path), else as the audit judged them. Holds nothing more.
+  void Flush(const std::unordered_map<std::string, v1::AuditReport::Outcome>* outcomes);
 
   OutputStream* out_;
   bool first_ = true;
   std::string line_;
+  std::string* capture_ = nullptr;  // Emit appends here instead of writing (a held slice's passes)
+  bool holding_ = true;             // no microbatch with an update yet
+  std::vector<Held> held_;
+  uint64_t written_early_ = 0;  // slices written before the outcome, past kMaxHeld
+  std::vector<Process> processes_;
   std::vector<Clock> clocks_;
   std::string clock_note_;
   uint32_t next_tid_ = kFirstThreadTid;
@@ -305,8 +338,9 @@ void ChromeTrace::Begin(const std::vector<std::string>& files) {
   out_->Write("{\"traceEvents\":[\n");
 }
 
-void ChromeTrace::OnTrace(size_t index, const std::string& /*path*/) {
+void ChromeTrace::OnTrace(size_t index, const std::string& path) {
   pid_ = static_cast<uint32_t>(index + 1);
+  processes_.push_back(Process{pid_, path, "", false, v1::VERDICT_UNSPECIFIED});
   clock_ = index < clocks_.size() ? clocks_[index] : Clock{};
   threads_.clear();
   shared_ = Thread{};
@@ -356,8 +390,8 @@ uint64_t ChromeTrace::At(Thread& t, uint64_t ns) {
 void ChromeTrace::Emit(char ph, uint64_t ts, uint32_t tid, std::string_view name,
                        std::string_view cat, const Json* args, const uint64_t* dur, char scope) {
   line_.clear();
-  line_ += first_ ? "{\"ts\":" : ",\n{\"ts\":";
-  first_ = false;
+  line_ += first_ && capture_ == nullptr ? "{\"ts\":" : ",\n{\"ts\":";
+  if (capture_ == nullptr) first_ = false;
   AppendMicros(ts, &line_);
   line_ += ",\"ph\":\"";
   line_ += ph;
@@ -375,7 +409,11 @@ void ChromeTrace::Emit(char ph, uint64_t ts, uint32_t tid, std::string_view name
   line_ += ",\"name\":" + Dump(Json(Printable(name, kMaxName)));
   if (args != nullptr) line_ += ",\"args\":" + Dump(*args);
   line_ += '}';
-  out_->Write(line_);
+  if (capture_ != nullptr) {
+    *capture_ += line_;
+  } else {
+    out_->Write(line_);
+  }
 }
 
 void ChromeTrace::Meta(uint32_t tid, const char* name, Json args) {
@@ -500,7 +538,7 @@ void ChromeTrace::OnMicrobatch(const v1::MicrobatchResult& row, const Microbatch
   args["backward"] = row.backward_updates();
   args["expected_forward"] = row.expected_forward();
   args["expected_backward"] = row.expected_backward();
-  args["verdict"] = row.verdict() == v1::FAIL ? "fail" : "pass";
+  args["verdict"] = "";  // MicrobatchSlice
   if (row.explanations_size() > 0) {
     Json ex = Json::array();
     for (const std::string& e : row.explanations()) ex.push_back(TruncateUtf8(e, 4096));
@@ -512,11 +550,25 @@ void ChromeTrace::OnMicrobatch(const v1::MicrobatchResult& row, const Microbatch
     for (const std::string& n : row.probe_notes()) notes.push_back(TruncateUtf8(n, 4096));
     args["probe_notes"] = std::move(notes);
   }
-  uint64_t dur = b - a;
-  const std::string name = "microbatch " + std::to_string(row.index()) + " (step " +
-                           std::to_string(row.step()) + "): " + VerdictWord(row.verdict());
-  Emit('X', a, pid_, name, row.verdict() == v1::FAIL ? "microbatch,fail" : "microbatch", &args,
-       &dur);
+  const uint64_t dur = b - a;
+  std::string name =
+      "microbatch " + std::to_string(row.index()) + " (step " + std::to_string(row.step()) + ")";
+  Held* held = nullptr;
+  if (holding_ && row.forward_updates() == 0 && row.backward_updates() == 0) {
+    if (held_.size() < kMaxHeld) {
+      held_.push_back(Held{processes_.empty() ? 0 : processes_.size() - 1, pid_, a, dur,
+                           std::move(name), row.verdict(), std::move(args), ""});
+      held = &held_.back();
+      capture_ = &held->passes;
+    } else {
+      written_early_ += held_.size() + 1;
+    }
+  }
+  if (held == nullptr) {
+    // An update (or too many held): the job's outcome is not nothing audited, or too late to wait.
+    Flush(nullptr);
+    MicrobatchSlice(pid_, a, dur, name, &args, row.verdict(), false);
+  }
   mb_end_ = b;
 
   // Backward passes recorded up to the microbatch's last event, clamped into it.
@@ -544,6 +596,7 @@ void ChromeTrace::OnMicrobatch(const v1::MicrobatchResult& row, const Microbatch
     uint64_t d = b - a;
     const Json fa = {{"microbatch", row.index()}, {"note", "forward-only: no backward activity"}};
     Emit('X', a, pid_, "forward", "pass", &fa, &d);
+    capture_ = nullptr;
     return;
   }
   const Json pa = {{"microbatch", row.index()}};
@@ -555,6 +608,33 @@ void ChromeTrace::OnMicrobatch(const v1::MicrobatchResult& row, const Microbatch
     uint64_t d = end - begin;
     Emit('X', begin, pid_, "backward", "pass", &pa, &d);
   }
+  capture_ = nullptr;
+}
+
+void ChromeTrace::MicrobatchSlice(uint32_t pid, uint64_t ts, uint64_t dur, const std::string& name,
+                                  Json* args, v1::Verdict verdict, bool not_audited) {
+  const bool fail = !not_audited && verdict == v1::FAIL;
+  (*args)["verdict"] = not_audited ? "not audited" : fail ? "fail" : "pass";
+  const uint32_t current = pid_;
+  pid_ = pid;
+  Emit('X', ts, pid, name + ": " + (not_audited ? "NOTHING AUDITED" : VerdictWord(verdict)),
+       fail ? "microbatch,fail" : "microbatch", args, &dur);
+  pid_ = current;
+}
+
+void ChromeTrace::Flush(const std::unordered_map<std::string, v1::AuditReport::Outcome>* outcomes) {
+  holding_ = false;
+  for (Held& h : held_) {
+    bool not_audited = false;
+    if (outcomes != nullptr && h.trace < processes_.size()) {
+      auto it = outcomes->find(processes_[h.trace].path);
+      not_audited = it != outcomes->end() && it->second == v1::AuditReport::OUTCOME_NOTHING_AUDITED;
+    }
+    MicrobatchSlice(h.pid, h.ts, h.dur, h.name, &h.args, h.verdict, not_audited);
+    out_->Write(h.passes);
+  }
+  held_.clear();
+  held_.shrink_to_fit();
 }
 
 void ChromeTrace::OnViolation(const v1::Violation& v) {
@@ -580,13 +660,13 @@ void ChromeTrace::OnTraceEnd(const v1::RankReport& report) {
     left_open_ += t->open.size();
     CloseAbove(*t, 0, t->last);
   }
-  std::string title = RankTitle(report) + ": ";
-  if (!report.damage().empty()) {
-    title += "INCOMPLETE";
-  } else {
-    title += VerdictWord(report.verdict());
+  // Named in Finish, with the job's outcome.
+  if (!processes_.empty()) {
+    Process& p = processes_.back();
+    p.title = RankTitle(report);
+    p.damaged = !report.damage().empty();
+    p.verdict = report.verdict();
   }
-  Meta(pid_, "process_name", {{"name", title}});
   Meta(pid_, "process_sort_index", {{"sort_index", report.rank()}});
   // Perfetto shows the labels beside the process's name: the path and how it was recorded.
   std::string label = Printable(report.path(), 512);
@@ -614,6 +694,19 @@ void ChromeTrace::OnTraceEnd(const v1::RankReport& report) {
 
 void ChromeTrace::Finish(const TraceSetResult& result) {
   const v1::AuditReport& report = result.report;
+  std::unordered_map<std::string, v1::AuditReport::Outcome> outcomes;
+  for (const v1::RankReport& r : report.ranks()) outcomes[r.path()] = r.outcome();
+  Flush(&outcomes);
+  for (const Process& p : processes_) {
+    auto it = outcomes.find(p.path);
+    const bool not_audited =
+        it != outcomes.end() && it->second == v1::AuditReport::OUTCOME_NOTHING_AUDITED;
+    const std::string word = p.damaged     ? "INCOMPLETE"
+                             : not_audited ? "NOTHING AUDITED"
+                                           : VerdictWord(p.verdict);
+    pid_ = p.pid;
+    Meta(p.pid, "process_name", {{"name", p.title + ": " + word}});
+  }
   Json other = Json::object();
   other["fp8audit"] = FP8AUDIT_VERSION;
   other["outcome"] = OutcomeWord(report);
@@ -649,6 +742,12 @@ void ChromeTrace::Finish(const TraceSetResult& result) {
   note(shared_traces_,
        "traces with more than 256 recording threads: the later threads share one track");
   note(backward_dropped_, "backward passes not placed (more than 64 outside a microbatch)");
+  if (report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    note(written_early_,
+         "microbatches without an update were written as the audit judged each, before the "
+         "outcome was known (more than 4096 wait for it): nothing was audited, a 'fail' among "
+         "them is no finding");
+  }
   if (!notes.empty()) other["notes"] = std::move(notes);
   out_->Write("\n],\n\"otherData\":" + Dump(other) + "}\n");
 }

@@ -76,6 +76,7 @@ word-break:break-all}
 .badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;
 color:#fff;vertical-align:middle;margin-left:6px}
 .b-pass{background:var(--okd)}.b-fail{background:var(--bad)}.b-warn{background:#9a6700}.b-dis{background:#8250df}
+.b-nothing{background:#6e7781}
 .note{color:var(--mute);font-size:13px;margin:2px 0}.probe-note{color:#8250df;font-weight:600}
 section.rank{border-top:2px solid var(--line);margin-top:28px}
 svg{display:block;width:100%;height:auto;max-width:1200px}
@@ -131,6 +132,7 @@ struct Bucket {
   uint32_t last = 0;
   uint32_t rows = 0;  // microbatch rows the report kept in this range
   uint32_t failing = 0;
+  uint32_t judged = 0;  // rows with a verdict (none where nothing was audited)
   uint32_t max_f = 0, max_b = 0;
   uint32_t min_f = UINT32_MAX, min_b = UINT32_MAX;
   uint32_t exp_f = 0, exp_b = 0;  // the largest expectations in the range
@@ -159,6 +161,7 @@ std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t
     b.dup_b = b.dup_b || row.backward_updates() > row.expected_backward();
     b.miss_f = b.miss_f || row.forward_updates() < row.expected_forward();
     b.miss_b = b.miss_b || row.backward_updates() < row.expected_backward();
+    if (row.verdict() != v1::VERDICT_UNSPECIFIED) ++b.judged;
     if (row.verdict() == v1::FAIL) {
       if (b.first_failing == nullptr) b.first_failing = &row;
       ++b.failing;
@@ -246,6 +249,7 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
                Num(b.max_b) + " backward update" + (b.max_b == 1 ? "" : "s") + " (expected " +
                Num(b.exp_f) + "/" + Num(b.exp_b) + ")";
       if (b.failing > 0) title += "; " + Num(b.failing) + " failing";
+      if (b.judged == 0) title += "; not judged (nothing audited)";
     }
     if (b.differing > 0) {
       title += "; differs from most ranks in " + Plural(b.differing, "microbatch", "microbatches");
@@ -255,9 +259,9 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
     if (b.first == b.last) cell += " data-mb=\"" + Num(b.first) + "\"";
     cell += "><title>" + title + "</title>";
     cell += "<rect class=\"v " +
-            std::string(b.rows == 0     ? "n"
-                        : b.failing > 0 ? "x"
-                                        : "p") +
+            std::string(b.rows == 0 || b.judged == 0 ? "n"
+                        : b.failing > 0              ? "x"
+                                                     : "p") +
             "\" x=\"" + x + "\" y=\"0\" width=\"" + cw + "\" height=\"6\"/>";
     cell += "<rect class=\"h f " + std::string(HalfClass(b, b.dup_f, b.miss_f)) + "\" x=\"" + x +
             "\" y=\"9\" width=\"" + cw + "\" height=\"16\"/>";
@@ -595,12 +599,14 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
         const char* cls = got > want ? " dup" : got < want ? " miss" : "";
         return "<td class=\"n" + std::string(cls) + "\">" + Num(got) + "</td>";
       };
-      *out += "<tr id=\"" + view.id + "-mb" + Num(m->index()) + "\" class=\"mb " +
-              (fail ? "fail" : "pass") + "\" data-mb=\"" + Num(m->index()) + "\"><td class=\"n\">" +
-              Num(m->index()) + "</td><td class=\"n\">" + Num(m->step()) + "</td>" +
+      const char* cls = fail ? "fail" : m->verdict() == v1::PASS ? "pass" : "none";
+      *out += "<tr id=\"" + view.id + "-mb" + Num(m->index()) + "\" class=\"mb " + cls +
+              "\" data-mb=\"" + Num(m->index()) + "\"><td class=\"n\">" + Num(m->index()) +
+              "</td><td class=\"n\">" + Num(m->step()) + "</td>" +
               count(m->forward_updates(), m->expected_forward()) +
               count(m->backward_updates(), m->expected_backward()) + "<td class=\"n\">" +
-              ExpectedText(*m) + "</td><td>" + (fail ? "<strong>FAIL</strong>" : "ok") + "</td>";
+              ExpectedText(*m) + "</td><td>" +
+              (fail ? "<strong>FAIL</strong>" : VerdictWord(m->verdict())) + "</td>";
       if (probes) {
         *out += "<td class=\"probes\">" + Esc(BySourceText(m->by_source()));
         for (const std::string& n : m->probe_notes()) {
@@ -636,6 +642,13 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
   const uint32_t cap = view.max_details;
   if (all_kept && (cap == 0 || t.microbatches() <= cap)) {
     for (const auto& m : r.microbatches()) shown.push_back(&m);
+  } else if (r.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    for (const auto& m : r.microbatches()) {
+      if (cap != 0 && shown.size() >= cap) break;
+      shown.push_back(&m);
+    }
+    note = "Not judged (nothing audited): the first " + Num(shown.size()) + " of " +
+           Num(t.microbatches()) + " microbatches shown";
   } else {
     uint64_t failing_kept = 0;
     for (const auto& m : r.microbatches()) {
@@ -658,7 +671,10 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
   const bool damaged = IsDamaged(r);
   *out += "<section class=\"rank\" id=\"" + view.id + "\" data-rank=\"" + std::to_string(r.rank()) +
           "\"><h2>" + Esc(RankTitle(r)) + "<span class=\"badge " +
-          (r.verdict() == v1::FAIL ? "b-fail\">FAIL" : "b-pass\">PASS") + "</span>";
+          (r.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED ? "b-nothing\">NOTHING AUDITED"
+           : r.verdict() == v1::FAIL                               ? "b-fail\">FAIL"
+                                                                   : "b-pass\">PASS") +
+          "</span>";
   if (damaged) *out += "<span class=\"badge b-warn\">incomplete trace</span>";
   const std::string disagreement = DisagreementText(r);
   if (!disagreement.empty()) {
@@ -834,8 +850,8 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
              Num(r.totals().failing_microbatches()) + "</td><td class=\"n\">" +
              Num(r.totals().forward_updates()) + "</td><td class=\"n\">" +
              Num(r.totals().backward_updates()) + "</td><td>" +
-             (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : "ok") + "</td><td>" + note +
-             "</td></tr>\n";
+             (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : RankVerdictWord(r)) +
+             "</td><td>" + note + "</td></tr>\n";
     }
     const int missing = std::min(report.missing_ranks_size(), static_cast<int>(kMaxListedRanges));
     for (int i = 0; i < missing; ++i) {

@@ -133,11 +133,10 @@ std::string TraceFacts(const v1::RankReport& r) {
   return out;
 }
 
-std::string Trace(const v1::AuditReport& report, const v1::RankReport& r, const std::string& name,
-                  uint64_t listed, Counts* c) {
+std::string Trace(const v1::RankReport& r, const std::string& name, uint64_t listed, Counts* c) {
   ++c->tests;
   std::string status;
-  if (report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+  if (r.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
     ++c->skipped;
     status = "      <skipped message=\"nothing to judge\"/>\n";
   } else if (IsDamaged(r)) {
@@ -233,7 +232,7 @@ std::string RenderJunit(const v1::AuditReport& report, const RenderOptions& opti
     if (r.header().parent_pid() != 0) name += " forked child";
     const int k = ++seen[name];
     if (k > 1) name += " #" + std::to_string(k);
-    cases += Trace(report, r, name, listed, &c);
+    cases += Trace(r, name, listed, &c);
     longest = std::max(longest, r.duration_ns());
   }
   if (report.ranks_size() > 1 || report.violations_size() > 0 || report.missing_ranks_size() > 0 ||

@@ -35,7 +35,7 @@ std::string Code(std::string s) {
 }
 
 void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
-  *out += "\n## " + Md(RankTitle(r)) + ": " + VerdictWord(r.verdict()) + "\n\n";
+  *out += "\n## " + Md(RankTitle(r)) + ": " + RankVerdictWord(r) + "\n\n";
   *out += "- trace: " + Md(r.path()) + "\n";
   if (r.header().command_size() > 0)
     *out += "- command: " + Md(CommandLine(r.header(), 300)) + "\n";
@@ -82,7 +82,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
       *out += "| " + std::to_string(row->index()) + " | " + std::to_string(row->step()) + " | " +
               std::to_string(row->forward_updates()) + " | " +
               std::to_string(row->backward_updates()) + " | " + ExpectedText(*row) + " | " +
-              (row->verdict() == v1::FAIL ? "**FAIL**" : "ok") + " |\n";
+              (row->verdict() == v1::FAIL ? "**FAIL**" : VerdictWord(row->verdict())) + " |\n";
     }
   }
   if (!sel.note.empty()) *out += "\n" + Md(sel.note) + "\n";
@@ -138,13 +138,13 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
   out +=
       "| trace | microbatches | failing | forward updates | backward updates | verdict | note |\n";
   out += "|:---|---:|---:|---:|---:|:---|:---|\n";
-  auto line = [&](const std::string& name, const v1::Totals& t, v1::Verdict verdict,
+  auto line = [&](const std::string& name, const v1::Totals& t, const std::string& verdict,
                   const std::string& note) {
     out += "| " + name + " | " + std::to_string(t.microbatches()) + " | " +
            std::to_string(t.failing_microbatches()) + " | " + std::to_string(t.forward_updates()) +
            " | " + std::to_string(t.backward_updates()) + " | " +
-           (verdict == v1::FAIL ? "**FAIL**" : "ok") + " |" + (note.empty() ? "" : " " + Md(note)) +
-           " |\n";
+           (verdict == "FAIL" ? "**FAIL**" : verdict) + " |" +
+           (note.empty() ? "" : " " + Md(note)) + " |\n";
   };
   // One row per trace, and per rank without one.
   const RankRowList list = RankRows(report);
@@ -157,9 +157,12 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
       continue;
     }
     const v1::RankReport& r = report.ranks(row.trace);
-    line(Md(RankTitle(r)), r.totals(), r.verdict(), row.note);
+    line(Md(RankTitle(r)), r.totals(), RankVerdictWord(r), row.note);
   }
-  line("**job**", report.totals(), report.verdict(), "");
+  line("**job**", report.totals(),
+       report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED ? OutcomeWord(report)
+                                                                    : VerdictWord(report.verdict()),
+       "");
   if (!list.missing_note.empty()) out += "\n" + Md(list.missing_note) + "\n";
   if (report.violations_size() > 0) {
     out += "\n## Job violations\n\n";

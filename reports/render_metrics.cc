@@ -2,6 +2,8 @@
 // wandb.log, TensorBoard and the like (see render.h).
 #include <nlohmann/json.hpp>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "reports/render.h"
@@ -11,12 +13,20 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Lines held back while no microbatch of the job had an update (their verdict waits for the
+// outcome: nothing audited, or a failure); past this many they are written as the audit judged
+// each microbatch.
+constexpr size_t kMaxHeld = 16384;
+
 class Metrics final : public StreamRenderer {
  public:
   explicit Metrics(OutputStream* out) : out_(out) {}
 
   void Begin(const std::vector<std::string>& /*files*/) override {}
-  void OnTrace(size_t /*index*/, const std::string& /*path*/) override {
+  void OnTrace(size_t index, const std::string& path) override {
+    trace_ = index;
+    if (paths_.size() <= index) paths_.resize(index + 1);
+    paths_[index] = path;
     rank_ = -1;
     probes_ = false;
   }
@@ -27,16 +37,64 @@ class Metrics final : public StreamRenderer {
     probes_ = !header.probe_mode().empty() || header.probes_size() > 0;
   }
   void OnMicrobatch(const v1::MicrobatchResult& row, const MicrobatchSpan& /*span*/) override {
+    if (holding_ && row.forward_updates() == 0 && row.backward_updates() == 0 &&
+        held_.size() < kMaxHeld) {
+      Held h{trace_, rank_, probes_, row};
+      h.row.clear_explanations();
+      h.row.clear_updates();
+      held_.push_back(std::move(h));
+      return;
+    }
+    // An update (or too many held): the job's outcome is not nothing audited, or too late to wait.
+    Flush(nullptr);
+    Write(rank_, probes_, row, Word(row.verdict()));
+  }
+  void Finish(const TraceSetResult& result) override {
+    std::unordered_map<std::string, const v1::RankReport*> by_path;
+    for (const v1::RankReport& r : result.report.ranks()) by_path[r.path()] = &r;
+    Flush(&by_path);
+  }
+
+ private:
+  struct Held {
+    size_t trace = 0;
+    int32_t rank = -1;
+    bool probes = false;
+    v1::MicrobatchResult row;
+  };
+
+  static const char* Word(v1::Verdict verdict) { return verdict == v1::FAIL ? "fail" : "pass"; }
+
+  // The held lines, each with its verdict: "not audited" where its trace's outcome (by path) is
+  // nothing audited, else the audit's. Holds nothing more.
+  void Flush(const std::unordered_map<std::string, const v1::RankReport*>* by_path) {
+    holding_ = false;
+    for (const Held& h : held_) {
+      const char* word = Word(h.row.verdict());
+      if (by_path != nullptr && h.trace < paths_.size()) {
+        auto it = by_path->find(paths_[h.trace]);
+        if (it != by_path->end() &&
+            it->second->outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+          word = "not audited";
+        }
+      }
+      Write(h.rank, h.probes, h.row, word);
+    }
+    held_.clear();
+    held_.shrink_to_fit();
+  }
+
+  void Write(int32_t rank, bool probes, const v1::MicrobatchResult& row, const char* verdict) {
     Json line = Json::object();
-    line["rank"] = rank_;
+    line["rank"] = rank;
     line["step"] = row.step();
     line["microbatch"] = row.index();
     line["forward"] = row.forward_updates();
     line["backward"] = row.backward_updates();
     line["expected_forward"] = row.expected_forward();
     line["expected_backward"] = row.expected_backward();
-    line["verdict"] = row.verdict() == v1::FAIL ? "fail" : "pass";
-    if (probes_ && row.has_by_source()) {
+    line["verdict"] = verdict;
+    if (probes && row.has_by_source()) {
       Json by = Json::object();
       const v1::SourceTallies& s = row.by_source();
       if (s.has_kernel()) by["kernel"] = Tally(s.kernel());
@@ -45,15 +103,13 @@ class Metrics final : public StreamRenderer {
       if (s.has_other()) by["other"] = Tally(s.other());
       line["by_source"] = std::move(by);
     }
-    if (probes_ && row.probe_notes_size() > 0) {
+    if (probes && row.probe_notes_size() > 0) {
       line["probe_notes"] =
           Json(std::vector<std::string>(row.probe_notes().begin(), row.probe_notes().end()));
     }
     out_->Write(line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n");
   }
-  void Finish(const TraceSetResult& /*result*/) override {}
 
- private:
   // A tally's fields that are not 0, named as in report.proto.
   static Json Tally(const v1::ProbeTally& t) {
     Json j = Json::object();
@@ -72,6 +128,10 @@ class Metrics final : public StreamRenderer {
   OutputStream* out_;
   int32_t rank_ = -1;
   bool probes_ = false;
+  size_t trace_ = 0;
+  std::vector<std::string> paths_;  // of each trace, by its index
+  bool holding_ = true;             // no microbatch with an update yet
+  std::vector<Held> held_;
 };
 
 }  // namespace

@@ -67,7 +67,7 @@ void RankSummary(const v1::AuditReport& report, std::string* out) {
                      r.header().pid() == 0 ? "-" : std::to_string(r.header().pid()),
                      std::to_string(t.microbatches()), std::to_string(t.failing_microbatches()),
                      std::to_string(t.forward_updates()), std::to_string(t.backward_updates()),
-                     VerdictWord(r.verdict()), row.note});
+                     RankVerdictWord(r), row.note});
   }
   *out += "ranks:\n";
   Columns(
@@ -104,7 +104,7 @@ void Group(const ViolationGroup& g, const RenderOptions& options, std::string* o
 }
 
 void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
-  *out += "== " + RankTitle(r) + ": " + VerdictWord(r.verdict()) + "\n";
+  *out += "== " + RankTitle(r) + ": " + RankVerdictWord(r) + "\n";
   *out += "trace     " + Printable(r.path(), 4096) + "\n";
   if (r.has_header()) {
     const v1::TraceHeader& h = r.header();

@@ -16,6 +16,16 @@ RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows) {
     for (const auto& row : rank.microbatches()) sel.rows.push_back(&row);
     return sel;
   }
+  if (rank.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
+    // None judged, none failing: the first rows kept.
+    for (const auto& row : rank.microbatches()) {
+      if (max_rows != 0 && sel.rows.size() >= max_rows) break;
+      sel.rows.push_back(&row);
+    }
+    sel.note = std::to_string(total) + " microbatches, none judged (nothing audited): showing " +
+               std::to_string(sel.rows.size()) + "; --max-rows 0 shows every row";
+    return sel;
+  }
   for (const auto& row : rank.microbatches()) {
     if (row.verdict() != v1::FAIL) continue;
     if (max_rows != 0 && sel.rows.size() >= max_rows) break;
@@ -44,6 +54,11 @@ std::string OutcomeWord(const v1::AuditReport& report) {
     default:
       return report.verdict() == v1::FAIL ? "FAIL" : "PASS";
   }
+}
+
+std::string RankVerdictWord(const v1::RankReport& rank) {
+  if (rank.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) return "NOTHING AUDITED";
+  return VerdictWord(rank.verdict());
 }
 
 bool IsCountViolation(const v1::Violation& v) {

@@ -18,7 +18,7 @@ struct RowSelection {
   std::string note;  // what is not shown, if anything
 };
 // Every row when the rank has at most `max_rows` microbatches (or max_rows is 0), else its failing
-// rows, at most `max_rows`.
+// rows (a trace with nothing audited: its first rows), at most `max_rows`.
 RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows);
 
 // A group of violations shown together: one microbatch's count violations, or one other.
@@ -41,6 +41,10 @@ inline constexpr int kMaxProblems = 100;
 // The job's outcome for a headline: "PASS", "FAIL" (violations), "INCOMPLETE", "NOTHING AUDITED";
 // a report without an outcome (OUTCOME_UNSPECIFIED) is its verdict, "PASS" or "FAIL".
 std::string OutcomeWord(const v1::AuditReport& report);
+
+// A trace's verdict in one word: "NOTHING AUDITED" where the audit judged nothing in it
+// (RankReport.outcome), else its verdict's (VerdictWord).
+std::string RankVerdictWord(const v1::RankReport& rank);
 
 bool IsCountViolation(const v1::Violation& v);
 // "12 microbatches, 3 failing; 40 forward and 210 backward updates"

@@ -74,6 +74,22 @@ v1::RankReport Unreadable(const std::string& path, const std::string& why, std::
   return r;
 }
 
+// A trace of a job with nothing audited that expected updates: its microbatches are not judged
+// (no verdict, none failing, no count violations), and neither is the trace.
+void NotJudged(v1::RankReport* r) {
+  r->set_outcome(v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  r->clear_verdict();
+  r->mutable_totals()->clear_failing_microbatches();
+  for (v1::MicrobatchResult& row : *r->mutable_microbatches()) row.clear_verdict();
+  auto* violations = r->mutable_violations();
+  violations->erase(std::remove_if(violations->begin(), violations->end(),
+                                   [](const v1::Violation& v) {
+                                     return v.kind() == v1::Violation::FORWARD_COUNT ||
+                                            v.kind() == v1::Violation::BACKWARD_COUNT;
+                                   }),
+                    violations->end());
+}
+
 // The job-level audit of traces already read: ranks, totals, outcome. `problems`: the lines of
 // the traces that could not be read in full.
 TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& agreement,
@@ -111,7 +127,6 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     totals->set_microbatches(totals->microbatches() + t.microbatches());
     totals->set_forward_updates(SatAdd(totals->forward_updates(), t.forward_updates()));
     totals->set_backward_updates(SatAdd(totals->backward_updates(), t.backward_updates()));
-    totals->set_failing_microbatches(totals->failing_microbatches() + t.failing_microbatches());
     totals->set_events(SatAdd(totals->events(), t.events()));
     totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
     if (IsDamaged(r)) damaged = true;
@@ -121,7 +136,6 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
   for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
   for (v1::RankRange& m : job.missing) *report.add_missing_ranks() = std::move(m);
 
-  report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
   const std::string traces = Plural(traces_read, "trace", "traces");
   const bool no_update = totals->forward_updates() == 0 && totals->backward_updates() == 0;
   if (damaged) {
@@ -150,6 +164,25 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     result.outcome = Outcome::kViolations;
   } else {
     result.outcome = Outcome::kPass;
+  }
+  // Each trace's outcome, with the job's.
+  totals->clear_failing_microbatches();
+  for (v1::RankReport& r : *report.mutable_ranks()) {
+    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
+    if (result.outcome == Outcome::kNothingAudited && (e.forward > 0 || e.backward > 0)) {
+      NotJudged(&r);
+    } else if (IsDamaged(r) || !r.damage().empty()) {
+      r.set_outcome(v1::AuditReport::OUTCOME_INCOMPLETE);
+    } else {
+      r.set_outcome(r.verdict() == v1::FAIL ? v1::AuditReport::OUTCOME_VIOLATIONS
+                                            : v1::AuditReport::OUTCOME_PASS);
+    }
+    totals->set_failing_microbatches(totals->failing_microbatches() +
+                                     r.totals().failing_microbatches());
+  }
+  // Nothing audited is neither a pass nor a failure: no verdict.
+  if (result.outcome != Outcome::kNothingAudited) {
+    report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
   }
   switch (result.outcome) {
     case Outcome::kIncomplete:

@@ -595,7 +595,13 @@ TEST_F(CheckCli, MicrobatchesWithoutAnyUpdateExit2NotAViolation) {
     EXPECT_TRUE(Contains(r.err, "NVTE_UNFUSED_FP8_UPDATE=1")) << Describe(r);
     EXPECT_TRUE(Contains(r.err, "--patterns FILE")) << Describe(r);
     EXPECT_FALSE(Contains(r.out, "6 of 6 microbatches failing")) << Describe(r);
+    EXPECT_FALSE(Contains(r.out, "FAIL")) << Describe(r);
   }
+  // The trace's own section says so too, and counts none of its microbatches as failing.
+  const Result report = Fp8audit({"report", path});
+  EXPECT_TRUE(Contains(report.out, "== no rank (testhost, pid 1): NOTHING AUDITED\n"))
+      << Describe(report);
+  EXPECT_TRUE(Contains(report.out, "job total: 6 microbatches, 0 failing;")) << Describe(report);
   EXPECT_EQ(Fp8audit({"check", path}).out,
             "NOTHING AUDITED: 1 trace, 6 microbatches, 0 forward and 0 backward updates\n");
 }

@@ -20,24 +20,12 @@ import subprocess
 import sys
 import zlib
 
-SKIP = 77
-BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+from chromium import browser_or_exit
 
 
 def fail(message):
     print("FAIL: " + message, file=sys.stderr)
     sys.exit(1)
-
-
-def find_browser():
-    explicit = os.environ.get("CHROMIUM")
-    if explicit:
-        return explicit if shutil.which(explicit) else None
-    for name in BROWSERS:
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
 
 
 def run(cmd, expect_rc=None, timeout=180):
@@ -177,14 +165,7 @@ def main():
     parser.add_argument("--workdir", required=True)
     args = parser.parse_args()
 
-    browser = find_browser()
-    if browser is None:
-        if os.environ.get("FP8AUDIT_SKIP_BROWSER") == "1":
-            print("SKIP: Chromium not found and FP8AUDIT_SKIP_BROWSER=1")
-            return SKIP
-        fail("Chromium not found (looked for %s, or $CHROMIUM): install it (`apt-get install "
-             "chromium`, see scripts/setup.sh) or set FP8AUDIT_SKIP_BROWSER=1 to skip this test" %
-             ", ".join(BROWSERS))
+    browser = browser_or_exit()
 
     work = os.path.abspath(args.workdir)
     shutil.rmtree(work, ignore_errors=True)

@@ -249,6 +249,43 @@ TEST(RenderJunit, NothingAuditedSkipsTheTracesAndIsAnErrorOfTheJob) {
       << xml;
 }
 
+// A plain PyTorch job's trace: 6 microbatches and not one FP8 state update.
+v1::AuditReport NothingAuditedJob() {
+  TraceBuilder t(-1, 4775);
+  for (int i = 0; i < 6; ++i) t.PlainMicrobatch(0, 0);
+  t.Footer();
+  return Job({t.Audit()});
+}
+
+TEST(Render, NothingAuditedTraceIsPresentedAsNothingAuditedInEveryFormatNotAsFailing) {
+  const v1::AuditReport report = NothingAuditedJob();
+  ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "== no rank (testhost, pid 4775): NOTHING AUDITED\n")) << text;
+  EXPECT_TRUE(Contains(text, "           0     0        0         0       1/1  -\n")) << text;
+  EXPECT_TRUE(Contains(text, "6 microbatches, 0 failing")) << text;
+  EXPECT_FALSE(Contains(text, "violations:")) << text;
+  const std::string md = RenderMarkdown(report, RenderOptions{});
+  EXPECT_TRUE(Contains(md, "## no rank (testhost, pid 4775): NOTHING AUDITED\n")) << md;
+  EXPECT_TRUE(Contains(md, "| 0 | 0 | 0 | 0 | 1/1 | - |")) << md;
+  std::string json;
+  std::string error;
+  ASSERT_TRUE(RenderJson(report, &json, &error)) << error;
+  EXPECT_TRUE(Contains(json, "\"outcome\": \"OUTCOME_NOTHING_AUDITED\"")) << json;
+  EXPECT_FALSE(Contains(json, "\"failingMicrobatches\"") ||
+               Contains(json, "\"failing_microbatches\""))
+      << json;
+  const std::string xml = RenderJunit(report);
+  EXPECT_FALSE(Contains(xml, "<failure")) << xml;
+  EXPECT_TRUE(Contains(xml, "<property name=\"failing microbatches\" value=\"0\"/>")) << xml;
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_FALSE(Contains(html, "b-fail\">FAIL")) << html;
+  EXPECT_FALSE(Contains(html, "<strong>FAIL</strong>")) << html;
+  for (const std::string& out : {text, md, json, xml}) EXPECT_FALSE(Contains(out, "FAIL")) << out;
+  const std::string summary = RenderSummary(report, 10);
+  EXPECT_FALSE(Contains(summary, "failing")) << summary;
+}
+
 TEST(RenderJunit, TracesOfOneRankGetDistinctStableNames) {
   TraceBuilder child(0, 7000, "nvtx");
   child.header()->set_parent_pid(4242);

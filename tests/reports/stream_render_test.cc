@@ -407,6 +407,66 @@ TEST_F(StreamRenderTest, MetricsAreOneJsonLinePerMicrobatch) {
   EXPECT_EQ(lines[3]["microbatch"], 1);
 }
 
+std::vector<nlohmann::ordered_json> Lines(const std::string& text) {
+  std::vector<nlohmann::ordered_json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(nlohmann::ordered_json::parse(line));
+  }
+  return lines;
+}
+
+// A plain PyTorch job's trace: `n` microbatches and not one FP8 state update.
+TraceBuilder PlainTrace(int rank, uint32_t pid, int n) {
+  TraceBuilder t(rank, pid);
+  for (int i = 0; i < n; ++i) t.PlainMicrobatch(0, 0);
+  return t;
+}
+
+TEST_F(StreamRenderTest, NothingAuditedMicrobatchesAreNotShownFailingInChromeTraceNorMetrics) {
+  Write("a.fp8trace", PlainTrace(0, 1, 3));
+  Write("b.fp8trace", PlainTrace(1, 2, 3));
+  TraceSetResult result;
+  const OrderedJson doc = Chrome(&result);
+  ASSERT_EQ(result.report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  const std::vector<OrderedJson> slices = Events(doc, "X", "microbatch");
+  EXPECT_EQ(slices.size(), 6u);
+  for (const OrderedJson& e : slices) {
+    EXPECT_EQ(e["cat"], "microbatch") << e.dump();
+    EXPECT_EQ(e["args"]["verdict"], "not audited") << e.dump();
+    EXPECT_TRUE(Contains(e["name"].get<std::string>(), "NOTHING AUDITED")) << e.dump();
+  }
+  EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (testhost, pid 1): NOTHING AUDITED");
+  EXPECT_EQ(MetaName(doc, "process_name", 2), "rank 1 (testhost, pid 2): NOTHING AUDITED");
+  EXPECT_FALSE(Contains(doc.dump(), "FAIL")) << doc.dump();
+  const std::vector<nlohmann::ordered_json> lines = Lines(Render(Format::kMetrics));
+  ASSERT_EQ(lines.size(), 6u);
+  for (const auto& line : lines) EXPECT_EQ(line["verdict"], "not audited") << line.dump();
+}
+
+TEST_F(StreamRenderTest, ARankWithoutUpdatesAmongRanksWithThemStillFailsInChromeTraceAndMetrics) {
+  Write("a.fp8trace", PlainTrace(0, 1, 2));  // read first: its rows wait for the first update
+  TraceBuilder b(1, 2);
+  b.PlainMicrobatch().PlainMicrobatch();
+  Write("b.fp8trace", b);
+  TraceSetResult result;
+  const OrderedJson doc = Chrome(&result);
+  ASSERT_EQ(result.report.outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+  const std::vector<OrderedJson> slices = Events(doc, "X", "microbatch");
+  ASSERT_EQ(slices.size(), 4u);
+  size_t failing = 0;
+  for (const OrderedJson& e : slices) failing += e["cat"] == "microbatch,fail" ? 1 : 0;
+  EXPECT_EQ(failing, 2u);
+  EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (testhost, pid 1): FAIL");
+  const std::vector<nlohmann::ordered_json> lines = Lines(Render(Format::kMetrics));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["rank"], 0);
+  EXPECT_EQ(lines[0]["verdict"], "fail");
+  EXPECT_EQ(lines[1]["verdict"], "fail");
+  EXPECT_EQ(lines[2]["rank"], 1);
+  EXPECT_EQ(lines[2]["verdict"], "pass");
+}
+
 TEST_F(StreamRenderTest, ChromeTraceShowsCrossChecksAndFactsAsInstantsAndWhatEachProbeSaw) {
   Write("testhost.4242.rank0.fp8trace", testing::ProbeTrace(/*patched=*/true));
   const OrderedJson doc = Chrome();

@@ -466,6 +466,43 @@ TEST_F(TraceSetTest, MicrobatchesWithoutAnyUpdateAreNothingToJudge) {
   EXPECT_EQ(AuditTraceFiles({path}, zero).outcome, Outcome::kPass);
 }
 
+TEST_F(TraceSetTest, NothingAuditedTraceIsNeitherFailingNorCountsFailingMicrobatches) {
+  TraceBuilder t(-1, 1);
+  for (int i = 0; i < 6; ++i) t.PlainMicrobatch(0, 0);
+  t.Footer();
+  const TraceSetResult set = AuditTraceFiles({Write("plain.fp8trace", t)}, TraceSetOptions{});
+  ASSERT_EQ(set.report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  ASSERT_EQ(set.report.ranks_size(), 1);
+  const v1::RankReport& r = set.report.ranks(0);
+  EXPECT_EQ(r.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  EXPECT_NE(r.verdict(), v1::FAIL);
+  EXPECT_NE(set.report.verdict(), v1::FAIL);
+  EXPECT_EQ(r.totals().microbatches(), 6u);
+  EXPECT_EQ(r.totals().failing_microbatches(), 0u);
+  EXPECT_EQ(set.report.totals().failing_microbatches(), 0u);
+  EXPECT_EQ(r.violations_size(), 0);
+  ASSERT_EQ(r.microbatches_size(), 6);
+  for (const v1::MicrobatchResult& row : r.microbatches()) {
+    EXPECT_EQ(row.verdict(), v1::VERDICT_UNSPECIFIED) << row.index();
+  }
+  // Read back (a JSON report's ranks): the same conclusion.
+  const TraceSetResult again = AuditRankReports({r}, TraceSetOptions{});
+  EXPECT_EQ(again.report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  EXPECT_EQ(again.report.ranks(0).outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+}
+
+TEST_F(TraceSetTest, EveryTraceCarriesItsOutcome) {
+  TraceBuilder pass(-1, 1);
+  pass.PlainMicrobatch().Footer();
+  TraceBuilder fail(-1, 2);
+  fail.PlainMicrobatch(1, 2).Footer();
+  const TraceSetResult set = AuditTraceFiles(
+      {Write("pass.fp8trace", pass), Write("fail.fp8trace", fail)}, TraceSetOptions{});
+  ASSERT_EQ(set.report.ranks_size(), 2);
+  EXPECT_EQ(set.report.ranks(0).outcome(), v1::AuditReport::OUTCOME_PASS);
+  EXPECT_EQ(set.report.ranks(1).outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+}
+
 TEST_F(TraceSetTest, SomeMicrobatchesWithoutUpdatesStayAViolation) {
   TraceBuilder t(-1, 1);
   t.PlainMicrobatch().PlainMicrobatch(0, 0).PlainMicrobatch().Footer();
@@ -913,6 +950,11 @@ TEST_F(MultiRankTest, OneRankWithoutUpdatesAmongRanksWithThemIsAViolation) {
             std::vector<std::string>{"ranks disagree in microbatches 0-1 (forward/backward "
                                      "updates): rank 0: 1/1; rank 1: 0/0"})
       << Describe(set);
+  // The rank without updates is judged: it fails, each of its microbatches with it.
+  ASSERT_EQ(set.report.ranks_size(), 2);
+  EXPECT_EQ(set.report.ranks(1).outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+  EXPECT_EQ(set.report.ranks(1).verdict(), v1::FAIL);
+  EXPECT_EQ(set.report.ranks(1).totals().failing_microbatches(), 2u);
 }
 
 TEST(Ranks, RankFromFileNameAndRankList) {
