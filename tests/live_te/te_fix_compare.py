@@ -18,6 +18,7 @@ TE did: te_fix.py records, per direction, how many of TE's updates changed a mod
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import subprocess
@@ -52,10 +53,11 @@ def cell(values: List[Counts]) -> str:
     return " ".join(f"{f}/{b}" for f, b in distinct) if distinct else "-"
 
 
+@functools.lru_cache(maxsize=None)
 def scenario_path(layout: str, backward: str) -> Path:
     """The layout's scenario for the model; for backward inside, its program put in the autocast
     te_fix.py opens around the microbatch (whatever the layout opens itself: inner-autocast
-    layouts open none of their own)."""
+    layouts open none of their own), written once per layout for the counts and the effects."""
     path = HERE / "scenarios" / f"{layout}.textproto"
     if backward != "inside":
         return path
