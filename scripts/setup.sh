@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs=(build-essential cmake ninja-build libprotobuf-dev protobuf-compiler libcli11-dev
       libgtest-dev python3 python3-venv clang libclang-rt-14-dev chromium binutils)
+pkgs+=(ccache)  # rebuilds of the same sources (a second clone, the pip route) come from its cache
 pkgs+=(nlohmann-json3-dev)  # reports/: the JSON of the streaming formats (chrome-trace, metrics)
 if [[ "${FP8AUDIT_SETUP_EXTRA:-}" != "" ]]; then read -r -a extra <<<"$FP8AUDIT_SETUP_EXTRA"; pkgs+=("${extra[@]}"); fi
 missing=()
