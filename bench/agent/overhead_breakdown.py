@@ -18,6 +18,8 @@ usage: overhead_breakdown.py --agent lib/libfp8audit.so --null-subscriber
            lib/libagent_null_subscriber.so [--launch-bench bin/agent_launch_overhead]
            [--configs launch_bound,gpu_bound] [--rounds 5]
            [--te-call-bench bin/agent_te_call_bench --te-lib tests/agent/fake_te/libtransformer_engine.so]
+           [--setups off,agent,agent-te]
+--setups: which of the set-ups above to run (default: all; `off` is always run).
 --te-call-bench: the te-call probe's added time per TE update call (through the agent vs TE's
 own function, alternating batches in one process; CPU only).
 """
@@ -98,13 +100,20 @@ def main():
     ap.add_argument("--cpus", default="2-5")
     ap.add_argument("--te-call-bench")
     ap.add_argument("--te-lib")
+    ap.add_argument("--setups", default="")
     args = ap.parse_args()
     if args.cpus:
         PIN.extend(["taskset", "-c", args.cpus])
     out = tempfile.mkdtemp()
     variants = setups(os.path.abspath(args.agent), os.path.abspath(args.null_subscriber), out)
+    agent_env = dict(variants[3][1], FP8AUDIT_PROBE="te")
+    if args.setups:
+        wanted = set(args.setups.split(",")) | {"off"}
+        unknown = wanted - {name for name, _, _ in variants}
+        if unknown:
+            sys.exit(f"--setups: unknown set-up {', '.join(sorted(unknown))}")
+        variants = [v for v in variants if v[0] in wanted]
     if args.te_call_bench and args.te_lib:
-        agent_env = dict(variants[3][1], FP8AUDIT_PROBE="te")
         results = [run("te-call", [args.te_call_bench, args.te_lib], agent_env, [])
                    for _ in range(args.rounds)]
         med = statistics.median
