@@ -58,6 +58,38 @@ class Counter:
             out += [t.detach().clone() for t in qstate.global_scale_buffer.get(key, [])]
         return out
 
+    def _modules(self, prefix: str) -> List[List[torch.Tensor]]:
+        qstate = self.manager.quantization_state
+        modules: List[List[torch.Tensor]] = []
+        for key, histories in qstate.global_amax_history_buffer.items():
+            if key.startswith(prefix):
+                scales = qstate.global_scale_buffer.get(key, [])
+                modules += [[h.detach().clone(), s.detach().clone()]
+                            for h, s in zip(histories, scales)]
+        return modules
+
+    def mark(self) -> None:
+        """Starts a microbatch for silent() (track_state)."""
+        self._marked = {p: self._modules(p) for p in ("forward", "backward")}
+
+    def silent(self) -> Tuple[int, int]:
+        """Per direction, the modules whose amax history and scale did not move since mark(): none
+        of TE's updates in the microbatch rolled them, because the amax they recorded was 0 (TE's
+        update kernel rolls a history only when its pending amax is nonzero) or they did not run.
+        A module registered since mark() is silent while its history is all zero."""
+        out = []
+        for prefix in ("forward", "backward"):
+            before = getattr(self, "_marked", {}).get(prefix, [])
+            now = self._modules(prefix)
+            count = 0
+            for i, (history, scale) in enumerate(now):
+                if i < len(before):
+                    count += torch.equal(history, before[i][0]) and torch.equal(scale, before[i][1])
+                else:
+                    count += not bool(history.any())
+            out.append(count)
+        return (out[0], out[1])
+
     def take(self) -> Tuple[int, int]:
         out = (self.counts["forward"], self.counts["backward"])
         self.counts["forward"] = self.counts["backward"] = 0

@@ -95,6 +95,8 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
             x = torch.randn(shape, generator=gen).to(device).requires_grad_()
             counter.take()
             counter.take_advancing()
+            if counter.track_state:
+                counter.mark()
             if device == "cuda":
                 torch.cuda.synchronize()  # the previous microbatch's copies are not timed here
             start = time.perf_counter()
@@ -122,11 +124,12 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
             seconds = time.perf_counter() - start
             fwd, bwd = counter.take()
             advancing = list(counter.take_advancing()) if counter.track_state else None
+            silent = list(counter.silent()) if counter.track_state else None
             loss_value = None if loss is None else loss.detach().clone()
             del y, loss  # a graph whose backward failed is freed here, with its frames
             records.append({
                 "microbatch": ctx.mb, "step": step, "forward": fwd, "backward": bwd,
-                "failed": failed, "seconds": seconds, "advancing": advancing,
+                "failed": failed, "seconds": seconds, "advancing": advancing, "silent": silent,
                 "stash_left": stash_entries(counter.manager),
                 "state": fp8_state(layers) if keep_tensors else [],
                 "loss": loss_value,
@@ -207,7 +210,7 @@ def layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode: str) -> Li
         lines.append({"kind": "microbatch", "layout": layout.name, "mode": mode,
                       "backward_placement": args.backward, "microbatch": r["microbatch"],
                       "step": r["step"], "forward": r["forward"], "backward": r["backward"],
-                      "advancing": r["advancing"],
+                      "advancing": r["advancing"], "silent": r["silent"],
                       "failed": r["failed"], "stash_left": r["stash_left"],
                       "finite": r["finite"], **{k: v for k, v in c.items()}})
     import fp8audit.te
