@@ -68,27 +68,43 @@ class Counter:
                             for h, s in zip(histories, scales)]
         return modules
 
+    def forget(self) -> None:
+        """A new run (TE's buffers were reset): no module has moved yet."""
+        self._marked: Dict[str, List[List[torch.Tensor]]] = {}
+        self._moved: Dict[str, set] = {"forward": set(), "backward": set()}
+        self._cold = {"forward": 0, "backward": 0}
+
     def mark(self) -> None:
         """Starts a microbatch for silent() (track_state)."""
+        if not hasattr(self, "_moved"):
+            self.forget()
         self._marked = {p: self._modules(p) for p in ("forward", "backward")}
 
-    def silent(self) -> Tuple[int, int]:
-        """Per direction, the modules whose amax history and scale did not move since mark(): none
-        of TE's updates in the microbatch rolled them, because the amax they recorded was 0 (TE's
-        update kernel rolls a history only when its pending amax is nonzero) or they did not run.
-        A module registered since mark() is silent while its history is all zero."""
-        out = []
+    def silent(self) -> Tuple[Tuple[int, int], Tuple[int, int]]:
+        """Per direction, over the microbatch since mark(): the modules that no update moved, and
+        the modules that had never moved before it (cold: their scale is still TE's initial one).
+        TE's update kernel rolls a history only when its pending amax is nonzero, and a gradient
+        quantized at a cold module's scale can underflow to a zero amax for the module before it,
+        so the model's harmful count is exact only where a direction has neither. A module
+        registered since mark() is cold, and silent while its history is all zero."""
+        silent, cold = [], []
         for prefix in ("forward", "backward"):
-            before = getattr(self, "_marked", {}).get(prefix, [])
+            before = self._marked.get(prefix, [])
+            moved = self._moved[prefix]
             now = self._modules(prefix)
-            count = 0
+            silent_count = cold_count = 0
             for i, (history, scale) in enumerate(now):
+                cold_count += i not in moved
                 if i < len(before):
-                    count += torch.equal(history, before[i][0]) and torch.equal(scale, before[i][1])
+                    still = torch.equal(history, before[i][0]) and torch.equal(scale, before[i][1])
                 else:
-                    count += not bool(history.any())
-            out.append(count)
-        return (out[0], out[1])
+                    still = not bool(history.any())
+                silent_count += still
+                if not still:
+                    moved.add(i)
+            silent.append(silent_count)
+            cold.append(cold_count)
+        return (silent[0], silent[1]), (cold[0], cold[1])
 
     def take(self) -> Tuple[int, int]:
         out = (self.counts["forward"], self.counts["backward"])

@@ -78,6 +78,8 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
     from te_layouts import Ctx, Injected, fp8_state, seeded
 
     reset_te(te)
+    if counter.track_state:
+        counter.forget()
     with seeded(seed):
         layers = [layer.to(device) for layer in layout.build(te, hidden)]
     params = [p for layer in layers for p in layer.parameters()]
@@ -124,12 +126,13 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
             seconds = time.perf_counter() - start
             fwd, bwd = counter.take()
             advancing = list(counter.take_advancing()) if counter.track_state else None
-            silent = list(counter.silent()) if counter.track_state else None
+            silent, cold = counter.silent() if counter.track_state else (None, None)
             loss_value = None if loss is None else loss.detach().clone()
             del y, loss  # a graph whose backward failed is freed here, with its frames
             records.append({
                 "microbatch": ctx.mb, "step": step, "forward": fwd, "backward": bwd,
                 "failed": failed, "seconds": seconds, "advancing": advancing, "silent": silent,
+                "cold": cold,
                 "stash_left": stash_entries(counter.manager),
                 "state": fp8_state(layers) if keep_tensors else [],
                 "loss": loss_value,
@@ -211,6 +214,7 @@ def layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode: str) -> Li
                       "backward_placement": args.backward, "microbatch": r["microbatch"],
                       "step": r["step"], "forward": r["forward"], "backward": r["backward"],
                       "advancing": r["advancing"], "silent": r["silent"],
+                      "cold": r["cold"],
                       "failed": r["failed"], "stash_left": r["stash_left"],
                       "finite": r["finite"], **{k: v for k, v in c.items()}})
     import fp8audit.te

@@ -12,11 +12,11 @@ the scenario rows (state/scenarios on real TE) and the timing lines. Exit 1 when
 
 With --fp8audit, also the model's classification of each unpatched microbatch's extra updates
 (harmful: advances some module's amax history and scale; wasted: changes nothing) against what
-TE did: te_fix.py records, per direction, how many of TE's updates changed a module's state, and
-how many modules no update moved ("silent": the amax they recorded was 0, as in the first
-microbatches while FP8 gradients underflow at the initial scale). TE's kernel rolls a history only
-for a nonzero amax, which the model cannot see: where a direction has silent modules the model's
-harmful count is an upper bound; elsewhere it must be exact.
+TE did: te_fix.py records, per direction, how many of TE's updates changed a module's state, how
+many modules no update moved (silent) and how many had never moved before the microbatch (cold:
+still at TE's initial scale, where the gradient they pass on can underflow to a zero amax). TE's
+kernel rolls a history only for a nonzero amax, which the model cannot see: where a direction has
+silent or cold modules the model's harmful count is an upper bound; elsewhere it must be exact.
 """
 
 from __future__ import annotations
@@ -116,12 +116,13 @@ def live_effects(mb: dict, model: dict) -> Optional[Effects]:
 
 
 def effects_agree(live: Effects, model: Effects, mb: dict) -> bool:
-    """Exact per direction with no silent module; else the model's harmful count bounds TE's."""
-    silent = mb.get("silent") or [0, 0]
+    """Exact per direction with no silent or cold module; else the model's harmful count bounds
+    TE's."""
+    silent, cold = mb.get("silent") or [0, 0], mb.get("cold") or [0, 0]
     for d in (0, 1):
         if live[d] + live[d + 2] != model[d] + model[d + 2]:
             return False
-        if live[d] != model[d] if not silent[d] else live[d] > model[d]:
+        if live[d] != model[d] if not (silent[d] or cold[d]) else live[d] > model[d]:
             return False
     return True
 
@@ -237,10 +238,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif not differing:
             fx_cell = effects_cell(live_fx)
         else:
-            silent = sorted({tuple(un["mbs"][i].get("silent") or (0, 0)) for i in differing})
+            why = sorted({tuple(un["mbs"][i].get("silent") or (0, 0))
+                          + tuple(un["mbs"][i].get("cold") or (0, 0)) for i in differing})
             fx_cell = (f"{effects_cell(live_fx)} ({effects_cell(model_fx)}); differs in "
-                       f"{len(differing)} microbatches from {differing[0]}, silent modules f/b "
-                       f"there: {' '.join('%d/%d' % s for s in silent)}")
+                       f"{len(differing)} microbatches from {differing[0]}, silent f/b cold f/b "
+                       f"there: {', '.join('%d/%d %d/%d' % w for w in why)}")
         agree = ((not te_un or te_un == model_un) and (not te_pa or te_pa == model_pa)
                  and fx_ok
                  and (ag_un is None or cell(ag_un) == cell(te_un))

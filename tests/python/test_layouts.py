@@ -143,14 +143,16 @@ def test_compare_bounds_harmful_extras_only_where_a_module_recorded_a_zero_amax(
         pytest.skip("FP8AUDIT_BIN names no fp8audit command")
     lines = run(capsys, "--layout", "reentrant-single-3", "--mode", "unpatched")
     rows = [line for line in lines if line["kind"] == "microbatch"]
-    assert rows[0]["silent"] == [0, 2] and rows[0]["advancing"] == [1, 1]
+    assert rows[0]["silent"] == [0, 2] and rows[0]["cold"] == [3, 3]
+    assert rows[0]["advancing"] == [1, 1]
+    assert rows[1]["cold"] == [0, 2]  # two modules moved first in microbatch 1, so were cold then
     assert all(row["silent"] == [0, 0] and row["advancing"] == [1, 3] for row in rows[1:])
     results = tmp_path / "fix.jsonl"
     results.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     assert te_fix_compare.main([str(results), "--fp8audit", binary]) == 0
-    assert ("(0/2 1/0); differs in 1 microbatches from 0, silent modules f/b there: 0/2 | yes |"
+    assert ("(0/2 1/0); differs in 1 microbatches from 0, silent f/b cold f/b there: 0/2 3/3 | yes |"
             in capsys.readouterr().out)
-    unexplained = [dict(line, silent=[0, 0]) if line["kind"] == "microbatch" else line
+    unexplained = [dict(line, silent=[0, 0], cold=[0, 0]) if line["kind"] == "microbatch" else line
                    for line in lines]
     results.write_text("\n".join(json.dumps(line) for line in unexplained) + "\n")
     assert te_fix_compare.main([str(results), "--fp8audit", binary]) == 1
