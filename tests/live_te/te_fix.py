@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import statistics
@@ -129,6 +130,10 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
             silent, cold = counter.silent() if counter.track_state else (None, None)
             loss_value = None if loss is None else loss.detach().clone()
             del y, loss  # a graph whose backward failed is freed here, with its frames
+            if failed:
+                # ... unless a reference cycle holds it (an exception's traceback keeps the
+                # checkpoint's frames): the patch drops a frame's stash when its graph is freed
+                gc.collect()
             records.append({
                 "microbatch": ctx.mb, "step": step, "forward": fwd, "backward": bwd,
                 "failed": failed, "seconds": seconds, "advancing": advancing, "silent": silent,

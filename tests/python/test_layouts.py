@@ -3,6 +3,7 @@ layout of issue 14 updates once forward and once backward per microbatch, leaves
 stash, and its FP8 state, loss, input and weight gradients equal the no-checkpoint twin's bitwise
 over 3 microbatches x 2 optimizer steps; unpatched, the duplicates are TE's."""
 
+import gc
 import json
 from pathlib import Path
 
@@ -175,3 +176,28 @@ def test_scenarios_and_timing_lines_feed_the_table(capsys, tmp_path):
     assert "| reentrant_per_layer | unpatched | 4/3 | 4/3 | yes |" in out
     assert "| reentrant_per_layer | patched | 1/1 | 1/1 | yes |" in out
     assert "ratio x" in out
+
+
+def test_stash_is_counted_once_a_failed_recompute_graph_held_in_a_cycle_is_freed(capsys,
+                                                                                  monkeypatch):
+    """The patch keeps a frame's stash while its graph may still be recomputed and drops it when
+    the graph is freed. A failed backward's graph can outlive the microbatch in a reference cycle
+    (an exception whose traceback holds the checkpoint's frames and is itself held in a cycle):
+    TE's stash counts as left only if it stays once that garbage is collected."""
+    import te_layouts
+
+    class CyclicInjected(te_layouts.Injected):
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)
+            self.me = self
+
+    monkeypatch.setattr(te_layouts, "Injected", CyclicInjected)
+    gc.disable()  # no collection by chance: only the one te_fix makes
+    try:
+        lines = run(capsys, "--layout", "exception-recompute", "--mode", "patched", "--backward",
+                    "inside")
+    finally:
+        gc.enable()
+    rows = [line for line in lines if line["kind"] == "microbatch"]
+    assert any(row["failed"] for row in rows)
+    assert [row["stash_left"] for row in rows] == [0] * len(rows)
