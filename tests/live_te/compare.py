@@ -13,6 +13,9 @@ import sys
 from collections import OrderedDict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_tables import fail, report_counts, split_like  # noqa: E402
+
 # layout -> (layers, linears per layer, checkpoint, segments) for `fp8audit model --layers`
 MODEL_LAYOUTS = {
     "none": (3, 1, "none", "single"),
@@ -32,11 +35,6 @@ RUNS = {
 }
 
 
-def fail(message):
-    print(f"compare.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def te_counts(path):
     """layout -> list of (forward, backward), in microbatch order."""
     out = OrderedDict()
@@ -47,29 +45,6 @@ def te_counts(path):
                 out.setdefault(row["layout"], []).append((row["forward"], row["backward"]))
     except (OSError, ValueError, KeyError) as e:
         fail(f"{path}: {e}")
-    return out
-
-
-def agent_counts(path):
-    """All microbatches of the single rank in an `fp8audit report --format json` file."""
-    try:
-        report = json.loads(path.read_text())
-        (rank,) = report["ranks"]
-        return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
-                for m in rank["microbatches"]]
-    except (OSError, ValueError, KeyError) as e:
-        fail(f"{path}: {e}")
-
-
-def split_like(reference, flat, path):
-    """Cuts the agent's flat microbatch list into the layouts' runs, in the script's order."""
-    total = sum(len(v) for v in reference.values())
-    if len(flat) != total:
-        fail(f"{path}: the agent saw {len(flat)} microbatches, the script ran {total}")
-    out, i = OrderedDict(), 0
-    for layout, rows in reference.items():
-        out[layout] = flat[i:i + len(rows)]
-        i += len(rows)
     return out
 
 
@@ -100,9 +75,9 @@ def main():
     for backward, (plain, markers, nomarkers) in RUNS.items():
         reference = te_counts(args.results / f"{plain}.jsonl")
         same_run = te_counts(args.results / f"{markers}.jsonl")
-        with_markers = split_like(reference, agent_counts(args.results / f"{markers}.json"),
+        with_markers = split_like(reference, report_counts(args.results / f"{markers}.json"),
                                   args.results / f"{markers}.json")
-        without = (split_like(reference, agent_counts(args.results / f"{nomarkers}.json"),
+        without = (split_like(reference, report_counts(args.results / f"{nomarkers}.json"),
                               args.results / f"{nomarkers}.json") if nomarkers else None)
         for layout, counts in reference.items():
             cells = [cell(counts), cell(with_markers[layout]),

@@ -22,16 +22,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from compare import MODEL_LAYOUTS  # noqa: E402  (layout -> fp8audit model flags)
+from live_tables import fail, report_counts, split_like  # noqa: E402
 
 SOURCES = (("TE_CALL", "te-call"), ("PYTHON_HOOK", "python hook"), ("KERNEL", "cupti"))
 FORWARD = {"UPDATE_FORWARD", "CROSSCHECK_UPDATE_FORWARD"}
 BACKWARD = {"UPDATE_BACKWARD", "CROSSCHECK_UPDATE_BACKWARD"}
 UNKNOWN = {"UPDATE", "CROSSCHECK_UPDATE"}
-
-
-def fail(message):
-    print(f"probes_compare.py: {message}", file=sys.stderr)
-    sys.exit(2)
 
 
 def json_lines(path):
@@ -82,27 +78,6 @@ def probe_counts(path):
             continue
         current[event["source"]][d] += event.get("count") or 1
     return header or {}, microbatches
-
-
-def report_counts(path):
-    try:
-        report = json.loads(path.read_text())
-        (rank,) = report["ranks"]
-        return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
-                for m in rank["microbatches"]]
-    except (OSError, ValueError, KeyError) as e:
-        fail(f"{path}: {e}")
-
-
-def split_like(reference, flat, what):
-    total = sum(len(v) for v in reference.values())
-    if len(flat) != total:
-        fail(f"{what}: {len(flat)} microbatches, the script ran {total}")
-    out, i = OrderedDict(), 0
-    for layout, rows in reference.items():
-        out[layout] = flat[i:i + len(rows)]
-        i += len(rows)
-    return out
 
 
 def model_counts(fp8audit, layout, backward):

@@ -35,13 +35,8 @@ from typing import Dict, List, Optional, Tuple
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "python"))
-
-Counts = Tuple[int, int]
-
-
-def fail(message: str) -> None:
-    print(f"te_fix_compare.py: {message}", file=sys.stderr)
-    sys.exit(2)
+sys.path.insert(0, str(HERE))
+from live_tables import Counts, fail, report_counts  # noqa: E402
 
 
 def read_lines(path: Path) -> List[dict]:
@@ -132,17 +127,6 @@ def effects_cell(values: List[Effects]) -> str:
     return " ".join(f"{hf}/{hb} {wf}/{wb}" for hf, hb, wf, wb in distinct) if distinct else "-"
 
 
-def agent_microbatches(report: Path) -> List[Counts]:
-    try:
-        data = json.loads(report.read_text())
-        (rank,) = data["ranks"]
-        return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
-                for m in rank["microbatches"]]
-    except (OSError, ValueError, KeyError) as e:
-        fail(f"{report}: {e}")
-    return []
-
-
 def split_agent(lines: List[dict], flat: List[Counts], report: Path) -> Dict[tuple, List[Counts]]:
     """The agent saw, per layout and mode, the run's microbatches then the twin's."""
     out: Dict[tuple, List[Counts]] = {}
@@ -180,7 +164,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         by_hook = any(line.get("patched_by_hook") for line in lines if line["kind"] == "layout")
         if path in agents:
             for (layout, mode), counts in split_agent(
-                    lines, agent_microbatches(agents[path]), agents[path]).items():
+                    lines, report_counts(agents[path]), agents[path]).items():
                 placement = next(line["backward_placement"] for line in lines
                                  if line["kind"] == "layout")
                 agent_counts[(placement, layout, "patched" if by_hook else mode)] = counts
