@@ -14,7 +14,6 @@ Usage: chrome_trace_browser_test.py --fp8audit BIN --workdir DIR
 Without Chromium the test fails, unless FP8AUDIT_SKIP_BROWSER=1: then it exits 77 (skipped).
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from chromium import browser_or_exit
+from chromium import browser_test_setup
 
 # Runs in a devtools:// page: parses the events with DevTools' trace engine and describes the
 # processes and threads it built.
@@ -108,16 +107,7 @@ class DevTools:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--fp8audit", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
-
-    browser = browser_or_exit()
-
-    work = os.path.abspath(args.workdir)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
+    args, browser, work = browser_test_setup()
     traces = os.path.join(work, "traces")
     os.makedirs(traces)
     first = os.path.join(traces, "a.fp8trace")

@@ -11,16 +11,14 @@ Usage: html_browser_test.py --fp8audit BIN --workdir DIR
 Without Chromium the test fails, unless FP8AUDIT_SKIP_BROWSER=1: then it exits 77 (skipped).
 """
 
-import argparse
 import html.parser
 import os
-import shutil
 import struct
 import subprocess
 import sys
 import zlib
 
-from chromium import browser_or_exit
+from chromium import browser_test_setup
 
 
 def fail(message):
@@ -160,16 +158,7 @@ def check_screenshot(path):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--fp8audit", required=True)
-    parser.add_argument("--workdir", required=True)
-    args = parser.parse_args()
-
-    browser = browser_or_exit()
-
-    work = os.path.abspath(args.workdir)
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
+    args, browser, work = browser_test_setup()
     trace = os.path.join(work, "known.fp8trace")
     page = os.path.join(work, "known.html")
     shot = os.path.join(work, "known.png")
