@@ -2,12 +2,16 @@
 
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "proto/fd_guard.h"
+#include "proto/file_kind.h"
 
 namespace fp8audit {
 
@@ -21,6 +25,19 @@ void AppendRecord(const v1::TraceRecord& record, std::string* out) {
   auto* p = reinterpret_cast<uint8_t*>(out->data() + start);
   p = pbio::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(size), p);
   record.SerializeWithCachedSizesToArray(p);
+}
+
+TraceFileWriter::TraceFileWriter(int fd, std::string path)
+    : fd_(MoveFdHigh(fd)), path_(std::move(path)) {
+  const FdIdentity id = FdIdentity::Of(fd_);
+  dev_ = id.dev;
+  ino_ = id.ino;
+  if (!path_.empty() && path_[0] == '/') {
+    reopen_path_ = path_;
+  } else {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof(cwd)) != nullptr) reopen_path_ = std::string(cwd) + "/" + path_;
+  }
 }
 
 std::unique_ptr<TraceFileWriter> TraceFileWriter::Create(const std::string& path,
@@ -66,7 +83,39 @@ std::unique_ptr<TraceFileWriter> TraceFileWriter::CreateNew(const std::string& d
   return std::unique_ptr<TraceFileWriter>(new TraceFileWriter(fd, dir + "/" + name));
 }
 
-TraceFileWriter::~TraceFileWriter() { ::close(fd_); }
+TraceFileWriter::~TraceFileWriter() {
+  if (Mine(fd_)) ::close(fd_);
+}
+
+bool TraceFileWriter::Mine(int fd) const {
+  // Device and inode, and the size this writer gave it: an inode number is reused at once for a
+  // file created after this one was removed.
+  struct stat st {};
+  return fd >= 0 && ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == dev_ &&
+         static_cast<uint64_t>(st.st_ino) == ino_ && S_ISREG(st.st_mode) &&
+         static_cast<uint64_t>(st.st_size) == size_;
+}
+
+int TraceFileWriter::Fd() {
+  if (Mine(fd_)) return fd_;
+  // Closed by the process, and its number perhaps reused: never touched again.
+  fd_ = -1;
+  const int fd = reopen_path_.empty()
+                     ? -1
+                     : ::open(reopen_path_.c_str(), O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    error_ = path_ + ": its descriptor was closed and it cannot be opened again (" +
+             std::strerror(errno) + ")";
+    return -1;
+  }
+  if (!Mine(fd)) {
+    ::close(fd);
+    error_ = path_ + ": its descriptor was closed and the file was removed or replaced";
+    return -1;
+  }
+  fd_ = MoveFdHigh(fd);
+  return fd_;
+}
 
 bool TraceFileWriter::Write(const v1::TraceRecord& record) {
   std::string bytes;
@@ -75,15 +124,39 @@ bool TraceFileWriter::Write(const v1::TraceRecord& record) {
 }
 
 bool TraceFileWriter::WriteFramed(const std::string& bytes) {
+  const int fd = Fd();
+  if (fd < 0) return false;
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
+    const ssize_t n =
+        ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(size_ + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int saved = n < 0 ? errno : ENOSPC;
+      error_ = path_ + ": " + std::strerror(saved);
+      // Take back the part written: the file ends with the last whole record again.
+      if (done > 0 && ::ftruncate(fd, static_cast<off_t>(size_)) != 0) {
+        error_ += "; a partial record is left at byte " + std::to_string(size_) + " (" +
+                  std::strerror(errno) + ")";
+      }
+      errno = saved;
       return false;
     }
     done += static_cast<size_t>(n);
   }
+  size_ += done;
+  return true;
+}
+
+bool TraceFileWriter::Truncate(uint64_t size) {
+  if (size > size_) return false;
+  const int fd = Fd();
+  if (fd < 0) return false;
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    error_ = path_ + ": " + std::strerror(errno);
+    return false;
+  }
+  size_ = size;
   return true;
 }
 
@@ -120,16 +193,6 @@ Prefix DecodeSizePrefix(const uint8_t* p, size_t n, uint64_t* value, size_t* len
     }
   }
   return n >= kMaxVarintBytes ? Prefix::kMalformed : Prefix::kShort;
-}
-
-// "a FIFO", "a directory", ... for a file that is not a regular one.
-const char* FileKind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
 }
 
 // Parses one record's bytes. An event record (the usual kind: field 2 alone, spanning the record)

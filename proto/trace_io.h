@@ -18,6 +18,15 @@ inline constexpr uint32_t kTraceSchemaVersion = 1;
 void AppendRecord(const v1::TraceRecord& record, std::string* out);
 
 // Writes records to a file. Not thread-safe; the agent serialises through its writer thread.
+//
+// Whole records only: each write puts its bytes at the end of what was written before; a write cut
+// short (a full disk, the file size limit) is undone (the file cut back to the records before it)
+// and fails, so a later write that succeeds follows a whole record and the caller may try the same
+// bytes again. Only into its own file: the descriptor is moved high (fd_guard.h) and checked
+// before each write and at close (device, inode and the size written); when the process closed it
+// (and may have reused its number), the file is opened again by path (absolute, taken at
+// creation) if that path still names the same file, else writing fails ("... was removed or
+// replaced"). A descriptor that is no longer this file's is never written to or closed.
 class TraceFileWriter {
  public:
   // Creates (truncates) `path`. Returns nullptr and sets `error` on failure.
@@ -36,14 +45,29 @@ class TraceFileWriter {
   TraceFileWriter& operator=(const TraceFileWriter&) = delete;
 
   bool Write(const v1::TraceRecord& record);
-  // Writes already-framed bytes (from AppendRecord).
+  // Writes already-framed bytes (from AppendRecord): all of them, or none (see above). On failure
+  // error() says why ("PATH: No space left on device").
   bool WriteFramed(const std::string& bytes);
+  // Cuts the file back to `size` bytes, a size() it had (to take back what was written since).
+  bool Truncate(uint64_t size);
+  // Bytes written: where the next record goes.
+  uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  const std::string& error() const { return error_; }
 
  private:
-  TraceFileWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  TraceFileWriter(int fd, std::string path);
+  // The descriptor of this writer's file, opened again when the process closed or reused it; -1
+  // (error() set) when the file cannot be had.
+  int Fd();
+  // Whether `fd` is open on this writer's file (device, inode, and the size it wrote).
+  bool Mine(int fd) const;
   int fd_;
   std::string path_;
+  std::string reopen_path_;  // absolute
+  uint64_t dev_ = 0, ino_ = 0;
+  uint64_t size_ = 0;
+  std::string error_;
 };
 
 // Reads records one at a time, with bounded memory.

@@ -1,5 +1,6 @@
 #include "agent/src/config.h"
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <tuple>
@@ -157,6 +158,21 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
     }
     features += ",";
     c.python_hook = features.find(",te-count,") != std::string::npos;
+  }
+
+  if (const char* v = env("FP8AUDIT_RUN_ID"); v != nullptr) {
+    const std::string id = v;
+    const bool ok =
+        !id.empty() && id.size() <= kMaxRunId && std::all_of(id.begin(), id.end(), [](char ch) {
+          return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 ch == '.' || ch == '_' || ch == '-';
+        });
+    if (ok) {
+      c.run_id = id;
+    } else {
+      warn("FP8AUDIT_RUN_ID", v,
+           "is not 1-" + std::to_string(kMaxRunId) + " letters, digits, '.', '_' or '-'", "none");
+    }
   }
 
   for (const char* name : {"RANK", "LOCAL_RANK", "SLURM_PROCID"}) {

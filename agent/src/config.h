@@ -36,10 +36,12 @@ struct Config {
   ProbeMode probe = ProbeMode::kAuto;                    // FP8AUDIT_PROBE=auto|te|cupti|all
   bool python_hook = false;  // FP8AUDIT_PYHOOK names te-count (the Python hook counts updates)
   int32_t rank = -1;         // RANK, else LOCAL_RANK, else SLURM_PROCID
+  std::string run_id;        // FP8AUDIT_RUN_ID: [A-Za-z0-9._-], at most kMaxRunId bytes
 };
 
 inline constexpr uint32_t kMaxExpectation = 1000000;
 inline constexpr size_t kMaxMarkerName = 200;
+inline constexpr size_t kMaxRunId = 64;
 
 using EnvLookup = std::function<const char*(const char*)>;
 

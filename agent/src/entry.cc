@@ -7,7 +7,8 @@
 //   NVTX_INJECTION64_PATH  each NVTX client calls InitializeInjectionNvtx2 at its first NVTX call
 // and, from libfp8audit.so's definitions of Transformer Engine's update entry points, the te-call
 // probe's fp8audit_agent_te_begin / fp8audit_agent_te_end around each call (te_probe.h); from its
-// definitions of _exit and _Exit, fp8audit_agent_before_exit (Agent::FinishBeforeImmediateExit).
+// definitions of _exit and _Exit, fp8audit_agent_before_exit (Agent::FinishBeforeImmediateExit);
+// from its exec family, fp8audit_agent_before_exec and fp8audit_agent_after_failed_exec.
 #include <dirent.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -147,6 +148,17 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_te_begin(in
 extern "C" __attribute__((visibility("default"))) void fp8audit_agent_before_exit() {
   fp8audit::agent::Agent& a = fp8audit::agent::Agent::Get();
   if (a.enabled()) a.FinishBeforeImmediateExit();
+}
+
+// Around an exec (shim.cc): the trace sealed before it, unsealed when it returns (it failed).
+extern "C" __attribute__((visibility("default"))) void fp8audit_agent_before_exec() {
+  fp8audit::agent::Agent& a = fp8audit::agent::Agent::Get();
+  if (a.enabled()) a.BeforeExec();
+}
+
+extern "C" __attribute__((visibility("default"))) void fp8audit_agent_after_failed_exec() {
+  fp8audit::agent::Agent& a = fp8audit::agent::Agent::Get();
+  if (a.enabled()) a.AfterFailedExec();
 }
 
 extern "C" __attribute__((visibility("default"))) void fp8audit_agent_te_end() {

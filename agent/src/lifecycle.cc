@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <initializer_list>
 
 #include "agent/src/recorder.h"
 
@@ -49,8 +48,16 @@ void OnSignal(int sig, siginfo_t* info, void* context) {
   errno = saved_errno;
 }
 
+// Signals whose default action ends the process: the trace is written (footer included) before
+// the process ends by the same signal. Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL) too: the writer
+// thread finishes the trace while the faulting thread waits (at most 2 s), then the default action
+// runs where the fault happened.
+constexpr int kFatalSignals[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGABRT,
+                                 SIGBUS,  SIGFPE,  SIGSEGV, SIGUSR1, SIGUSR2,
+                                 SIGPIPE, SIGALRM, SIGTERM, SIGXCPU, SIGXFSZ};
+
 void InstallSignalHandlers() {
-  for (int sig : {SIGTERM, SIGINT}) {
+  for (int sig : kFatalSignals) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) != 0) continue;
     if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;  // e.g. nohup

@@ -1,7 +1,8 @@
-// Process lifecycle around the recorder: SIGTERM/SIGINT (flush, then the job's own disposition;
-// the default one re-raised after the footer), fork (the agent's locks are held across fork() so a
-// child never inherits one locked; the child starts afresh with its own trace) and exit (atexit:
-// the final flush and footer).
+// Process lifecycle around the recorder: signals whose default action ends the process (SIGTERM,
+// SIGINT, SIGHUP, SIGQUIT, SIGABRT, faults such as SIGSEGV, ...: flush, then the job's own
+// disposition; the default one re-raised after the footer), fork (the agent's locks are held across
+// fork() so a child never inherits one locked; the child starts afresh with its own trace) and exit
+// (atexit: the final flush and footer).
 #pragma once
 
 #include <mutex>

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <iterator>
 
+#include "proto/file_kind.h"
+
 namespace fp8audit::agent {
 namespace {
 
@@ -264,7 +266,8 @@ bool ParsePatterns(std::string_view text, std::string_view source, std::vector<P
 }
 
 bool LoadPatternFile(const std::string& path, std::vector<PatternRule>* rules, std::string* error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that a FIFO (or a device) is refused at once instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     *error = path + ": " + std::strerror(errno);
     return false;
@@ -272,9 +275,11 @@ bool LoadPatternFile(const std::string& path, std::vector<PatternRule>* rules, s
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    *error = path + ": not a regular file";
+    *error = path + ": not a regular file (" + FileKind(st.st_mode) + ")";
     return false;
   }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   std::string text;
   char buf[8192];
   for (;;) {

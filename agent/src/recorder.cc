@@ -153,6 +153,16 @@ void Agent::FinishBeforeImmediateExit() {
   writer_.FinishBeforeImmediateExit();
 }
 
+void Agent::BeforeExec() {
+  if (static_cast<uint32_t>(::getpid()) != pid_) return;  // a vfork child: the parent's trace
+  writer_.SealForExec();
+}
+
+void Agent::AfterFailedExec() {
+  if (static_cast<uint32_t>(::getpid()) != pid_) return;
+  writer_.UnsealAfterFailedExec();
+}
+
 void Agent::StartAfresh() {
   parent_pid_ = pid_;
   pid_ = static_cast<uint32_t>(::getpid());

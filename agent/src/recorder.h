@@ -129,6 +129,11 @@ class Agent final : public RecordSink {
   // the parent's memory, and the parent's trace goes on). Waits with nanosleep and atomics only,
   // allocates nothing and takes no lock on the calling thread (it may be a signal handler).
   void FinishBeforeImmediateExit();
+  // Before an exec (shim.cc): the trace sealed, every pending event and its footer written
+  // (WriterThread::SealForExec; nothing in a vfork child or where no trace is open). After an exec
+  // that failed: the footer taken back, recording goes on. Async-signal-safe, as exec is.
+  void BeforeExec();
+  void AfterFailedExec();
 
   void SetCudaFacts(std::string gpu, std::string driver, std::string cuda);
   void SetCupti(std::string path, uint32_t api_version);

@@ -23,10 +23,13 @@
 // from the first two pointers of the object (libstdc++ and libc++ lay a vector out as begin, end,
 // capacity). tests/agent/fake_te checks this against a library compiled with the real signature.
 //
-// Preloaded, it also defines `_exit` and `_Exit` (see "Leaving through _exit" below).
+// Preloaded, it also defines `_exit` and `_Exit` (see "Leaving through _exit" below) and the exec
+// family (see "Replacing the image" below).
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +49,7 @@ using TeEndFn = void (*)();
 using BeforeExitFn = void (*)();
 using ExitFn = void (*)(int);
 using FlushFn = int (*)(char*, size_t);
+using ExecHookFn = void (*)();
 
 struct Impl {
   bool tried = false;
@@ -56,7 +60,9 @@ struct Impl {
   TeBeginFn te_begin = nullptr;  // optional (an older implementation lacks the te-call probe)
   TeEndFn te_end = nullptr;
   BeforeExitFn before_exit = nullptr;  // optional (an older implementation lacks it)
-  FlushFn flush = nullptr;  // optional
+  FlushFn flush = nullptr;             // optional
+  ExecHookFn before_exec = nullptr;    // optional
+  ExecHookFn after_failed_exec = nullptr;
 };
 Impl g_impl;
 
@@ -109,6 +115,10 @@ void Load() {
   g_impl.flush = reinterpret_cast<FlushFn>(dlsym(h, "fp8audit_agent_flush"));
   if (g_impl.te_begin == nullptr || g_impl.te_end == nullptr) g_impl.te_begin = nullptr;
   g_impl.before_exit = reinterpret_cast<BeforeExitFn>(dlsym(h, "fp8audit_agent_before_exit"));
+  g_impl.before_exec = reinterpret_cast<ExecHookFn>(dlsym(h, "fp8audit_agent_before_exec"));
+  g_impl.after_failed_exec =
+      reinterpret_cast<ExecHookFn>(dlsym(h, "fp8audit_agent_after_failed_exec"));
+  if (g_impl.after_failed_exec == nullptr) g_impl.before_exec = nullptr;
   if (g_impl.start == nullptr || g_impl.injection == nullptr || g_impl.nvtx == nullptr) {
     g_impl = Impl{true};
     Say("the agent library lacks its entry points: ", impl);
@@ -267,11 +277,151 @@ extern "C" __attribute__((visibility("default"))) void _Exit(int status) noexcep
   LeaveThrough(g_next_Exit, status);
 }
 
+// ---- Replacing the image: the exec family ------------------------------------------------------
+//
+// A successful exec ends this image without exit handlers: what was recorded but not yet written,
+// and the footer, would be lost. Preloaded, these definitions come before libc's: each one lets the
+// implementation seal the trace (fp8audit_agent_before_exec: every pending event and the footer,
+// bounded, async-signal-safe as exec is; nothing in a vfork child or where no trace is open), then
+// calls the next definition (resolved when this library is loaded). The new image loads the agent
+// again and writes a trace of its own (the same pid: the next free name). When the exec fails, the
+// footer is taken back (fp8audit_agent_after_failed_exec) and recording goes on in the same trace;
+// errno is the exec's. execl, execlp and execle build their argument vector here and go through
+// execv, execvp and execve (libc's own would call its execve directly, past this library).
+//
+// Not covered: execveat, the exec system call made directly, posix_spawn (its child execs inside
+// libc; that child has recorded nothing).
+
+namespace {
+
+using ExecveFn = int (*)(const char*, char* const[], char* const[]);
+using ExecvFn = int (*)(const char*, char* const[]);
+using FexecveFn = int (*)(int, char* const[], char* const[]);
+
+ExecveFn g_next_execve = nullptr;
+ExecvFn g_next_execv = nullptr;
+ExecvFn g_next_execvp = nullptr;
+ExecveFn g_next_execvpe = nullptr;
+FexecveFn g_next_fexecve = nullptr;
+
+template <typename Fn>
+Fn Next(const char* name) {
+  void* next = dlsym(RTLD_NEXT, name);
+  return next != nullptr && !InThisLibrary(next) ? reinterpret_cast<Fn>(next) : nullptr;
+}
+
+// Runs one exec through `call` (the next definition), sealing the trace around it.
+template <typename Call>
+int Exec(Call call) {
+  const ExecHookFn before = g_impl.before_exec;
+  if (before != nullptr) before();
+  const int rc = call();
+  const int saved = errno;
+  if (before != nullptr) g_impl.after_failed_exec();
+  errno = saved;
+  return rc;
+}
+
+int NoExec() {
+  errno = ENOSYS;
+  return -1;
+}
+
+// The arguments of a list form, `first` and those after it up to the null pointer that ends them.
+size_t CountArgs(const char* first, va_list* ap) {
+  if (first == nullptr) return 0;
+  size_t n = 1;
+  while (va_arg(*ap, const char*) != nullptr) ++n;
+  return n;
+}
+
+// Copies those `n` arguments into `argv` (n + 1 entries, null-terminated) and reads past the null
+// pointer that ends them.
+void FillArgs(const char* first, va_list* ap, const char** argv, size_t n) {
+  if (n > 0) argv[0] = first;
+  for (size_t i = 1; i < n; ++i) argv[i] = va_arg(*ap, const char*);
+  if (n > 0) (void)va_arg(*ap, const char*);
+  argv[n] = nullptr;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
+                                                             char* const envp[]) noexcept {
+  return Exec([&] { return g_next_execve ? g_next_execve(path, argv, envp) : NoExec(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int execv(const char* path,
+                                                            char* const argv[]) noexcept {
+  return Exec([&] { return g_next_execv ? g_next_execv(path, argv) : NoExec(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int execvp(const char* file,
+                                                             char* const argv[]) noexcept {
+  return Exec([&] { return g_next_execvp ? g_next_execvp(file, argv) : NoExec(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
+                                                              char* const envp[]) noexcept {
+  return Exec([&] { return g_next_execvpe ? g_next_execvpe(file, argv, envp) : NoExec(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int fexecve(int fd, char* const argv[],
+                                                              char* const envp[]) noexcept {
+  return Exec([&] { return g_next_fexecve ? g_next_fexecve(fd, argv, envp) : NoExec(); });
+}
+
+// The list forms: argv (and, for execle, envp after it) from the variadic arguments, on the stack.
+extern "C" __attribute__((visibility("default"))) int execl(const char* path, const char* arg,
+                                                            ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  const size_t n = CountArgs(arg, &ap);
+  va_end(ap);
+  auto** argv = static_cast<const char**>(__builtin_alloca((n + 1) * sizeof(char*)));
+  va_start(ap, arg);
+  FillArgs(arg, &ap, argv, n);
+  va_end(ap);
+  return execv(path, const_cast<char* const*>(argv));
+}
+
+extern "C" __attribute__((visibility("default"))) int execlp(const char* file, const char* arg,
+                                                             ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  const size_t n = CountArgs(arg, &ap);
+  va_end(ap);
+  auto** argv = static_cast<const char**>(__builtin_alloca((n + 1) * sizeof(char*)));
+  va_start(ap, arg);
+  FillArgs(arg, &ap, argv, n);
+  va_end(ap);
+  return execvp(file, const_cast<char* const*>(argv));
+}
+
+extern "C" __attribute__((visibility("default"))) int execle(const char* path, const char* arg,
+                                                             ...) noexcept {
+  va_list ap;
+  va_start(ap, arg);
+  const size_t n = CountArgs(arg, &ap);
+  va_end(ap);
+  auto** argv = static_cast<const char**>(__builtin_alloca((n + 1) * sizeof(char*)));
+  va_start(ap, arg);
+  FillArgs(arg, &ap, argv, n);
+  char* const* envp = va_arg(ap, char* const*);  // after the null pointer that ends the arguments
+  va_end(ap);
+  return execve(path, const_cast<char* const*>(argv), envp);
+}
+
 namespace {
 
 __attribute__((constructor)) void Fp8auditShimLoad() {
   g_next_exit = NextExit("_exit");
   g_next_Exit = NextExit("_Exit");
+  g_next_execve = Next<ExecveFn>("execve");
+  g_next_execv = Next<ExecvFn>("execv");
+  g_next_execvp = Next<ExecvFn>("execvp");
+  g_next_execvpe = Next<ExecveFn>("execvpe");
+  g_next_fexecve = Next<FexecveFn>("fexecve");
   Load();
 }
 

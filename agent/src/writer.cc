@@ -1,27 +1,19 @@
 #include "agent/src/writer.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "agent/src/converter.h"
-#include "agent/src/live_check.h"
 #include "agent/src/probe_control.h"
 #include "agent/src/recorder.h"
+#include "agent/src/trace_writer.h"
 #include "proto/text_escape.h"
-#include "proto/trace_io.h"
 
 #ifndef FP8AUDIT_VERSION
 #define FP8AUDIT_VERSION "unknown"
@@ -32,39 +24,6 @@ namespace fp8audit::agent {
 namespace v1 = ::fp8audit::v1;
 
 namespace {
-
-void MakeDirs(const std::string& path) {
-  std::string partial;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    partial = path.substr(0, pos);
-    if (!partial.empty()) ::mkdir(partial.c_str(), 0755);
-  }
-}
-
-std::vector<std::string> ReadCommandLine() {
-  std::vector<std::string> args;
-  const int fd = ::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return args;
-  std::string text;
-  char buf[4096];
-  while (text.size() < 65536) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  size_t start = 0;
-  while (start < text.size() && args.size() < 256) {
-    size_t end = text.find('\0', start);
-    if (end == std::string::npos) end = text.size();
-    args.push_back(text.substr(start, std::min<size_t>(end - start, 4096)));
-    start = end + 1;
-  }
-  return args;
-}
 
 std::string DropCause(DropReason why, const RingOptions& o) {
   const std::string full =
@@ -117,116 +76,15 @@ v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32
   h.set_markers(c.markers_configured ? "nvtx" : "threads");
   h.set_parent_pid(parent_pid);
   h.set_probe_mode(ProbeModeName(c.probe));
+  h.set_run_id(c.run_id);
   for (const std::string& name : ProbeNames(probes)) h.add_probes(name);
   EscapeNonUtf8Fields(&h);
   return h;
 }
 
-// ---- The trace file: event conversion, live check (writer thread only) ------------------------
-
-class TraceWriter {
- public:
-  explicit TraceWriter(Agent& agent)
-      : agent_(agent), converter_(agent.config().format), live_(agent.config()) {}
-
-  bool Open() {
-    const Config& c = agent_.config();
-    MakeDirs(c.out_dir);
-    // <host>.<pid>[.N][.rank<r>].fp8trace, created exclusively: a name already taken (a
-    // planted link, a trace of an earlier process with this pid) is left alone for the next N.
-    std::string error;
-    file_ = TraceFileWriter::CreateNew(
-        c.out_dir, agent_.host() + "." + std::to_string(agent_.pid()),
-        (c.rank >= 0 ? ".rank" + std::to_string(c.rank) : "") + ".fp8trace", &error);
-    if (file_ == nullptr) {
-      Agent::Warn("cannot write the trace: " + error + "; recording stops");
-      return false;
-    }
-    path_ = file_->path();
-    v1::TraceRecord record;
-    v1::TraceHeader* h = record.mutable_header();
-    *h = MakeTraceHeader(c, agent_.host(), agent_.pid(), agent_.parent_pid(), ReadCommandLine(),
-                         agent_.cuda_facts(), Probes().bits());
-    h->set_start_unix_ns(UnixNs());
-    live_.OnHeader(*h);
-    return Append(record) && Flush();
-  }
-
-  // One drain. `everything`: write all pending events (no ordering slack). `final`: also release
-  // held events and write the footer.
-  void Cycle(bool everything, bool final) {
-    agent_.rings().Drain(&pending_);
-    std::stable_sort(pending_.begin(), pending_.end(),
-                     [](const RawEvent& a, const RawEvent& b) { return a.ts_ns < b.ts_ns; });
-    const uint64_t now = MonotonicNs();
-    size_t cut = pending_.size();
-    if (!everything && pending_.size() < (1u << 20)) {
-      const uint64_t limit = now > kOrderSlackNs ? now - kOrderSlackNs : 0;
-      cut = static_cast<size_t>(
-          std::upper_bound(pending_.begin(), pending_.end(), limit,
-                           [](uint64_t t, const RawEvent& e) { return t < e.ts_ns; }) -
-          pending_.begin());
-    }
-    events_.clear();
-    for (size_t i = 0; i < cut; ++i) converter_.Push(pending_[i], &events_);
-    pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(cut));
-    converter_.Tick(now, &events_);
-    if (final) converter_.Flush(&events_);
-    for (v1::Event& e : events_) {
-      live_.OnEvent(e);
-      v1::TraceRecord record;
-      *record.mutable_event() = std::move(e);
-      Append(record);
-      ++events_written_;
-    }
-    if (final) {
-      v1::TraceRecord record;
-      v1::TraceFooter* f = record.mutable_footer();
-      f->set_events(events_written_);
-      f->set_dropped(agent_.rings().Dropped());
-      f->set_end_unix_ns(UnixNs());
-      f->set_kernel_launches(agent_.launches());
-      live_.Finish(*f);
-      Append(record);
-    }
-    Flush();
-  }
-
-  bool fail_fast_now() const { return agent_.config().fail_fast && live_.failed(); }
-  const LiveCheck& live() const { return live_; }
-  const std::string& path() const { return path_; }
-
- private:
-  bool Append(const v1::TraceRecord& record) {
-    AppendRecord(record, &buffer_);
-    return true;
-  }
-  bool Flush() {
-    if (buffer_.empty() || file_ == nullptr) return true;
-    const bool ok = file_->WriteFramed(buffer_);
-    buffer_.clear();
-    if (!ok && !write_failed_) {
-      write_failed_ = true;
-      Agent::Warn("cannot write the trace " + path_ + ": " + std::strerror(errno));
-    }
-    return ok;
-  }
-
-  Agent& agent_;
-  EventConverter converter_;
-  LiveCheck live_;
-  std::unique_ptr<TraceFileWriter> file_;
-  std::string path_;
-  std::string buffer_;
-  std::vector<RawEvent> pending_;
-  std::vector<v1::Event> events_;
-  uint64_t events_written_ = 0;
-  bool write_failed_ = false;
-};
-
 // ---- The writer thread -----------------------------------------------------------------------
 
-bool WriterThread::Init() { return ::pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) == 0; }
+bool WriterThread::Init() { return wake_.Open(); }
 
 void WriterThread::Ensure() {
   if (state_.load(std::memory_order_acquire) != kNotStarted) return;
@@ -281,19 +139,37 @@ void WriterThread::Main() {
     }
   }
   for (;;) {
-    if (!stop_.load(std::memory_order_acquire) && flush_request_.load(std::memory_order_acquire) ==
-                                                      flush_done_.load(std::memory_order_relaxed)) {
-      pollfd p{wake_fd_[0], POLLIN, 0};
-      ::poll(&p, 1, static_cast<int>(kFlushPeriodMs));
-      char drain[64];
-      while (::read(wake_fd_[0], drain, sizeof(drain)) > 0) {
+    const int exec = exec_.load(std::memory_order_acquire);
+    const bool sealed = exec == kExecSealed;
+    if (sealed || (!stop_.load(std::memory_order_acquire) && exec == kExecNone &&
+                   flush_request_.load(std::memory_order_acquire) ==
+                       flush_done_.load(std::memory_order_relaxed))) {
+      wake_.Wait(static_cast<int>(kFlushPeriodMs));
+    }
+    if (exec == kExecSealing || exec == kExecUnsealing) {
+      std::lock_guard<std::mutex> lock(cycle_mu_);
+      if (exec == kExecSealing) {
+        writer->Seal();
+      } else {
+        writer->Unseal();
       }
+      exec_.store(exec == kExecSealing ? kExecSealed : kExecNone, std::memory_order_release);
+      continue;
     }
     const bool stop = stop_.load(std::memory_order_acquire);
     const uint32_t request = flush_request_.load(std::memory_order_acquire);
     const bool requested = request != flush_done_.load(std::memory_order_relaxed);
+    if (sealed && !stop) {
+      // Waiting for the exec: the trace ends with its footer; a flush asked for has nothing to do.
+      if (requested) flush_done_.store(request, std::memory_order_release);
+      continue;
+    }
     {
       std::lock_guard<std::mutex> lock(cycle_mu_);
+      if (sealed) {
+        writer->Unseal();  // the process ends without the exec having happened
+        exec_.store(kExecNone, std::memory_order_release);
+      }
       writer->Cycle(stop || requested, stop);
       cycles_.fetch_add(1, std::memory_order_relaxed);
       ReportDrops(*writer);
@@ -346,10 +222,7 @@ uint64_t WriterThread::Progress() {
   return progress;
 }
 
-void WriterThread::Wake() {
-  const char b = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_[1], &b, 1);
-}
+void WriterThread::Wake() { wake_.Wake(); }
 
 bool WriterThread::Stop() {
   if (state_.load(std::memory_order_acquire) == kRunning) {
@@ -363,6 +236,7 @@ bool WriterThread::Stop() {
 
 void WriterThread::RequestFlushFromSignal(bool final) {
   if (state_.load(std::memory_order_acquire) != kRunning) return;
+  if (CurrentTid() == tid_.load(std::memory_order_acquire)) return;  // it cannot wait for itself
   uint32_t target = 0;
   if (final) {
     stop_.store(true, std::memory_order_release);
@@ -380,9 +254,49 @@ void WriterThread::RequestFlushFromSignal(bool final) {
   }
 }
 
-void WriterThread::FinishBeforeImmediateExit() {
-  if (CurrentTid() == tid_.load(std::memory_order_acquire)) return;
-  RequestFlushFromSignal(true);
+void WriterThread::FinishBeforeImmediateExit() { RequestFlushFromSignal(true); }
+
+bool WriterThread::SealForExec() {
+  if (state_.load(std::memory_order_acquire) != kRunning ||
+      CurrentTid() == tid_.load(std::memory_order_acquire)) {
+    return false;
+  }
+  int expected = kExecNone;
+  if (!exec_.compare_exchange_strong(expected, kExecSealing, std::memory_order_acq_rel)) {
+    return expected == kExecSealed;  // another thread's exec sealed it
+  }
+  Wake();
+  for (int i = 0; i < 200; ++i) {  // at most 2 s
+    if (exec_.load(std::memory_order_acquire) == kExecSealed ||
+        state_.load(std::memory_order_acquire) != kRunning) {
+      return true;
+    }
+    timespec ten_ms{0, 10'000'000};
+    ::nanosleep(&ten_ms, nullptr);
+  }
+  return true;
+}
+
+void WriterThread::UnsealAfterFailedExec() {
+  int expected = kExecSealed;
+  if (!exec_.compare_exchange_strong(expected, kExecUnsealing, std::memory_order_acq_rel)) {
+    if (expected != kExecSealing) return;
+    // Not sealed yet (the writer was slow): sealing and unsealing in turn, as asked.
+    for (int i = 0; i < 200 && exec_.load(std::memory_order_acquire) == kExecSealing; ++i) {
+      timespec ten_ms{0, 10'000'000};
+      ::nanosleep(&ten_ms, nullptr);
+    }
+    expected = kExecSealed;
+    if (!exec_.compare_exchange_strong(expected, kExecUnsealing, std::memory_order_acq_rel)) {
+      return;
+    }
+  }
+  Wake();
+  // Wait until the writer took the footer back, so that a second exec attempt seals afresh.
+  for (int i = 0; i < 200 && exec_.load(std::memory_order_acquire) == kExecUnsealing; ++i) {
+    timespec ten_ms{0, 10'000'000};
+    ::nanosleep(&ten_ms, nullptr);
+  }
 }
 
 int WriterThread::FlushNow(std::string* path) {
@@ -392,9 +306,11 @@ int WriterThread::FlushNow(std::string* path) {
     if (state != kRunning || tid_.load(std::memory_order_acquire) == CurrentTid()) return -1;
     {
       std::lock_guard<std::mutex> lock(cycle_mu_);
-      // After stop_ the final cycle writes the footer: nothing may follow it.
+      // After stop_ the final cycle writes the footer: nothing may follow it. Sealed for an exec,
+      // the trace ends with its footer until the exec fails.
       if (stop_.load(std::memory_order_acquire) ||
-          state_.load(std::memory_order_acquire) != kRunning) {
+          state_.load(std::memory_order_acquire) != kRunning ||
+          exec_.load(std::memory_order_acquire) != kExecNone) {
         return -1;
       }
       if (writer_ != nullptr) {
@@ -434,10 +350,9 @@ void WriterThread::ResetInChild() {
   tid_.store(0);
   cpu_clock_set_.store(false);
   cycles_.store(0);
+  exec_.store(kExecNone);
   drops_reported_ = false;
-  ::close(wake_fd_[0]);
-  ::close(wake_fd_[1]);
-  if (::pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) state_.store(kFailed);
+  if (!wake_.ReopenInChild()) state_.store(kFailed);
 }
 
 }  // namespace fp8audit::agent

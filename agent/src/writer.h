@@ -1,9 +1,10 @@
 // The writer: one thread that drains the per-thread rings every kFlushPeriodMs, or as soon as a
-// ring fills to its wake mark or a flush is asked for; orders and converts the events, feeds the
-// live check and appends them to the trace file, which it creates (with the header) when it
-// starts. At shutdown it writes the footer. It is the rings' consumer: a thread whose ring is full
-// waits for it (rings.h) unless that thread is the writer's own or is forking, or the writer is not
-// running; its progress is its CPU time. The first drop is reported once on stderr.
+// ring fills to its wake mark (wake_pipe.h) or a flush is asked for, into the trace file
+// (trace_writer.h), which it creates (with the header) when it starts. At shutdown it writes the
+// footer; before an exec it seals the trace (footer included) and takes the footer back when the
+// exec fails. It is the rings' consumer: a thread whose ring is full waits for it (rings.h) unless
+// that thread is the writer's own or is forking, or the writer is not running; its progress is its
+// CPU time. The first drop is reported once on stderr.
 #pragma once
 
 #include <pthread.h>
@@ -17,6 +18,7 @@
 
 #include "agent/src/config.h"
 #include "agent/src/rings.h"
+#include "agent/src/wake_pipe.h"
 #include "fp8audit/trace.pb.h"
 
 namespace fp8audit::agent {
@@ -64,6 +66,12 @@ class WriterThread final : public RingConsumer {
   // Before _exit (Agent::FinishBeforeImmediateExit): the footer, as RequestFlushFromSignal(true),
   // unless called on the writer's own thread (its fail-fast exit has written it).
   void FinishBeforeImmediateExit();
+  // Before an exec (any thread but the writer's; async-signal-safe, as RequestFlushFromSignal):
+  // every pending event and the footer written, waited for at most 2 s; until
+  // UnsealAfterFailedExec nothing more is written. True when sealed (or being sealed).
+  bool SealForExec();
+  // The exec returned: the footer is taken back and recording goes on in the same trace.
+  void UnsealAfterFailedExec();
   // From any thread but the writer's: one cycle that writes every pending event (no ordering
   // slack) on the calling thread, under the writer's lock; the trace's path in `path`. Returns 1,
   // 0 when the writer has not started (nothing recorded), -1 when it stopped or failed.
@@ -82,6 +90,7 @@ class WriterThread final : public RingConsumer {
 
  private:
   enum State : int { kNotStarted = 0, kRunning = 1, kStopped = 2, kFailed = 3 };
+  enum Exec : int { kExecNone = 0, kExecSealing = 1, kExecSealed = 2, kExecUnsealing = 3 };
   void StartLocked();
   void Main();
   void ReportDrops(const TraceWriter& writer);
@@ -94,7 +103,8 @@ class WriterThread final : public RingConsumer {
   std::mutex start_mu_;
   std::atomic<int> state_{kNotStarted};
   pthread_t thread_{};
-  int wake_fd_[2] = {-1, -1};
+  WakePipe wake_;
+  std::atomic<int> exec_{kExecNone};
   std::atomic<bool> stop_{false};
   std::atomic<uint32_t> flush_request_{0};
   std::atomic<uint32_t> flush_done_{0};

@@ -4,8 +4,10 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "agent/src/kernel_probe.h"
+#include "agent/src/writer.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -112,6 +114,23 @@ TEST(AgentConfig, ControlCharactersInValuesAreNeutralised) {
   Read({{"FP8AUDIT_EXPECT_FORWARD", "1\n2"}}, &w);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].find('\n'), std::string::npos);
+}
+
+TEST(AgentConfig, RunIdGoesIntoTheHeaderAndABadOneIsIgnoredWithOneLine) {
+  std::vector<std::string> w;
+  const Config c = Read({{"FP8AUDIT_RUN_ID", "host-12.3_x"}}, &w);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(c.run_id, "host-12.3_x");
+  EXPECT_EQ(MakeTraceHeader(c, "h", 1, 0, {"x"}, CudaFacts{}).run_id(), "host-12.3_x");
+  for (const std::string& bad :
+       std::vector<std::string>{"", "a b", "a/b", std::string(65, 'x'), "\x1b]"}) {
+    w.clear();
+    EXPECT_EQ(Read({{"FP8AUDIT_RUN_ID", bad}}, &w).run_id, "") << bad;
+    EXPECT_EQ(w.size(), 1u) << bad;
+  }
+  w.clear();
+  EXPECT_EQ(Read({}, &w).run_id, "");
+  EXPECT_TRUE(w.empty());
 }
 
 TEST(AgentConfig, ReadsTheDriverReleaseOfEitherKernelModule) {

@@ -10,6 +10,7 @@
 
 #include "reports/trace_set.h"
 #include "tests/agent/agent_test_util.h"
+#include "tests/agent/run_audit.h"
 
 namespace fp8audit::agent::testing {
 namespace {
@@ -31,19 +32,6 @@ K Times(const K& kinds, int n) {
   K all;
   for (int i = 0; i < n; ++i) all.insert(all.end(), kinds.begin(), kinds.end());
   return all;
-}
-
-// The audit `fp8audit check` makes of the run's traces.
-reports::TraceSetResult Audit(const RunResult& run) {
-  std::vector<std::string> files;
-  for (const Trace& t : run.traces) files.push_back(t.path);
-  return reports::AuditTraceFiles(files, {});
-}
-
-std::string Problems(const reports::TraceSetResult& result) {
-  std::string text;
-  for (const std::string& p : result.problems) text += p + "\n";
-  return text;
 }
 
 void ExpectComplete(const Trace& t, const K& kinds) {

@@ -1,10 +1,15 @@
 #include "fp8audit/patterns.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 namespace fp8audit::agent {
 namespace {
@@ -108,8 +113,30 @@ TEST(AgentPatterns, LoadsFilesAndReportsUnreadableOnes) {
   EXPECT_FALSE(LoadPatternFile(path + ".missing", &rules, &error));
   EXPECT_EQ(error, path + ".missing: No such file or directory");
   EXPECT_FALSE(LoadPatternFile(dir.string(), &rules, &error));
-  EXPECT_EQ(error, dir.string() + ": not a regular file");
+  EXPECT_EQ(error, dir.string() + ": not a regular file (a directory)");
   std::filesystem::remove(path);
+}
+
+TEST(AgentPatterns, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string fifo = (std::filesystem::temp_directory_path() /
+                            ("fp8audit-patterns-" + std::to_string(::getpid()) + ".fifo"))
+                               .string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::vector<PatternRule> rules;
+  std::string error;
+  auto load = std::async(std::launch::async, [&] { return LoadPatternFile(fifo, &rules, &error); });
+  if (load.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    // Blocked in open(): a writer releases it, so that the test can end.
+    const int fd = ::open(fifo.c_str(), O_WRONLY);
+    if (fd >= 0) ::close(fd);
+    load.wait();
+    std::filesystem::remove(fifo);
+    FAIL() << "LoadPatternFile blocked on a FIFO";
+  }
+  EXPECT_FALSE(load.get());
+  EXPECT_EQ(error, fifo + ": not a regular file (a FIFO)");
+  std::filesystem::remove(fifo);
 }
 
 TEST(AgentPatterns, BuiltinsMatchTransformerEngineUpdateKernels) {

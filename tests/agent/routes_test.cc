@@ -332,7 +332,8 @@ void ExpectBytesRecordedLosslessly(const std::string& host) {
   const RunResult run = Emit("bytes",
                              {{"NVTX_INJECTION64_PATH", AgentPath()},
                               {"FP8AUDIT_MICROBATCH_RANGE", range},
-                              {"FP8AUDIT_STEP_MARK", mark}},
+                              {"FP8AUDIT_STEP_MARK", mark},
+                              {"FP8AUDIT_EXPECT_BACKWARD", "0"}},  // a forward update alone
                              args);
   if (run.exit_code() == 77) GTEST_SKIP() << "no user and UTS namespaces here";
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text << run.stdout_text;
@@ -409,8 +410,12 @@ TEST(AgentRoutes, ATakenTraceNameIsLeftAloneAndAFreshOneChosen) {
 }
 
 TEST(AgentRoutes, FloodInDropModeCountsWhatItDropsAndSaysSoOnce) {
-  const RunResult run = Emit(
-      "flood", {{"NVTX_INJECTION64_PATH", AgentPath()}, {"FP8AUDIT_ON_FULL", "drop"}}, {"200000"});
+  // Forward updates alone: expected so, the live check says nothing.
+  const RunResult run = Emit("flood",
+                             {{"NVTX_INJECTION64_PATH", AgentPath()},
+                              {"FP8AUDIT_ON_FULL", "drop"},
+                              {"FP8AUDIT_EXPECT_BACKWARD", "0"}},
+                             {"200000"});
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
   ASSERT_EQ(run.traces.size(), 1u);
   const Trace& t = run.traces[0];
@@ -421,7 +426,9 @@ TEST(AgentRoutes, FloodInDropModeCountsWhatItDropsAndSaysSoOnce) {
 }
 
 TEST(AgentRoutes, FloodInWaitModeKeepsEveryEvent) {
-  const RunResult run = Emit("flood", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {"200000"});
+  const RunResult run =
+      Emit("flood", {{"NVTX_INJECTION64_PATH", AgentPath()}, {"FP8AUDIT_EXPECT_BACKWARD", "0"}},
+           {"200000"});
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
   ASSERT_EQ(run.traces.size(), 1u);
   const Trace& t = run.traces[0];

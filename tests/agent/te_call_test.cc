@@ -50,10 +50,11 @@ void ExpectSequence(const RunResult& run) {
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text << run.stdout_text;
   EXPECT_EQ(run.stdout_text, "calls=6\n");
   // The live check counts TE calls: the recompute's forward update and the two extra backward ones
-  // fail the first microbatch, named by their entry point.
+  // fail the first microbatch, named by their entry point (the second, a forward update alone,
+  // fails on its missing backward update).
   const auto lines = run.stderr_lines();
   ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
-  EXPECT_EQ(lines[0].rfind("fp8audit: live check: 1 of 2 microbatches failed, first microbatch 0: "
+  EXPECT_EQ(lines[0].rfind("fp8audit: live check: 2 of 2 microbatches failed, first microbatch 0: "
                            "forward updates 2 (expected 1), backward updates 3 (expected 1): "
                            "extra forward update TE call " +
                                std::string(kBulk) + " in the backward pass",

@@ -1,0 +1,212 @@
+#include "agent/src/trace_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "agent/src/probe_control.h"
+#include "agent/src/recorder.h"
+
+namespace fp8audit::agent {
+
+namespace v1 = ::fp8audit::v1;
+
+namespace {
+
+void MakeDirs(const std::string& path) {
+  std::string partial;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (!partial.empty()) ::mkdir(partial.c_str(), 0755);
+  }
+}
+
+// The process's argv as /proc/self/cmdline holds it: at most 256 arguments of 4096 bytes, 64 KiB
+// in all; `cut` says whether anything was left out.
+std::vector<std::string> ReadCommandLine(bool* cut) {
+  *cut = false;
+  std::vector<std::string> args;
+  const int fd = ::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return args;
+  std::string text;
+  char buf[4096];
+  bool more = false;
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (text.size() >= 65536) {
+      more = true;
+      break;
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  size_t start = 0;
+  while (start < text.size() && args.size() < 256) {
+    size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    if (end - start > 4096) *cut = true;
+    args.push_back(text.substr(start, std::min<size_t>(end - start, 4096)));
+    start = end + 1;
+  }
+  if (more || start < text.size()) *cut = true;
+  return args;
+}
+
+std::string Mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+}  // namespace
+
+TraceWriter::TraceWriter(Agent& agent)
+    : agent_(agent), converter_(agent.config().format), live_(agent.config()) {}
+
+bool TraceWriter::Open() {
+  const Config& c = agent_.config();
+  // The header first, so that it follows the file's creation at once: a process that ends right
+  // then leaves as short an empty file as can be.
+  v1::TraceRecord record;
+  v1::TraceHeader* h = record.mutable_header();
+  bool command_cut = false;
+  *h = MakeTraceHeader(c, agent_.host(), agent_.pid(), agent_.parent_pid(),
+                       ReadCommandLine(&command_cut), agent_.cuda_facts(), Probes().bits());
+  h->set_command_cut(command_cut);
+  h->set_start_unix_ns(UnixNs());
+  MakeDirs(c.out_dir);
+  // <host>.<pid>[.N][.rank<r>].fp8trace, created exclusively: a name already taken (a planted
+  // link, a trace of an earlier process with this pid, this process's before an exec) is left
+  // alone for the next N.
+  std::string error;
+  file_ = TraceFileWriter::CreateNew(
+      c.out_dir, agent_.host() + "." + std::to_string(agent_.pid()),
+      (c.rank >= 0 ? ".rank" + std::to_string(c.rank) : "") + ".fp8trace", &error);
+  if (file_ == nullptr) {
+    Agent::Warn("cannot write the trace: " + error + "; recording stops");
+    return false;
+  }
+  path_ = file_->path();
+  live_.OnHeader(*h);
+  AppendRecord(record, &buffer_);
+  Flush();  // a full disk keeps the header queued, as any record
+  return true;
+}
+
+void TraceWriter::Convert(bool everything, bool final) {
+  agent_.rings().Drain(&pending_);
+  std::stable_sort(pending_.begin(), pending_.end(),
+                   [](const RawEvent& a, const RawEvent& b) { return a.ts_ns < b.ts_ns; });
+  const uint64_t now = MonotonicNs();
+  size_t cut = pending_.size();
+  if (!everything && pending_.size() < (1u << 20)) {
+    const uint64_t limit = now > kOrderSlackNs ? now - kOrderSlackNs : 0;
+    cut = static_cast<size_t>(
+        std::upper_bound(pending_.begin(), pending_.end(), limit,
+                         [](uint64_t t, const RawEvent& e) { return t < e.ts_ns; }) -
+        pending_.begin());
+  }
+  events_.clear();
+  for (size_t i = 0; i < cut; ++i) converter_.Push(pending_[i], &events_);
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(cut));
+  converter_.Tick(now, &events_);
+  if (final) converter_.Flush(&events_);
+}
+
+void TraceWriter::AppendEvents() {
+  for (v1::Event& e : events_) {
+    live_.OnEvent(e);
+    if (write_failed_ && buffer_.size() >= kMaxUnwrittenBytes) {
+      ++unwritten_dropped_;
+      if (!drop_said_) {
+        drop_said_ = true;
+        Agent::Warn("the trace " + path_ + " still cannot be written (" + Reason() + ") and " +
+                    Mib(kMaxUnwrittenBytes) +
+                    " of records wait for it: events are dropped from now on (the footer counts "
+                    "them)");
+      }
+      continue;
+    }
+    v1::TraceRecord record;
+    *record.mutable_event() = std::move(e);
+    AppendRecord(record, &buffer_);
+    ++events_written_;
+  }
+}
+
+void TraceWriter::AppendFooter() {
+  v1::TraceRecord record;
+  v1::TraceFooter* f = record.mutable_footer();
+  f->set_events(events_written_);
+  f->set_dropped(agent_.rings().Dropped() + unwritten_dropped_);
+  f->set_end_unix_ns(UnixNs());
+  f->set_kernel_launches(agent_.launches());
+  if (!sealed_) live_.Finish(*f);
+  AppendRecord(record, &buffer_);
+}
+
+void TraceWriter::Cycle(bool everything, bool final) {
+  if (sealed_) return;
+  Convert(everything, final);
+  AppendEvents();
+  if (final) AppendFooter();
+  if (!Flush() && final && file_ != nullptr) {
+    Agent::Warn("the trace " + path_ + " ends without its footer at byte " +
+                std::to_string(file_->size()) + ": its last " + std::to_string(buffer_.size()) +
+                " bytes of records could not be written (" + Reason() + ")");
+  }
+}
+
+void TraceWriter::Seal() {
+  if (sealed_ || file_ == nullptr) return;
+  Convert(true, true);
+  AppendEvents();
+  footer_at_ = file_->size() + buffer_.size();
+  sealed_ = true;
+  AppendFooter();
+  Flush();
+}
+
+void TraceWriter::Unseal() {
+  if (!sealed_) return;
+  sealed_ = false;
+  if (file_->size() > footer_at_) {
+    // The footer was written: cut off again, so that what follows is not "after the footer".
+    if (!file_->Truncate(footer_at_)) {
+      Agent::Warn("cannot take back the footer of " + path_ + " after a failed exec (" + Reason() +
+                  "): what follows it there is not read");
+    }
+  } else {
+    buffer_.resize(footer_at_ - file_->size());  // still queued: dropped from the queue
+  }
+}
+
+bool TraceWriter::fail_fast_now() const { return agent_.config().fail_fast && live_.failed(); }
+
+std::string TraceWriter::Reason() const {
+  const std::string& e = file_ != nullptr ? file_->error() : path_;
+  return e.rfind(path_ + ": ", 0) == 0 ? e.substr(path_.size() + 2) : e;
+}
+
+bool TraceWriter::Flush() {
+  if (buffer_.empty() || file_ == nullptr) return true;
+  if (file_->WriteFramed(buffer_)) {
+    buffer_.clear();
+    write_failed_ = false;
+    return true;
+  }
+  write_failed_ = true;
+  if (!failure_said_) {
+    failure_said_ = true;
+    Agent::Warn("cannot write the trace " + path_ + " (" + Reason() + ") at byte " +
+                std::to_string(file_->size()) + ": it ends with a whole record; what is not " +
+                "written waits (up to " + Mib(kMaxUnwrittenBytes) + ") for room");
+  }
+  return false;
+}
+
+}  // namespace fp8audit::agent
