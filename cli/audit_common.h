@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "reports/event_text.h"
 #include "reports/trace_set.h"
 #include "state/semantics.h"
 
@@ -81,20 +82,27 @@ inline int ExitCodeFor(reports::Outcome outcome) {
   return kExitInternal;
 }
 
+// One line on stderr, "fp8audit COMMAND: LINE", its control characters (file names, trace strings)
+// neutralised as in the reports.
+inline void SayLine(const std::string& command, const std::string& line) {
+  std::cerr << "fp8audit " << command << ": " << reports::Printable(line, 1 << 16) << "\n";
+}
+
 // One line per trace that could not be read in full, per rank missing or claimed twice, and the
 // reason nothing was audited.
 inline void PrintProblems(const std::string& command, const reports::TraceSetResult& result) {
-  for (const std::string& p : result.problems)
-    std::cerr << "fp8audit " << command << ": " << p << "\n";
+  for (const std::string& p : result.problems) SayLine(command, p);
 }
 
 inline constexpr const char* kAuditExitCodes =
     "  0  every microbatch had the expected updates\n"
     "  1  internal error\n"
-    "  2  bad flags or path (not a regular file or directory, or a file given twice); a trace is\n"
+    "  2  bad flags or path (not a regular file or directory, or a file given twice); the output\n"
+    "     cannot be written (a full disk, a directory, a trace being read); a trace is\n"
     "     unreadable, empty, damaged, of a newer schema, ends without a footer (its process was\n"
-    "     killed) or lost events: the audit is incomplete, even when it also found violations;\n"
+    "     killed), lost events or shows no backward pass though backward updates were expected:\n"
+    "     the audit is incomplete; a rank is missing (ranks 0 to the highest) or claimed twice;\n"
     "     no trace holds a microbatch, or not one FP8 state update (nothing to judge)\n"
-    "  3  the audit found violations\n";
+    "  3  the audit found violations, also where another trace is incomplete\n";
 
 }  // namespace fp8audit::cli

@@ -25,10 +25,10 @@ int RunCheck(const CheckArgs& args) {
   std::string error;
   std::vector<std::string> skipped;
   if (!reports::ExpandTracePaths(args.paths, &files, &error, &skipped)) {
-    std::cerr << "fp8audit check: " << error << "\n";
+    SayLine("check", error);
     return kExitUsage;
   }
-  for (const std::string& line : skipped) std::cerr << "fp8audit check: " << line << "\n";
+  for (const std::string& line : skipped) SayLine("check", line);
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
   // Only the verdict and the first violations are printed: keep nothing else.

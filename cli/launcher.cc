@@ -1,15 +1,22 @@
 #include "cli/launcher.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 extern char** environ;
 
@@ -20,20 +27,131 @@ namespace fs = std::filesystem;
 
 volatile sig_atomic_t g_child = 0;
 volatile sig_atomic_t g_pending = 0;  // a signal that came before the child's pid was known
+// Once the command has ended: the descendants waited for, g_left of them.
+constexpr size_t kMaxLeft = 256;
+pid_t g_left_pids[kMaxLeft];
+volatile sig_atomic_t g_left = 0;
 
 // Forwards a signal sent to us (kill(2) by a user or scheduler) to the child. A signal the
-// terminal sent to the foreground process group reached the child already: not sent twice.
+// terminal sent to the foreground process group reached the child already: not sent twice. A
+// SIGPIPE we raised ourselves (writing to a closed pipe) is ours alone.
 void Forward(int sig, siginfo_t* info, void*) {
   if (info != nullptr && info->si_code == SI_KERNEL) return;
+  if (sig == SIGPIPE && info != nullptr && info->si_pid == ::getpid()) return;
   const pid_t child = g_child;
   if (child > 0) {
     ::kill(child, sig);
+  } else if (g_left > 0) {
+    for (sig_atomic_t i = 0; i < g_left; ++i) ::kill(g_left_pids[i], sig);
   } else {
     g_pending = sig;
   }
 }
 
-constexpr int kForwarded[] = {SIGINT, SIGTERM};
+constexpr const int* kForwarded = kForwardedSignals;
+constexpr size_t kForwardedCount = std::size(kForwardedSignals);
+
+// Every process's parent, from /proc/<pid>/stat.
+std::map<pid_t, pid_t> Parents() {
+  std::map<pid_t, pid_t> parents;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return parents;
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    std::ifstream stat(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t paren = line.rfind(')');  // the command name may hold spaces and parentheses
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(line.substr(paren + 1));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid && state != 'Z' && state != 'X') {
+      parents[static_cast<pid_t>(pid)] = static_cast<pid_t>(ppid);
+    }
+  }
+  ::closedir(proc);
+  return parents;
+}
+
+// Whether process `pid` runs with `library`: it has it mapped, or its environment preloads it (a
+// process amid an exec: its new image maps the library only once the dynamic loader has run).
+bool RunsWith(pid_t pid, const std::string& library) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::ifstream maps(proc + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.size() >= library.size() &&
+        line.compare(line.size() - library.size(), library.size(), library) == 0) {
+      return true;
+    }
+  }
+  std::ifstream environ_file(proc + "/environ");
+  while (std::getline(environ_file, line, '\0')) {
+    if (line.rfind("LD_PRELOAD=", 0) == 0 && line.find(library) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// This process's running descendants that run with `library`.
+std::vector<pid_t> DescendantsWith(const std::string& library) {
+  const std::map<pid_t, pid_t> parents = Parents();
+  std::vector<pid_t> found;
+  std::vector<pid_t> frontier = {::getpid()};
+  std::vector<pid_t> all;
+  while (!frontier.empty()) {
+    std::vector<pid_t> next;
+    for (const auto& [pid, ppid] : parents) {
+      if (std::find(frontier.begin(), frontier.end(), ppid) != frontier.end()) next.push_back(pid);
+    }
+    all.insert(all.end(), next.begin(), next.end());
+    frontier = std::move(next);
+    if (all.size() > 100000) break;  // a cycle cannot happen; a fork bomb is not waited on
+  }
+  for (pid_t pid : all) {
+    if (RunsWith(pid, library)) found.push_back(pid);
+  }
+  return found;
+}
+
+// Reaps every child that has ended, without waiting.
+void ReapEnded() {
+  int status = 0;
+  while (::waitpid(-1, &status, WNOHANG) > 0) {
+  }
+}
+
+// Waits until none of this process's descendants with `library` mapped runs.
+void WaitForDescendants(const LaunchOptions& options) {
+  bool said = false;
+  while (true) {
+    ReapEnded();
+    std::vector<pid_t> left = DescendantsWith(options.wait_for_library);
+    if (left.empty()) return;
+    if (!said && options.on_waiting) options.on_waiting(std::vector<int>(left.begin(), left.end()));
+    said = true;
+    const size_t n = std::min(left.size(), kMaxLeft);
+    for (size_t i = 0; i < n; ++i) g_left_pids[i] = left[i];
+    g_left = static_cast<sig_atomic_t>(n);
+    // Each process's end, as a pidfd that becomes readable (no polling, no time limit).
+    std::vector<pollfd> fds;
+    for (pid_t pid : left) {
+      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      if (fd >= 0) fds.push_back(pollfd{fd, POLLIN, 0});
+    }
+    if (fds.empty()) {
+      // No pidfd (an old kernel), or they ended meanwhile: wait for a child of ours to end.
+      int status = 0;
+      if (errno != ESRCH && ::waitpid(-1, &status, 0) < 0 && errno == ECHILD) return;
+      continue;
+    }
+    while (::poll(fds.data(), fds.size(), -1) < 0 && errno == EINTR) {
+    }
+    for (const pollfd& p : fds) ::close(p.fd);
+  }
+}
 
 }  // namespace
 
@@ -81,8 +199,11 @@ int LaunchResult::ShellCode() const {
 }
 
 LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
-                           const std::vector<std::pair<std::string, std::string>>& env) {
+                           const std::vector<std::pair<std::string, std::string>>& env,
+                           const LaunchOptions& options) {
   LaunchResult result;
+  // The command's orphaned descendants become ours, to be waited for and reaped.
+  if (!options.wait_for_library.empty()) ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   // Everything the child needs is built before fork: after it, only exec and _exit.
   std::map<std::string, std::string> vars;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -115,21 +236,19 @@ LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
   forward.sa_sigaction = Forward;
   forward.sa_flags = SA_SIGINFO;  // no SA_RESTART: waitpid sees EINTR and simply retries
   sigemptyset(&forward.sa_mask);
-  struct sigaction saved[std::size(kForwarded)];
+  struct sigaction saved[kForwardedCount];
   // Blocked across fork in this thread; a signal another thread takes meanwhile is kept pending.
   g_pending = 0;
   sigset_t block, old_mask;
   sigemptyset(&block);
-  for (int sig : kForwarded) sigaddset(&block, sig);
+  for (size_t i = 0; i < kForwardedCount; ++i) sigaddset(&block, kForwarded[i]);
   ::sigprocmask(SIG_BLOCK, &block, &old_mask);
-  for (size_t i = 0; i < std::size(kForwarded); ++i)
-    ::sigaction(kForwarded[i], &forward, &saved[i]);
+  for (size_t i = 0; i < kForwardedCount; ++i) ::sigaction(kForwarded[i], &forward, &saved[i]);
 
   const pid_t pid = ::fork();
   if (pid == 0) {
     // Child: the parent's dispositions and mask must not leak into the command.
-    for (size_t i = 0; i < std::size(kForwarded); ++i)
-      ::sigaction(kForwarded[i], &saved[i], nullptr);
+    for (size_t i = 0; i < kForwardedCount; ++i) ::sigaction(kForwarded[i], &saved[i], nullptr);
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     ::close(pipefd[0]);
     ::execvpe(argp[0], argp.data(), envp.data());
@@ -142,8 +261,7 @@ LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
   ::close(pipefd[1]);
   if (pid < 0) {
     ::close(pipefd[0]);
-    for (size_t i = 0; i < std::size(kForwarded); ++i)
-      ::sigaction(kForwarded[i], &saved[i], nullptr);
+    for (size_t i = 0; i < kForwardedCount; ++i) ::sigaction(kForwarded[i], &saved[i], nullptr);
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     result.status = LaunchResult::Status::kForkFailed;
     result.code = fork_errno;
@@ -170,8 +288,12 @@ LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
   do {
     waited = ::waitpid(pid, &status, 0);
   } while (waited < 0 && errno == EINTR);
+  const int wait_errno = errno;
   g_child = 0;
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &saved[i], nullptr);
+  if (!exec_failed && !options.wait_for_library.empty()) WaitForDescendants(options);
+  g_left = 0;
+  errno = wait_errno;
+  for (size_t i = 0; i < kForwardedCount; ++i) ::sigaction(kForwarded[i], &saved[i], nullptr);
 
   if (exec_failed) {
     result.status = LaunchResult::Status::kExecFailed;

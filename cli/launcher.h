@@ -2,6 +2,9 @@
 // forwarding, exit status. Holds no analysis.
 #pragma once
 
+#include <signal.h>
+
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,9 +29,28 @@ struct LaunchResult {
   std::string error;
 };
 
-// Runs argv (PATH lookup as execvp) with `env` set on top of this process's environment, forwards
-// SIGINT and SIGTERM sent to this process to it, and waits for it to end.
+// The signals LaunchAndWait passes on (sent to this process with kill(2) by a user, a scheduler
+// or a supervisor): SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE. One the kernel
+// sent to the terminal's foreground process group reached the command already and is not sent
+// twice; a SIGPIPE this process raised itself (a write to a closed pipe) is not passed on.
+inline constexpr int kForwardedSignals[] = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
+                                            SIGUSR1, SIGUSR2, SIGPIPE};
+
+struct LaunchOptions {
+  // Not empty: this process becomes a subreaper (PR_SET_CHILD_SUBREAPER: the command's orphaned
+  // descendants become its children) and, once the command has ended, waits until no descendant
+  // runs with this library (the agent: it may still write a trace; mapped, or preloaded by its
+  // environment), reaping them all. Signals are then passed on to those processes.
+  std::string wait_for_library;
+  // Called once, when the command has ended and such processes still run (their pids).
+  std::function<void(const std::vector<int>&)> on_waiting;
+};
+
+// Runs argv (PATH lookup as execvp) with `env` set on top of this process's environment, passes
+// kForwardedSignals sent to this process on to it, and waits for it to end (and, per `options`,
+// for the descendants that loaded the agent).
 LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
-                           const std::vector<std::pair<std::string, std::string>>& env);
+                           const std::vector<std::pair<std::string, std::string>>& env,
+                           const LaunchOptions& options = {});
 
 }  // namespace fp8audit::cli

@@ -1,5 +1,10 @@
 // `fp8audit model`: predicts FP8 state updates per microbatch for a scenario or a generated
 // checkpointing layout, under the fixed or Transformer Engine's current semantics.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -8,6 +13,8 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "reports/event_text.h"
+#include "reports/output.h"
 #include "state/predict.h"
 #include "state/semantics.h"
 
@@ -50,22 +57,77 @@ state::ModelRequest ToRequest(const ModelFlags& f) {
   return request;
 }
 
+void Say(const std::string& line) {
+  std::cerr << "fp8audit model: " << reports::Printable(line, 1 << 16) << "\n";
+}
+
+// Text for a terminal: each line's control characters (a scenario's names are the user's, not
+// ours: ESC, OSC, BEL, bidirectional overrides) neutralised as in the reports.
+std::string PrintableLines(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out += reports::Printable(std::string_view(text).substr(start, end - start), end - start);
+    if (end < text.size()) out += '\n';
+    start = end + 1;
+  }
+  return out;
+}
+
+// --trace-out FILE is written as `report -o` writes: a regular file (or a link at FILE) replaced
+// atomically, a device or FIFO in place; never over a scenario being read.
+bool TraceOutTarget(const ModelFlags& f, std::string* write_to, std::string* error) {
+  reports::OutputTarget target;
+  if (!reports::ClassifyOutput(f.trace_out, &target, error)) return false;
+  for (const std::string& scenario : f.scenarios) {
+    if (reports::SameFile(f.trace_out, scenario)) {
+      *error = f.trace_out + ": the scenario " + scenario + " is read from it: name another file";
+      return false;
+    }
+  }
+  if (target == reports::OutputTarget::kInPlace) {
+    *write_to = f.trace_out;
+    return true;
+  }
+  *write_to = reports::TemporaryBeside(f.trace_out, error);
+  return !write_to->empty();
+}
+
 int RunModel(const ModelFlags& f) {
   std::string error;
-  const std::optional<state::ModelReport> report = state::Predict(ToRequest(f), &error);
+  state::ModelRequest request = ToRequest(f);
+  if (!f.trace_out.empty() && !TraceOutTarget(f, &request.trace_out, &error)) {
+    Say("--trace-out " + error);
+    return kExitUsage;
+  }
+  const bool replace = !request.trace_out.empty() && request.trace_out != f.trace_out;
+  const std::optional<state::ModelReport> report = state::Predict(request, &error);
+  if (replace && (!report || ::rename(request.trace_out.c_str(), f.trace_out.c_str()) != 0)) {
+    if (report) error = f.trace_out + ": " + std::strerror(errno);
+    ::unlink(request.trace_out.c_str());
+    if (report) {
+      Say("--trace-out " + error);
+      return kExitUsage;
+    }
+  }
   if (!report) {
-    std::cerr << "fp8audit model: " << error << "\n";
+    Say(error);
     return kExitUsage;
   }
   std::string out;
-  if (!state::RenderModel(
-          *report, f.format == "json" ? state::ModelFormat::kJson : state::ModelFormat::kText,
-          f.max_explanations, &out)) {
-    std::cerr << "fp8audit model: could not render JSON\n";
+  const bool json = f.format == "json";
+  if (!state::RenderModel(*report, json ? state::ModelFormat::kJson : state::ModelFormat::kText,
+                          f.max_explanations, &out)) {
+    Say("could not render JSON");
     return kExitInternal;
   }
-  std::cout << out;
-  std::cout.flush();
+  if (!reports::WriteAll(STDOUT_FILENO, json ? out : PrintableLines(out))) {
+    Say(std::string("cannot write to standard output: ") + std::strerror(errno));
+    return kExitUsage;
+  }
   return f.check && !report->passed() ? kExitViolation : kExitOk;
 }
 
@@ -139,9 +201,14 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       " deep, module names of at most " + std::to_string(state::kMaxNameBytes) +
       " bytes;\nat most " + std::to_string(state::kMaxExpandedOps) +
       " ops executed per run (repeats, recomputes, microbatches and modules included).\n"
+      "--trace-out FILE replaces a regular file (or a symbolic link at FILE) atomically and "
+      "writes\n"
+      "a device or FIFO in place. Text output shows control characters of the scenario's names\n"
+      "as '?'.\n"
       "Exit codes: 0 prediction printed; 2 bad flags, malformed scenario (one line naming\n"
-      "file:line:column) or a limit exceeded; 3 with --check when a microbatch differs from the\n"
-      "expectation.");
+      "file:line:column), a limit exceeded, or the output could not be written (--trace-out,\n"
+      "standard output: a full disk, a directory, the scenario itself); 3 with --check when a\n"
+      "microbatch differs from the expectation.");
   sub->callback([flags, exit_code, sub] {
     if (flags->scenarios.empty() && flags->layers == 0) {
       throw CLI::RequiredError("SCENARIO or --layers");

@@ -33,7 +33,7 @@ int RunStreaming(const ReportArgs& args, reports::Format format,
       args.output.empty() ? reports::FileOutput::ForFd(STDOUT_FILENO, "standard output")
                           : reports::FileOutput::Create(args.output, &error);
   if (out == nullptr) {
-    std::cerr << "fp8audit report: cannot write " << error << "\n";
+    SayLine("report", "cannot write " + error);
     return kExitUsage;
   }
   const std::unique_ptr<reports::StreamRenderer> renderer =
@@ -46,7 +46,7 @@ int RunStreaming(const ReportArgs& args, reports::Format format,
   PrintProblems("report", result);
   renderer->Finish(result);
   if (!out->Finish(&error)) {
-    std::cerr << "fp8audit report: cannot write " << error << "\n";
+    SayLine("report", "cannot write " + error);
     return kExitUsage;
   }
   return ExitCodeFor(result.outcome);
@@ -55,17 +55,34 @@ int RunStreaming(const ReportArgs& args, reports::Format format,
 int RunReport(const ReportArgs& args) {
   reports::Format format;
   if (!reports::ParseFormat(args.format, &format)) {
-    std::cerr << "fp8audit report: unknown --format " << args.format << "\n";
+    SayLine("report", "unknown --format " + args.format);
     return kExitUsage;
   }
   std::vector<std::string> files;
   std::string error;
   std::vector<std::string> skipped;
   if (!reports::ExpandTracePaths(args.paths, &files, &error, &skipped)) {
-    std::cerr << "fp8audit report: " << error << "\n";
+    SayLine("report", error);
     return kExitUsage;
   }
-  for (const std::string& line : skipped) std::cerr << "fp8audit report: " << line << "\n";
+  for (const std::string& line : skipped) SayLine("report", line);
+  if (!args.output.empty()) {
+    // Checked before reading: the report must not replace a trace it reads, nor be lost after it.
+    reports::OutputTarget target;
+    if (!reports::ClassifyOutput(args.output, &target, &error)) {
+      SayLine("report", "cannot write " + error);
+      return kExitUsage;
+    }
+    for (const std::string& file : files) {
+      if (reports::SameFile(args.output, file)) {
+        SayLine("report", "-o " + args.output + " is " +
+                              (file == args.output ? std::string("a trace it reads")
+                                                   : "the trace " + file + " it reads") +
+                              ": name another file for the report");
+        return kExitUsage;
+      }
+    }
+  }
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
   args.semantics.Apply(&options);
@@ -89,7 +106,7 @@ int RunReport(const ReportArgs& args) {
   }
   if (!args.output.empty()) {
     if (!reports::WriteFileAtomically(args.output, out, &error)) {
-      std::cerr << "fp8audit report: cannot write " << error << "\n";
+      SayLine("report", "cannot write " + error);
       return kExitUsage;
     }
   } else if (!reports::WriteAll(STDOUT_FILENO, out)) {

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <random>
 
 #include "cli/audit_common.h"
 #include "cli/commands.h"
@@ -41,7 +43,36 @@ struct RunArgs {
   ProgressFlags progress;
 };
 
-void Say(const std::string& line) { std::cerr << "fp8audit run: " << line << "\n"; }
+void Say(const std::string& line) { SayLine("run", line); }
+
+// An id for this run, unique among runs that share an --out directory: the agent writes it into
+// each trace's header (FP8AUDIT_RUN_ID), and the audit reads only the traces that carry it.
+std::string NewRunId() {
+  std::random_device random;
+  char host[64] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string id;
+  for (const char* p = host; *p != '\0' && id.size() < 24; ++p) {
+    const char c = *p;
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    id += plain ? c : '_';
+  }
+  char tail[48];
+  std::snprintf(tail, sizeof tail, "-%d-%08x%08x", static_cast<int>(::getpid()), random(),
+                random());
+  return id + tail;
+}
+
+// "3 processes (pids 12, 13, 14)".
+std::string Processes(const std::vector<int>& pids) {
+  std::string list;
+  for (size_t i = 0; i < pids.size() && i < 8; ++i) {
+    list += (i > 0 ? ", " : "") + std::to_string(pids[i]);
+  }
+  if (pids.size() > 8) list += ", ...";
+  return std::to_string(pids.size()) + (pids.size() == 1 ? " process (pid " : " processes (pids ") +
+         list + ")";
+}
 
 int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (command.empty()) {
@@ -57,7 +88,8 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   std::error_code ec;
   std::string patterns;
   if (!args.patterns.empty()) {
-    const int fd = ::open(args.patterns.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking: a FIFO is refused below (LoadPatternFile) instead of waiting for a writer.
+    const int fd = ::open(args.patterns.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
       Say("--patterns " + args.patterns + ": " + std::strerror(errno));
       return kExitUsage;
@@ -79,11 +111,13 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   }
 
   const reports::Expectation defaults;
+  const std::string run_id = NewRunId();
   std::vector<std::pair<std::string, std::string>> env = {
       {"LD_PRELOAD", PrependPreload(std::getenv("LD_PRELOAD"), agent)},
       {"CUDA_INJECTION64_PATH", agent},
       {"NVTX_INJECTION64_PATH", agent},
       {"FP8AUDIT_OUT", out.string()},
+      {"FP8AUDIT_RUN_ID", run_id},
       {"FP8AUDIT_EXPECT_FORWARD",
        std::to_string(args.expect.forward_option->count() ? args.expect.forward
                                                           : defaults.forward)},
@@ -124,7 +158,14 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   }
 
   const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
-  const LaunchResult launched = LaunchAndWait(command, env);
+  LaunchOptions launch;
+  launch.wait_for_library = agent;
+  launch.on_waiting = [](const std::vector<int>& pids) {
+    Say("the command ended; waiting for " + Processes(pids) +
+        " it started that still run with the agent and may still write traces (signals to "
+        "fp8audit are passed on to them)");
+  };
+  const LaunchResult launched = LaunchAndWait(command, env, launch);
   if (launched.status == LaunchResult::Status::kExecFailed ||
       launched.status == LaunchResult::Status::kForkFailed) {
     Say(launched.error);
@@ -137,7 +178,17 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
             strsignal(launched.code) + ")";
   }
 
-  const std::vector<std::string> traces = reports::TracesWrittenSince(out.string(), before);
+  std::vector<std::string> others;
+  std::vector<std::string> traces =
+      reports::TracesOfRun(reports::TracesWrittenSince(out.string(), before), run_id, &others);
+  if (!others.empty()) {
+    Say("left out " + std::to_string(others.size()) +
+        (others.size() == 1 ? " trace another run wrote to " : " traces other runs wrote to ") +
+        out.string() + " meanwhile (e.g. " + others.front() + "): this run audits its own");
+  }
+  std::vector<std::string> copies;
+  reports::DropCopies(&traces, &copies);
+  for (const std::string& line : copies) Say(line);
   if (traces.empty()) {
     Say("no trace was written to " + out.string() +
         ": the command made no CUDA launch or NVTX call that the agent saw, or the agent was "
@@ -174,7 +225,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "run", "Run a command with the agent injected, then audit the traces it wrote");
   sub->add_option("--out", args->out,
                   "directory for the traces (created; default fp8audit-traces). The audit reads "
-                  "the *.fp8trace files the run created or changed there")
+                  "the *.fp8trace files this run's processes wrote there (their headers name "
+                  "this run's FP8AUDIT_RUN_ID)")
       ->type_name("DIR");
   args->semantics.Add(sub);
   args->expect.Add(sub, "default 1");
@@ -224,10 +276,14 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "Everything from CMD on is CMD's own, flags included (a -- before CMD is optional).\n"
       "CMD runs with LD_PRELOAD (prepended), CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH set\n"
       "to the agent: $FP8AUDIT_AGENT, else ../lib/libfp8audit.so next to this executable, and\n"
-      "fp8audit's Python hook first on PYTHONPATH (chaining CMD's own sitecustomize). SIGINT\n"
-      "and SIGTERM sent to fp8audit are forwarded to CMD. After CMD ends, the report goes to\n"
-      "standard error (CMD's standard output stays its own); `fp8audit report DIR` shows it "
-      "again.\n\n"
+      "fp8audit's Python hook first on PYTHONPATH (chaining CMD's own sitecustomize).\n"
+      "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGPIPE sent to fp8audit are\n"
+      "passed on to CMD. When CMD ends, fp8audit waits for the processes it started that still\n"
+      "run with the agent (it is their subreaper; one line names them), then audits the traces\n"
+      "this run's processes wrote (FP8AUDIT_RUN_ID in their headers: another run's traces in\n"
+      "the same --out are left out, with one line). The report goes to standard error (CMD's\n"
+      "standard output stays its own); `fp8audit report DIR` shows it again, for every run\n"
+      "that wrote there.\n\n"
       "Exit codes:\n"
       "  N    CMD's own exit code when it failed (128+S when killed by signal S); the report is\n"
       "       still printed\n"
@@ -237,9 +293,10 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  2    bad flags, agent library not found, --patterns unreadable, --out unusable, --fix-te\n"
       "       without fp8audit's Python package or model library (or with --no-python-hook); no\n"
       "       trace was written, or a trace is damaged, ends without a footer (a process was\n"
-      "       killed) or lost events: the audit is incomplete; there is nothing to judge (no\n"
-      "       microbatch, or not one FP8 state update)\n"
-      "  3    CMD succeeded and the audit found violations\n");
+      "       killed), lost events or shows no backward pass: the audit is incomplete; there is\n"
+      "       nothing to judge (no microbatch, or not one FP8 state update)\n"
+      "  3    CMD succeeded and the audit found violations (also where another trace is\n"
+      "       incomplete)\n");
   sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/event_text.h"
+#include "reports/frozen_scales.h"
 #include "state/semantics.h"
 
 namespace fp8audit::reports {
@@ -18,6 +19,7 @@ constexpr int kBwd = 1;
 constexpr size_t kRing = 4;            // context events remembered before each update
 constexpr size_t kMaxOpenFrames = 64;  // checkpoint frames tracked at once
 constexpr size_t kMaxHeaderStrings = 64;
+constexpr size_t kMaxParked = 256;  // other threads' microbatches open at once
 
 uint64_t SatAdd(uint64_t a, uint64_t b) {
   return a > std::numeric_limits<uint64_t>::max() - b ? std::numeric_limits<uint64_t>::max()
@@ -150,6 +152,7 @@ class EventList {
 struct Segment {
   bool open = false;
   bool marked = false;         // opened by a MICROBATCH_BEGIN
+  uint64_t owner = 0;          // that BEGIN's thread (0: none recorded)
   bool ended = false;          // its MICROBATCH_END was seen
   bool forward_seen = false;   // forward activity
   bool backward_seen = false;  // backward activity
@@ -203,12 +206,12 @@ struct Segment {
 // extra updates happened (with `detail`, each place).
 void AddExplanations(const Segment& seg, const Expectation& expect, bool complete,
                      const std::array<uint64_t, 2>& expected, const std::array<bool, 2>& wrong,
-                     bool detail, v1::MicrobatchResult* row) {
+                     int frozen, bool backward_observed, bool detail, v1::MicrobatchResult* row) {
   if (!complete) {
     row->add_explanations(
         "incomplete: the trace ended inside this microbatch; only excess updates are judged");
   }
-  if (!seg.backward_seen && expect.backward > 0) {
+  if (expected[kBwd] == 0 && expect.backward > 0) {
     row->add_explanations(
         "no backward pass was seen: judged as forward-only (backward expected 0)");
   }
@@ -218,6 +221,7 @@ void AddExplanations(const Segment& seg, const Expectation& expect, bool complet
   }
   for (int dir : {kFwd, kBwd}) {
     if (!wrong[dir]) continue;
+    if (dir == frozen) row->add_explanations(FrozenExplanation(dir, backward_observed));
     const uint64_t c = seg.count[dir];
     std::string line;
     AppendUpdates(&line, c, dir);
@@ -269,7 +273,8 @@ struct Auditor::State {
   // The header said the recorder was told to expect markers ("nvtx"). The report's header says
   // what segmented instead (see SayMarkers), so set-up skipping keeps its own copy.
   bool markers_configured = false;
-  bool in_backward = false;  // between BACKWARD_BEGIN and BACKWARD_END
+  bool in_backward = false;        // between BACKWARD_BEGIN and BACKWARD_END
+  bool backward_observed = false;  // backward activity (or a backward update) anywhere so far
   std::vector<Frame> frames;
   uint32_t autocast_depth = 0;
   std::string module;
@@ -278,6 +283,9 @@ struct Auditor::State {
   std::array<uint64_t, kRing> ring_seq{};
   uint64_t seq = 0;
   Segment seg;
+  // Other threads' marked microbatches while `seg` is one thread's (see Route): at most one per
+  // thread, in the order they were parked.
+  std::vector<Segment> parked;
   uint32_t next_index = 0;
   uint32_t step = 0;
   bool header_seen = false;
@@ -287,6 +295,8 @@ struct Auditor::State {
   uint32_t detailed = 0;     // failing microbatches given full detail so far
   bool rows_pruned = false;  // passing rows were dropped (max_rows exceeded)
   uint64_t violations = 0;
+  uint64_t damage_violations = 0;  // of them TRACE_DAMAGED
+  uint64_t frozen_backward = 0;    // of them microbatches whose backward scales froze
   // Kernel launches: the footer's count, else the largest running count an event carried, else
   // the number of events that came from kernel launches.
   uint64_t footer_launches = 0;
@@ -366,9 +376,13 @@ void Auditor::OnHeader(const v1::TraceHeader& header) {
   }
   if (h->command_size() > static_cast<int>(kMaxHeaderStrings)) {
     h->mutable_command()->DeleteSubrange(kMaxHeaderStrings, h->command_size() - kMaxHeaderStrings);
+    h->set_command_cut(true);
   }
   for (std::string& arg : *h->mutable_command()) {
-    if (arg.size() > kMaxStoredString) arg = TruncateUtf8(arg, kMaxStoredString);
+    if (arg.size() > kMaxStoredString) {
+      arg = TruncateUtf8(arg, kMaxStoredString);
+      h->set_command_cut(true);
+    }
   }
   report_.set_rank(header.rank());
   s.markers_configured = header.markers() == "nvtx";
@@ -456,19 +470,24 @@ void Auditor::OnDamage(const std::string& what) {
 
 uint64_t Auditor::OnMissingFooter() {
   State& s = *state_;
-  const Segment& seg = s.seg;
-  // Whether the open segment will be a microbatch (see Close).
-  const bool counted =
-      seg.open &&
-      (seg.marked || (seg.HasActivity() &&
-                      !(s.markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0)));
+  // The open segments that will be microbatches (see Close): ended ones are whole.
+  uint64_t ended = 0, unfinished = 0;
+  auto tally = [&](const Segment& seg) {
+    const bool counted =
+        seg.open &&
+        (seg.marked || (seg.HasActivity() &&
+                        !(s.markers_configured && seg.count[kFwd] == 0 && seg.count[kBwd] == 0)));
+    if (!counted) return;
+    ++(seg.marked && seg.ended ? ended : unfinished);
+  };
+  tally(s.seg);
+  for (const Segment& seg : s.parked) tally(seg);
   std::string what = "trace ends without a footer (the process was killed?)";
-  uint64_t whole = s.next_index;
-  if (counted && !(seg.marked && seg.ended)) {
+  const uint64_t whole = s.next_index + ended;
+  if (unfinished == 1 && ended == 0) {
     what += ": microbatch " + std::to_string(s.next_index) + " unfinished";
-  } else if (counted) {
-    what += " after microbatch " + std::to_string(s.next_index);
-    ++whole;
+  } else if (unfinished > 0) {
+    what += ": " + std::to_string(unfinished) + " microbatches of threads unfinished";
   } else if (whole > 0) {
     what += " after microbatch " + std::to_string(whole - 1);
   } else {
@@ -490,6 +509,7 @@ void Auditor::AddViolation(v1::Violation v) {
   State& s = *state_;
   v.set_rank(report_.rank());
   ++s.violations;
+  if (v.kind() == v1::Violation::TRACE_DAMAGED) ++s.damage_violations;
   if (on_violation) on_violation(v);
   if (KeepsViolation(v.kind())) *report_.add_violations() = std::move(v);
 }
@@ -509,6 +529,18 @@ void Auditor::Unbalanced(const v1::Event& event, const std::string& message) {
   e->CopyFrom(event);
   BoundEventStrings(e);
   AddViolation(std::move(v));
+}
+
+void Auditor::Route(uint64_t thread) {
+  State& s = *state_;
+  if (thread == 0 || (s.seg.open && s.seg.owner == thread)) return;
+  auto it = std::find_if(s.parked.begin(), s.parked.end(),
+                         [thread](const Segment& seg) { return seg.owner == thread; });
+  if (it == s.parked.end()) return;
+  // The thread's own microbatch becomes the current one; the one current until now is parked in
+  // its place (or, closed, nowhere).
+  std::swap(s.seg, *it);
+  if (!it->open) s.parked.erase(it);
 }
 
 void Auditor::Open(const v1::Event& event) {
@@ -606,6 +638,8 @@ void Auditor::Dispatch(const v1::Event& event) {
   s.launches_seen = std::max(s.launches_seen, event.kernel_launches());
   const v1::EventKind kind = event.kind();
 
+  if (!s.parked.empty()) Route(event.thread_id());
+
   // Neither a pass's activity nor an update: they open, close and count nothing.
   if (IsFact(kind)) {
     Fact(event);
@@ -623,6 +657,12 @@ void Auditor::Dispatch(const v1::Event& event) {
       Close(/*complete=*/true);  // what pass boundaries segmented before the first marker
       s.markers = true;
       SayMarkers();
+    } else if (s.seg.open && s.seg.owner != 0 && event.thread_id() != 0 &&
+               s.seg.owner != event.thread_id() && s.parked.size() < kMaxParked) {
+      // Another thread's microbatch (this thread has none open, see Route): it stays open beside
+      // this one, and its thread's events go on counting in it.
+      s.parked.push_back(std::move(s.seg));
+      s.seg = Segment();
     } else if (s.seg.open) {
       if (!s.seg.ended) {
         Unbalanced(event, "microbatch " + std::to_string(s.next_index + 1) +
@@ -633,6 +673,7 @@ void Auditor::Dispatch(const v1::Event& event) {
     }
     Open(event);
     s.seg.marked = true;
+    s.seg.owner = event.thread_id();
     Remember(event);
     return;
   }
@@ -659,6 +700,7 @@ void Auditor::Dispatch(const v1::Event& event) {
     s.in_backward = true;
     if (!s.seg.open) Open(event);
     s.seg.backward_seen = true;
+    s.backward_observed = true;
     Remember(event);
     return;
   }
@@ -717,7 +759,10 @@ void Auditor::Dispatch(const v1::Event& event) {
   }
   if (!s.seg.open) Open(event);
   if (forward_activity) s.seg.forward_seen = true;
-  if (backward_activity) s.seg.backward_seen = true;
+  if (backward_activity) {
+    s.seg.backward_seen = true;
+    s.backward_observed = true;
+  }
 
   if (update) {
     Count(event, dir, inferred);
@@ -878,8 +923,9 @@ void Auditor::Close(bool complete) {
   row.set_index(s.next_index);
   if (s.next_index < std::numeric_limits<uint32_t>::max()) ++s.next_index;
   row.set_step(seg.step);
-  const std::array<uint64_t, 2> expected = {options_.expect.forward,
-                                            seg.backward_seen ? options_.expect.backward : 0u};
+  const std::array<uint64_t, 2> expected = {
+      options_.expect.forward,
+      ExpectedBackward(seg.backward_seen, seg.count[kFwd], options_.expect.backward)};
   row.set_forward_updates(Sat32(seg.count[kFwd]));
   row.set_backward_updates(Sat32(seg.count[kBwd]));
   row.set_expected_forward(static_cast<uint32_t>(expected[kFwd]));
@@ -889,6 +935,7 @@ void Auditor::Close(bool complete) {
     wrong[dir] = complete ? seg.count[dir] != expected[dir] : seg.count[dir] > expected[dir];
   }
   const bool fail = wrong[kFwd] || wrong[kBwd];
+  const int frozen = FrozenDirection(seg.count, expected, complete);
   row.set_verdict(fail ? v1::FAIL : v1::PASS);
   const bool detail = fail && s.detailed < options_.max_detailed;
   if (detail) ++s.detailed;
@@ -898,7 +945,8 @@ void Auditor::Close(bool complete) {
   const bool words = keep_row || on_microbatch || on_microbatch_span;
 
   if (words) {
-    AddExplanations(seg, options_.expect, complete, expected, wrong, detail, &row);
+    AddExplanations(seg, options_.expect, complete, expected, wrong, frozen, s.backward_observed,
+                    detail, &row);
     const bool extra = seg.count[kFwd] > expected[kFwd] || seg.count[kBwd] > expected[kBwd];
     if (extra) {
       if (std::string line = SemanticsLine(); !line.empty()) row.add_explanations(std::move(line));
@@ -912,6 +960,7 @@ void Auditor::Close(bool complete) {
   for (int dir : {kFwd, kBwd}) {
     if (!wrong[dir]) continue;
     const auto kind = dir == kFwd ? v1::Violation::FORWARD_COUNT : v1::Violation::BACKWARD_COUNT;
+    if (dir == kBwd && frozen == kBwd) ++s.frozen_backward;
     if (!on_violation && !KeepsViolation(kind)) {
       ++s.violations;  // counted, not kept
       continue;
@@ -928,6 +977,7 @@ void Auditor::Close(bool complete) {
     message += ", expected ";
     AppendNumber(&message, expected[dir]);
     if (!complete) message += " (incomplete microbatch)";
+    if (dir == frozen) message += FrozenSuffix(dir);
     v.set_message(std::move(message));
     if (detail) {
       if (seg.start_dir != dir) *v.add_context() = seg.start;
@@ -1142,6 +1192,14 @@ void Auditor::FinishRecording() {
                    "(NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax or scale algorithm), where the "
                    "te-call and cupti probes see nothing");
   }
+  if (!s.markers && report_.totals().failing_microbatches() > 0) {
+    rec->add_notes(
+        "no fp8audit.microbatch markers in this trace: microbatches were cut where work returned "
+        "to the training thread after a backward pass, so one cut can hold more than one logical "
+        "microbatch (a forward without its backward, a test session's unrelated passes); mark them "
+        "(with fp8audit.microbatch():) for exact counts, or judge a pytest session per test "
+        "(pytest --fp8audit)");
+  }
   // Nothing about the recording to say: no field set (an older recorder's trace).
   if (rec->ByteSizeLong() == 0) report_.clear_recording();
 }
@@ -1167,14 +1225,29 @@ bool Auditor::WantRow(bool fail) {
 void Auditor::Finish() {
   State& s = *state_;
   if (s.finished) return;
-  const bool complete = s.markers ? s.seg.ended : (s.footer_seen && !s.damaged);
-  Close(complete);
+  // Every microbatch still open, the parked ones too, in the order they began.
+  if (s.seg.open) s.parked.push_back(std::move(s.seg));
+  std::stable_sort(s.parked.begin(), s.parked.end(),
+                   [](const Segment& a, const Segment& b) { return a.start_seq < b.start_seq; });
+  for (Segment& seg : s.parked) {
+    s.seg = std::move(seg);
+    Close(s.markers ? s.seg.ended : (s.footer_seen && !s.damaged));
+  }
+  s.parked.clear();
+  s.seg = Segment();
   s.finished = true;
   SayMarkers();
   report_.mutable_totals()->set_kernel_launches(s.footer_launches > 0 ? s.footer_launches
                                                 : s.launches_seen > 0 ? s.launches_seen
                                                                       : s.kernel_events);
   report_.set_verdict(s.violations > 0 ? v1::FAIL : v1::PASS);
+  // Backward updates were expected and never was a backward pass seen: the microbatches' missing
+  // backward updates are failures the audit cannot confirm (no backward pass, or one it cannot
+  // see).
+  const bool no_backward = !s.backward_observed && s.frozen_backward > 0;
+  report_.set_no_backward_observed(no_backward);
+  report_.set_confirmed_violations(s.violations - s.damage_violations -
+                                   (no_backward ? s.frozen_backward : 0));
   FinishRecording();
   const uint64_t start = report_.header().start_unix_ns();
   if (s.footer_end_unix_ns != 0 && start != 0 && s.footer_end_unix_ns >= start) {

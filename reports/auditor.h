@@ -42,7 +42,9 @@ struct AuditorOptions {
 };
 
 // One FP8 state update as the audit counts it (Auditor::on_update): for timelines that show each
-// update with the audit's words for it.
+// update with the audit's words for it. Indices follow the order microbatches close in: with
+// several threads' microbatches open at once, `microbatch` is the index its microbatch gets if it
+// is the next to close.
 struct CountedUpdate {
   const v1::Event* event = nullptr;           // as recorded
   v1::Pass direction = v1::PASS_UNSPECIFIED;  // the direction it is counted in
@@ -67,8 +69,13 @@ struct MicrobatchSpan {
 //  1. Microbatch markers (MICROBATCH_BEGIN/END, from NVTX range `fp8audit.microbatch` or the
 //     runtime). From the first MICROBATCH_BEGIN on, an event belongs to the most recently begun
 //     microbatch, also after that microbatch's END (updates there are counted and explained as
-//     "after the end marker"). A BEGIN while a microbatch is open without END, or an END with no
-//     open microbatch, is an UNBALANCED violation. STEP only advances the step number.
+//     "after the end marker"). Markers are per thread: a BEGIN on another thread than the one
+//     whose microbatch is current opens that thread's microbatch beside it, and from then on each
+//     thread's events count in its own thread's microbatch (a thread that opened none, such as an
+//     autograd thread, in the one whose thread was last active); a thread's microbatch closes at
+//     that thread's next BEGIN (or the end). A BEGIN while the same thread's microbatch is open
+//     without END, or an END with no open microbatch, is an UNBALANCED violation. STEP only
+//     advances the step number.
 //  2. Before the first marker, the agent's pass boundaries (BACKWARD_BEGIN/BACKWARD_END, from
 //     launches on autograd threads vs the training thread) segment: once a segment has seen
 //     backward activity, the first forward activity outside backward and outside checkpoint
@@ -85,7 +92,13 @@ struct MicrobatchSpan {
 // BACKWARD_BEGIN and BACKWARD_END, forward elsewhere), noted in the row's explanations. Each
 // update counts `count` times (0 reads as 1; a graph launch may carry several).
 // Judging: a microbatch passes when it has exactly the expected forward and backward updates. A
-// microbatch in which no backward activity was seen is forward-only: expected backward is 0. The
+// microbatch with forward updates expects the backward ones too, backward activity seen in it or
+// not; one with neither updates nor backward activity is forward-only (expected backward 0). Where
+// one direction made updates and the other, expected to, made none, that direction's scales froze
+// (reports/frozen_scales.h): a failure, said so in the explanations and the violation. A trace in
+// which backward updates were expected and no backward pass was ever seen (no backward activity,
+// no backward update) says so (RankReport.no_backward_observed): those failures are not confirmed
+// (RankReport.confirmed_violations) and the audit is incomplete. The
 // microbatch still open when the trace ends without a footer (or is damaged) is incomplete: only
 // excess updates fail it. Other kinds (AUTOCAST_*, CHECKPOINT_*, MODULE_*, STASH_*, EXCEPTION)
 // are context: they explain extra updates and appear in violation context.
@@ -156,6 +169,9 @@ class Auditor {
   std::string SemanticsLine() const;
   void FinishRecording();
   std::string Where(const v1::Event& event, bool recompute, bool inferred) const;
+  // With microbatches of several threads open at once: `thread`'s own microbatch, when one is
+  // parked, becomes the current one (and the current one is parked).
+  void Route(uint64_t thread);
   void Open(const v1::Event& event);
   void Close(bool complete);
   void Count(const v1::Event& event, int dir, bool inferred);

@@ -16,6 +16,24 @@ std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
   return out;
 }
 
+namespace {
+
+// The length of the UTF-8 sequence at `s[i]` when it is a character that changes how the text
+// around it is shown rather than a visible one: the bidirectional controls (U+061C, U+200E,
+// U+200F, U+202A..U+202E, U+2066..U+2069: a right-to-left override makes "gpj.exe" read
+// "exe.jpg") and the line and paragraph separators (U+2028, U+2029); else 0.
+size_t FormatControlBytes(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  if (at(i) == 0xD8 && at(i + 1) == 0x9C) return 2;  // U+061C
+  if (at(i) != 0xE2) return 0;
+  const unsigned b = at(i + 1), c = at(i + 2);
+  if (b == 0x80 && (c == 0x8E || c == 0x8F || (c >= 0xA8 && c <= 0xAE))) return 3;
+  if (b == 0x81 && c >= 0xA6 && c <= 0xA9) return 3;
+  return 0;
+}
+
+}  // namespace
+
 std::string Printable(std::string_view s, size_t max_bytes) {
   const std::string cut = TruncateUtf8(s, max_bytes);
   std::string out;
@@ -28,6 +46,9 @@ std::string Printable(std::string_view s, size_t max_bytes) {
                static_cast<unsigned char>(cut[i + 1]) <= 0x9F) {
       out += '?';  // C1 control (U+0080..U+009F), e.g. a terminal's CSI
       ++i;
+    } else if (const size_t n = FormatControlBytes(cut, i); n > 0) {
+      out += '?';  // reorders or breaks the text around it
+      i += n - 1;
     } else {
       out += cut[i];
     }

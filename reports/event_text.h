@@ -19,7 +19,10 @@ inline constexpr size_t kMaxStoredString = 512;
 
 // `s` cut to at most `max_bytes` on a UTF-8 character boundary ("…" appended when cut).
 std::string TruncateUtf8(std::string_view s, size_t max_bytes);
-// `s` for a terminal or a text file: control characters become '?', cut to `max_bytes`.
+// `s` for a terminal or a text file: control characters (C0, DEL, C1: ESC, OSC, BEL) and the
+// characters that reorder or break the text around them (bidirectional controls such as U+202E,
+// line and paragraph separators) become '?'; cut to `max_bytes`. Every renderer shows trace
+// strings through it.
 std::string Printable(std::string_view s, size_t max_bytes = kMaxStoredString);
 // Cuts the strings an event carries (detail, module) to kMaxStoredString.
 void BoundEventStrings(v1::Event* event);

@@ -51,6 +51,48 @@ bool WriteAll(int fd, std::string_view content) {
   return true;
 }
 
+bool ClassifyOutput(const std::string& path, OutputTarget* target, std::string* error) {
+  struct stat st {};
+  *target = OutputTarget::kReplace;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return true;  // created
+    *error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  if (S_ISLNK(st.st_mode) && ::stat(path.c_str(), &st) != 0) return true;  // dangling: replaced
+  if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) return true;
+  if (S_ISDIR(st.st_mode)) {
+    *error = path + ": is a directory";
+    return false;
+  }
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    *target = OutputTarget::kInPlace;
+    return true;
+  }
+  *error = path + ": not a file that can be written (" +
+           (S_ISSOCK(st.st_mode) ? "a socket" : "a block device") + ")";
+  return false;
+}
+
+std::string TemporaryBeside(const std::string& path, std::string* error) {
+  std::string tmp;
+  int err = 0;
+  const int fd = CreateTemporary(path, &tmp, &err);
+  if (fd < 0) {
+    *error = path + ": " + std::strerror(err);
+    return "";
+  }
+  ::close(fd);
+  return tmp;
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat x {
+  }, y{};
+  return ::stat(a.c_str(), &x) == 0 && ::stat(b.c_str(), &y) == 0 && x.st_dev == y.st_dev &&
+         x.st_ino == y.st_ino;
+}
+
 bool WriteFileAtomically(const std::string& path, const std::string& content, std::string* error) {
   auto out = FileOutput::Create(path, error);
   if (out == nullptr) return false;
@@ -59,6 +101,16 @@ bool WriteFileAtomically(const std::string& path, const std::string& content, st
 }
 
 std::unique_ptr<FileOutput> FileOutput::Create(const std::string& path, std::string* error) {
+  OutputTarget target;
+  if (!ClassifyOutput(path, &target, error)) return nullptr;
+  if (target == OutputTarget::kInPlace) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      *error = path + ": " + std::strerror(errno);
+      return nullptr;
+    }
+    return std::unique_ptr<FileOutput>(new FileOutput(fd, path, "", /*owned=*/true));
+  }
   std::string tmp;
   int err = 0;
   const int fd = CreateTemporary(path, &tmp, &err);
@@ -66,22 +118,22 @@ std::unique_ptr<FileOutput> FileOutput::Create(const std::string& path, std::str
     *error = path + ": " + std::strerror(err);
     return nullptr;
   }
-  return std::unique_ptr<FileOutput>(new FileOutput(fd, path, tmp));
+  return std::unique_ptr<FileOutput>(new FileOutput(fd, path, tmp, /*owned=*/true));
 }
 
 std::unique_ptr<FileOutput> FileOutput::ForFd(int fd, std::string name) {
-  return std::unique_ptr<FileOutput>(new FileOutput(fd, std::move(name), ""));
+  return std::unique_ptr<FileOutput>(new FileOutput(fd, std::move(name), "", /*owned=*/false));
 }
 
-FileOutput::FileOutput(int fd, std::string name, std::string tmp)
-    : fd_(fd), name_(std::move(name)), tmp_(std::move(tmp)) {
+FileOutput::FileOutput(int fd, std::string name, std::string tmp, bool owned)
+    : fd_(fd), name_(std::move(name)), tmp_(std::move(tmp)), owned_(owned) {
   buffer_.reserve(kBufferBytes);
 }
 
 FileOutput::~FileOutput() {
-  if (finished_ || tmp_.empty()) return;
+  if (finished_ || !owned_) return;
   ::close(fd_);
-  ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 void FileOutput::Write(std::string_view text) {
@@ -104,8 +156,8 @@ bool FileOutput::Finish(std::string* error) {
   if (finished_) return errno_ == 0;
   Flush();
   finished_ = true;
+  if (owned_ && ::close(fd_) != 0 && errno_ == 0) errno_ = errno;
   if (!tmp_.empty()) {
-    if (::close(fd_) != 0 && errno_ == 0) errno_ = errno;
     if (errno_ == 0 && ::rename(tmp_.c_str(), name_.c_str()) != 0) errno_ = errno;
     if (errno_ != 0) ::unlink(tmp_.c_str());
   }

@@ -7,9 +7,25 @@
 
 namespace fp8audit::reports {
 
-// Writes `content` to `path` atomically: a temporary file in the same directory, then rename, so
-// readers see the old file or the whole new one. Returns false and sets `error` ("PATH: reason").
+// How a file the user names for output is written. A regular file, a name not taken yet and a
+// symbolic link to a regular file (or to nothing) are replaced atomically: a temporary file in the
+// same directory, then rename, so readers see the old file or the whole new one (a link is
+// replaced, its target left alone). A character device, FIFO or a link to one (/dev/stdout,
+// /dev/null, a pipe) is written in place. A directory or a socket is refused.
+enum class OutputTarget { kReplace, kInPlace };
+// False and `error` ("PATH: reason") for a target that cannot be written.
+bool ClassifyOutput(const std::string& path, OutputTarget* target, std::string* error);
+
+// A new, empty temporary file beside `path` (its directory), with the mode a plain create would
+// give (0666 less the umask); "" and `error` on failure.
+std::string TemporaryBeside(const std::string& path, std::string* error);
+
+// Writes `content` to `path` as ClassifyOutput says. Returns false and sets `error` ("PATH:
+// reason") on any failure, a short or failed write (a full disk, /dev/full) included.
 bool WriteFileAtomically(const std::string& path, const std::string& content, std::string* error);
+
+// Whether `a` names the same file as `b` (both exist; links followed).
+bool SameFile(const std::string& a, const std::string& b);
 
 // Writes `content` to a file descriptor (all of it, retrying short writes). False on error.
 bool WriteAll(int fd, std::string_view content);
@@ -31,9 +47,9 @@ class StringOutput final : public OutputStream {
   std::string text_;
 };
 
-// Buffered output to a file written atomically (as WriteFileAtomically: nothing appears at `path`
-// until Finish succeeds; a stream destroyed unfinished removes its temporary file) or to a file
-// descriptor (not closed). Memory: one 1 MiB buffer.
+// Buffered output to a file written as WriteFileAtomically writes it (replaced: nothing appears at
+// `path` until Finish succeeds; a stream destroyed unfinished removes its temporary file) or to a
+// file descriptor (not closed). Memory: one 1 MiB buffer.
 class FileOutput final : public OutputStream {
  public:
   static std::unique_ptr<FileOutput> Create(const std::string& path, std::string* error);
@@ -48,12 +64,13 @@ class FileOutput final : public OutputStream {
   bool Finish(std::string* error);
 
  private:
-  FileOutput(int fd, std::string name, std::string tmp);
+  FileOutput(int fd, std::string name, std::string tmp, bool owned);
   void Flush();
 
   int fd_;
-  std::string name_;  // the path, or what the descriptor is ("standard output")
-  std::string tmp_;   // the temporary file; empty for a descriptor
+  std::string name_;    // the path, or what the descriptor is ("standard output")
+  std::string tmp_;     // the temporary file; empty for a descriptor or a file written in place
+  bool owned_ = false;  // fd_ is closed by Finish (a file written in place)
   std::string buffer_;
   int errno_ = 0;  // the first write error
   bool finished_ = false;

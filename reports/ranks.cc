@@ -137,7 +137,6 @@ std::vector<v1::RankRange> MissingRanks(std::vector<int32_t> present) {
   std::sort(present.begin(), present.end());
   present.erase(std::unique(present.begin(), present.end()), present.end());
   std::vector<v1::RankRange> missing;
-  if (present.size() < 2) return missing;
   int64_t next = 0;  // the lowest rank not yet accounted for (past INT32_MAX after it)
   for (int32_t rank : present) {
     if (rank < 0) continue;

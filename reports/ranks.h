@@ -31,9 +31,10 @@ bool HoldsAnAudit(const v1::RankReport& r);
 // Ranks listed one by one, or as first-last, in a line; past this many ranges the rest are counted.
 inline constexpr size_t kMaxListedRanges = 20;
 
-// Ranks with no trace among `present` (any order, duplicates allowed), when more than one rank is
-// present: the gaps in 0..the highest, as ranges. (Traces do not record the world size: a missing
-// highest rank is not seen.) Time and memory grow with `present`, never with the ranks' values.
+// Ranks with no trace among `present` (any order, duplicates allowed; negative: no rank): the gaps
+// in 0..the highest, as ranges (rank 3 alone misses ranks 0-2). (Traces do not record the world
+// size: a missing highest rank is not seen.) Time and memory grow with `present`, never with the
+// ranks' values.
 std::vector<v1::RankRange> MissingRanks(std::vector<int32_t> present);
 
 // The number of ranks `ranges` hold.

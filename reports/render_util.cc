@@ -131,12 +131,21 @@ std::string ShellQuote(std::string_view arg) {
 
 std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes) {
   std::string line;
-  for (const std::string& arg : header.command()) {
+  bool cut = header.command_cut();
+  for (int i = 0; i < header.command_size(); ++i) {
     if (!line.empty()) line += ' ';
-    line += ShellQuote(arg);
-    if (line.size() > max_bytes) break;
+    line += ShellQuote(header.command(i));
+    if (line.size() > max_bytes) {
+      cut = true;
+      break;
+    }
   }
-  return Printable(line, max_bytes);
+  std::string shown = Printable(line, max_bytes);
+  if (cut) {
+    if (line.size() <= max_bytes) shown += " \xe2\x80\xa6";  // U+2026; Printable marks its own cut
+    shown += " (cut: not the whole command; it cannot be pasted as is)";
+  }
+  return shown;
 }
 
 std::string CuptiText(const v1::TraceHeader& header, size_t max_bytes) {

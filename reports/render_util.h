@@ -53,7 +53,9 @@ std::string TotalsLine(const v1::Totals& totals);
 // `_@%+=:,./-`, else in single quotes, each ' written as '\'' (e.g. 'my repro'\''s').
 std::string ShellQuote(std::string_view arg);
 // The recorded command line, each argument quoted for a shell (ShellQuote), so that it can be
-// pasted to rerun the command; control characters show as '?'; cut to `max_bytes` ("…").
+// pasted to rerun the command; control characters show as '?'; cut to `max_bytes`. Where it is not
+// the whole command (the recorder or the reader cut it: TraceHeader.command_cut, or `max_bytes`)
+// it ends "… (cut: not the whole command; it cannot be pasted as is)".
 std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes);
 // The CUPTI library the agent loaded: "PATH (API N)", "API N" or "PATH", cut to `max_bytes` and
 // printable; "" when the header records none.

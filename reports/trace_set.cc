@@ -6,33 +6,18 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 
 #include "proto/trace_io.h"
 #include "reports/event_text.h"
+#include "reports/frozen_scales.h"
 #include "reports/ranks.h"
 
 namespace fp8audit::reports {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr const char* kTraceExtension = ".fp8trace";
 constexpr uint64_t kProgressStepBytes = 256 << 10;  // TraceSetOptions::on_read
 
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a + b < a ? ~uint64_t{0} : a + b; }
-
-bool HasTraceExtension(const fs::path& p) { return p.extension() == kTraceExtension; }
-
-// "a FIFO", "a directory", ... for a file that is not a regular one.
-const char* FileKind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
-}
 
 std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -61,6 +46,14 @@ bool IsDamaged(const v1::RankReport& r) {
   return std::any_of(r.violations().begin(), r.violations().end(), [](const v1::Violation& v) {
     return v.kind() == v1::Violation::TRACE_DAMAGED;
   });
+}
+
+// The trace holds violations the audit is sure of (RankReport.confirmed_violations).
+bool HasConfirmedViolations(const v1::RankReport& r) { return r.confirmed_violations() > 0; }
+
+// The trace cannot be judged in full: damaged, without a footer, or no backward pass observed.
+bool IsIncomplete(const v1::RankReport& r) {
+  return IsDamaged(r) || !r.damage().empty() || r.no_backward_observed();
 }
 
 // A report for a file that holds no audit at all (unreadable, empty, not a trace).
@@ -116,7 +109,8 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
 
   v1::Totals* totals = report.mutable_totals();
   bool damaged = job.incomplete;
-  bool violations = job.disagree;
+  bool violations = job.disagree;  // confirmed ones
+  bool failing = job.disagree;     // any trace's verdict FAIL (damage and unconfirmed included)
   // Kernel launches: not counted anywhere when every trace's agent went without CUPTI.
   report.set_kernel_launches_not_counted(
       !ranks.empty() && std::all_of(ranks.begin(), ranks.end(), [](const v1::RankReport& r) {
@@ -129,8 +123,10 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     totals->set_backward_updates(SatAdd(totals->backward_updates(), t.backward_updates()));
     totals->set_events(SatAdd(totals->events(), t.events()));
     totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
-    if (IsDamaged(r)) damaged = true;
-    if (r.verdict() == v1::FAIL) violations = true;
+    if (IsIncomplete(r)) damaged = true;
+    if (r.no_backward_observed()) result.problems.push_back(NoBackwardProblem(r));
+    if (HasConfirmedViolations(r)) violations = true;
+    if (r.verdict() == v1::FAIL) failing = true;
     *report.add_ranks() = std::move(r);
   }
   for (v1::Violation& v : job.violations) *report.add_violations() = std::move(v);
@@ -138,7 +134,12 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
 
   const std::string traces = Plural(traces_read, "trace", "traces");
   const bool no_update = totals->forward_updates() == 0 && totals->backward_updates() == 0;
-  if (damaged) {
+  const bool nothing = expects_updates && (totals->microbatches() == 0 || no_update);
+  // A violation the audit is sure of decides, also where another trace is incomplete; where
+  // nothing could be judged, violations (unbalanced markers) are not the job's outcome.
+  if (violations && !nothing) {
+    result.outcome = Outcome::kViolations;
+  } else if (damaged) {
     result.outcome = Outcome::kIncomplete;
   } else if (expects_updates && totals->microbatches() == 0) {
     result.outcome = Outcome::kNothingAudited;
@@ -160,7 +161,7 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
         "`fp8audit run` (its Python hook counts TE's updates), or with `--patterns FILE` naming "
         "the kernels (for a job meant to make no updates: --expect-forward 0 "
         "--expect-backward 0)");
-  } else if (violations) {
+  } else if (violations || failing) {
     result.outcome = Outcome::kViolations;
   } else {
     result.outcome = Outcome::kPass;
@@ -171,7 +172,9 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
     if (result.outcome == Outcome::kNothingAudited && (e.forward > 0 || e.backward > 0)) {
       NotJudged(&r);
-    } else if (IsDamaged(r) || !r.damage().empty()) {
+    } else if (HasConfirmedViolations(r)) {
+      r.set_outcome(v1::AuditReport::OUTCOME_VIOLATIONS);
+    } else if (IsIncomplete(r)) {
       r.set_outcome(v1::AuditReport::OUTCOME_INCOMPLETE);
     } else {
       r.set_outcome(r.verdict() == v1::FAIL ? v1::AuditReport::OUTCOME_VIOLATIONS
@@ -182,7 +185,7 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
   }
   // Nothing audited is neither a pass nor a failure: no verdict.
   if (result.outcome != Outcome::kNothingAudited) {
-    report.set_verdict(violations || damaged ? v1::FAIL : v1::PASS);
+    report.set_verdict(violations || failing || damaged ? v1::FAIL : v1::PASS);
   }
   switch (result.outcome) {
     case Outcome::kIncomplete:
@@ -204,88 +207,6 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
 
 }  // namespace
 
-bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
-                      std::string* error, std::vector<std::string>* skipped) {
-  // Each file once: (device, inode) -> the name it was first given as.
-  std::map<std::pair<uint64_t, uint64_t>, std::string> seen;
-  auto add = [&](const std::string& path, const struct stat& st) {
-    const auto [it, fresh] =
-        seen.emplace(std::pair<uint64_t, uint64_t>{st.st_dev, st.st_ino}, path);
-    if (!fresh) {
-      *error = path + ": given twice (the same file as " + it->second + ")";
-      return false;
-    }
-    files->push_back(path);
-    return true;
-  };
-  for (const std::string& arg : paths) {
-    struct stat st {};
-    if (::stat(arg.c_str(), &st) != 0) {
-      *error = arg + ": " +
-               (errno == ENOENT ? std::string("no such file or directory")
-                                : std::string(std::strerror(errno)));
-      return false;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-      // Refused here, before anything opens it: a FIFO would wait for a writer.
-      if (!S_ISREG(st.st_mode)) {
-        *error = arg + ": not a regular file (" + FileKind(st.st_mode) + ")";
-        return false;
-      }
-      if (!add(arg, st)) return false;
-      continue;
-    }
-    std::vector<std::string> found;
-    std::vector<std::string> links;
-    std::error_code ec;
-    for (fs::directory_iterator it(arg, ec), end; !ec && it != end; it.increment(ec)) {
-      if (!HasTraceExtension(it->path())) continue;
-      std::error_code type_ec;
-      if (it->is_symlink(type_ec)) {
-        links.push_back(it->path().filename().string());
-      } else if (it->is_regular_file(type_ec)) {
-        found.push_back(it->path().string());
-      }
-    }
-    if (ec) {
-      *error = arg + ": " + ec.message();
-      return false;
-    }
-    std::sort(links.begin(), links.end());
-    if (!links.empty() && skipped != nullptr) {
-      std::string names;
-      for (size_t i = 0; i < links.size() && i < 3; ++i) names += (i > 0 ? ", " : "") + links[i];
-      if (links.size() > 3) names += ", ...";
-      skipped->push_back(arg + ": skipped " +
-                         Plural(links.size(), "symbolic link", "symbolic links") + " (" +
-                         Printable(names, 300) +
-                         "): links in a directory are not followed; name a trace to read it");
-    }
-    if (found.empty()) {
-      *error = arg + ": no *" + std::string(kTraceExtension) + " files in this directory" +
-               (links.empty() ? "" : " (only symbolic links, which are not followed)");
-      return false;
-    }
-    std::sort(found.begin(), found.end());
-    for (const std::string& path : found) {
-      // lstat: the file found, not what a link put in its place since would point to.
-      struct stat one {};
-      if (::lstat(path.c_str(), &one) != 0) {
-        *error = path + ": " + std::strerror(errno);
-        return false;
-      }
-      if (!S_ISREG(one.st_mode)) {
-        *error = path + ": changed while the directory was read (now " +
-                 (S_ISLNK(one.st_mode) ? std::string("a symbolic link") : FileKind(one.st_mode)) +
-                 ")";
-        return false;
-      }
-      if (!add(path, one)) return false;
-    }
-  }
-  return true;
-}
-
 v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& options,
                               std::string* problem) {
   // A damaged record is reported once, by us: protobuf's own log lines (e.g. on invalid UTF-8)
@@ -301,8 +222,8 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
   }
   if (reader->file_size() == 0) {
     return Unreadable(path,
-                      "empty trace (0 bytes): the process wrote nothing; did it end before the "
-                      "agent started?",
+                      "empty trace (0 bytes): the process ended just after the agent created "
+                      "it, before its header was written (killed?)",
                       problem);
   }
   v1::TraceRecord record;
@@ -314,6 +235,12 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
     return Unreadable(path, "not an fp8audit trace: the first record is not a header", problem);
   }
 
+  if (record.header().schema_version() == 0) {
+    return Unreadable(path,
+                      "not an fp8audit trace: its header's schema version is 0 (fp8audit's "
+                      "traces have 1 or later)",
+                      problem);
+  }
   if (record.header().schema_version() > kTraceSchemaVersion) {
     return Unreadable(path,
                       "written by a newer fp8audit (trace schema version " +
@@ -339,6 +266,9 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
   std::string damage;
   bool misplaced = false;  // the damage is a whole record in the wrong place
   bool footer_seen = false;
+  uint64_t event_records = 0;
+  // Records were lost, repeated or added anywhere in the file: no count in it is the writer's.
+  bool counts_unreliable = false;
   uint64_t next_progress = 0;
   while (true) {
     const uint64_t offset = reader->bytes_consumed();
@@ -361,7 +291,22 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
       misplaced = true;
       break;
     }
-    if (record.has_footer()) footer_seen = true;
+    if (record.has_footer()) {
+      footer_seen = true;
+      // The footer counts the event records its writer wrote: any other number read means
+      // records were lost, repeated or added since.
+      if (record.footer().events() != event_records) {
+        damage = "record " + std::to_string(reader->records()) + " at byte " +
+                 std::to_string(offset) + ": the footer counts " +
+                 std::to_string(record.footer().events()) + " events, the trace holds " +
+                 std::to_string(event_records) + " (event records lost, repeated or added)";
+        misplaced = true;
+        counts_unreliable = true;
+        auditor.OnRecord(record);
+        break;
+      }
+    }
+    if (record.has_event()) ++event_records;
     if (observer != nullptr && record.has_event()) observer->OnEvent(record.event());
     auditor.OnRecord(record);
   }
@@ -372,6 +317,7 @@ v1::RankReport AuditTraceFile(const std::string& path, const TraceSetOptions& op
   auditor.Finish();
   v1::RankReport r = std::move(*auditor.mutable_report());  // not a copy: rows can be many
   r.set_path(path);
+  if (counts_unreliable) r.set_confirmed_violations(0);  // its violations may be the damage's
   if (problem != nullptr) {
     if (!damage.empty()) {
       const uint64_t whole = reader->records() - (misplaced ? 1 : 0);
@@ -431,28 +377,4 @@ TraceSetResult AuditRankReports(std::vector<v1::RankReport> ranks, const TraceSe
   }
   return Conclude(std::move(ranks), agreement, {}, options);
 }
-TraceDirSnapshot SnapshotTraceDir(const std::string& dir) {
-  TraceDirSnapshot snapshot;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!HasTraceExtension(it->path())) continue;
-    struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // no links
-    const int64_t mtime_ns =
-        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    snapshot[it->path().string()] = {mtime_ns, static_cast<int64_t>(st.st_size)};
-  }
-  return snapshot;
-}
-
-std::vector<std::string> TracesWrittenSince(const std::string& dir,
-                                            const TraceDirSnapshot& before) {
-  std::vector<std::string> written;
-  for (const auto& [path, stamp] : SnapshotTraceDir(dir)) {
-    auto it = before.find(path);
-    if (it == before.end() || it->second != stamp) written.push_back(path);
-  }
-  return written;
-}
-
 }  // namespace fp8audit::reports

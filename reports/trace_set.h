@@ -13,6 +13,7 @@
 
 #include "fp8audit/report.pb.h"
 #include "reports/auditor.h"
+#include "reports/trace_paths.h"
 
 namespace fp8audit::reports {
 
@@ -55,12 +56,14 @@ struct TraceSetOptions {
   TraceObserver* observer = nullptr;  // not owned
 };
 
-// What a set of traces amounts to, in order of precedence.
+// What a set of traces amounts to. Precedence: violations the audit is sure of (in any trace, or
+// ranks that disagree), then incomplete, then nothing audited, then pass.
 enum class Outcome {
-  kIncomplete,      // a trace is unreadable, empty, damaged or lost events: the audit is partial
+  kIncomplete,      // a trace is unreadable, empty, damaged, lost events or observed no backward
+                    // pass: the audit is partial
   kNothingAudited,  // updates were expected, but no trace holds a microbatch, or none holds an
                     // FP8 state update (nothing to judge: not DelayedScaling, or not recognised)
-  kViolations,      // the audit found violations
+  kViolations,      // the audit found violations (RankReport.confirmed_violations)
   kPass,
 };
 
@@ -73,14 +76,6 @@ struct TraceSetResult {
   std::vector<std::string> problems;
   Outcome outcome = Outcome::kPass;
 };
-
-// The trace files that `paths` name: a file as given (a symbolic link to one too); a directory's
-// *.fp8trace regular files (not recursive). A symbolic link found in a directory is not followed
-// (a link planted there must not make the report read another file): `skipped` (if not null)
-// gets one line per directory that had any. Returns false and sets `error` (one line) for a
-// missing path or a directory without traces.
-bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
-                      std::string* error, std::vector<std::string>* skipped = nullptr);
 
 // Audits one file. Never fails: a trace that cannot be read in full still yields a RankReport of
 // every whole record before the problem, with report.damage and a TRACE_DAMAGED violation set;
@@ -99,11 +94,5 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
 // Auditor's, or a JSON report's). Ranks are compared on the rows the reports hold: every row when
 // they were audited with max_rows 0.
 TraceSetResult AuditRankReports(std::vector<v1::RankReport> ranks, const TraceSetOptions& options);
-
-// The *.fp8trace regular files of a directory (not symbolic links) with their modification time
-// and size, to tell which traces a run wrote (created or changed) from those there before it.
-using TraceDirSnapshot = std::map<std::string, std::pair<int64_t, int64_t>>;
-TraceDirSnapshot SnapshotTraceDir(const std::string& dir);
-std::vector<std::string> TracesWrittenSince(const std::string& dir, const TraceDirSnapshot& before);
 
 }  // namespace fp8audit::reports

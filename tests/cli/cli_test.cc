@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fp8audit/report.pb.h"
+#include "tests/cli/cli_fixture.h"
 #include "tests/reports/chrome_trace_check.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
@@ -26,120 +27,15 @@
 namespace fp8audit {
 namespace {
 
+using cli_testing::CliTest;
+using cli_testing::Describe;
+using cli_testing::Failing;
+using cli_testing::Passing;
+using cli_testing::Result;
+using cli_testing::Slurp;
 namespace fs = std::filesystem;
 using testing::Contains;
 using testing::TraceBuilder;
-
-struct Result {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::string& path) {
-  std::stringstream s;
-  s << std::ifstream(path, std::ios::binary).rdbuf();
-  return s.str();
-}
-
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("fp8audit-cli-" + std::to_string(::getpid()) + "-" +
-                                        info->test_suite_name() + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::string WriteTrace(const std::string& name, const TraceBuilder& t) const {
-    const std::string p = Path(name);
-    EXPECT_TRUE(t.Write(p));
-    return p;
-  }
-
-  // Runs fp8audit with `args`; `env` is set on top of this process's environment (a value of
-  // "<unset>" removes the variable).
-  Result Fp8audit(const std::vector<std::string>& args,
-                  const std::map<std::string, std::string>& env = {}) const {
-    std::vector<std::string> argv = {FP8AUDIT_BIN};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::map<std::string, std::string> vars;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const char* eq = std::strchr(*e, '=');
-      if (eq != nullptr) vars[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
-    }
-    vars.erase("FP8AUDIT_AGENT");
-    for (const auto& [k, v] : env) {
-      if (v == "<unset>") {
-        vars.erase(k);
-      } else {
-        vars[k] = v;
-      }
-    }
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : vars) env_strings.push_back(k + "=" + v);
-    std::vector<char*> argp;
-    for (auto& a : argv) argp.push_back(a.data());
-    argp.push_back(nullptr);
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const std::string out_path = Path("stdout.txt");
-    const std::string err_path = Path("stderr.txt");
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int null = ::open("/dev/null", O_RDONLY);
-      ::dup2(out, 1);
-      ::dup2(err, 2);
-      ::dup2(null, 0);
-      if (::chdir(dir_.c_str()) != 0) ::_exit(98);
-      ::execve(argp[0], argp.data(), envp.data());
-      ::_exit(99);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(out_path);
-    r.err = Slurp(err_path);
-    return r;
-  }
-
-  // `fp8audit run` with the fake agent writing `trace` ("F/B,..."; empty: no trace).
-  Result Run(const std::vector<std::string>& args, const std::string& trace,
-             std::map<std::string, std::string> env = {}) const {
-    env.emplace("FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT);
-    env.emplace("FP8AUDIT_FAKE_TRACE", trace.empty() ? "<unset>" : trace);
-    std::vector<std::string> all = {"run", "--out", Path("out")};
-    all.insert(all.end(), args.begin(), args.end());
-    return Fp8audit(all, env);
-  }
-
-  fs::path dir_;
-};
-
-std::string Describe(const Result& r) {
-  return "exit " + std::to_string(r.code) + "\n--- stdout\n" + r.out + "--- stderr\n" + r.err;
-}
-
-TraceBuilder Passing(int rank = 0, int pid = 100, int microbatches = 2) {
-  TraceBuilder t(rank, pid, "nvtx");
-  for (int i = 0; i < microbatches; ++i) t.MarkedMicrobatch();
-  t.Footer();
-  return t;
-}
-
-TraceBuilder Failing(int rank = 0, int pid = 100) {
-  TraceBuilder t(rank, pid, "nvtx");
-  t.MarkedMicrobatch().MarkedMicrobatch(29, 196).MarkedMicrobatch().Footer();
-  return t;
-}
 
 using ReportCli = CliTest;
 using CheckCli = CliTest;
@@ -165,12 +61,14 @@ TEST_F(ReportCli, ViolationsExit3AndShowTheirContext) {
       << Describe(r);
 }
 
-TEST_F(ReportCli, TruncatedTraceReportsWholeRecordsAndExits2) {
+TEST_F(ReportCli, TruncatedTraceReportsWholeRecordsAndTheirViolationExits3) {
   TraceBuilder t = Failing();
   const std::string path = WriteTrace("t.fp8trace", t);
   fs::resize_file(path, fs::file_size(path) - 4);  // inside the footer
   const Result r = Fp8audit({"report", path});
-  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.code, 3) << Describe(r);  // the violation before the damage is known
+  fs::resize_file(path, 60);            // before microbatch 1
+  EXPECT_EQ(Fp8audit({"report", path}).code, 2);
   // One line naming the file, the record and the byte offset.
   EXPECT_TRUE(Contains(r.err, "fp8audit report: " + path + ": trace damaged at record " +
                                   std::to_string(t.records().size()) + " at byte "))
@@ -182,13 +80,13 @@ TEST_F(ReportCli, TruncatedTraceReportsWholeRecordsAndExits2) {
   EXPECT_TRUE(Contains(r.out, "INCOMPLETE record ")) << Describe(r);
 }
 
-TEST_F(ReportCli, TraceWithoutAFooterExits2AndReportsEveryWholeMicrobatch) {
+TEST_F(ReportCli, TraceWithoutAFooterReportsEveryWholeMicrobatchAndItsViolationExits3) {
   TraceBuilder t(0, 100, "nvtx");  // killed inside microbatch 2: no end marker, no footer
   t.MarkedMicrobatch().MarkedMicrobatch(29, 196).Begin().Forward();
   const std::string path = WriteTrace("killed.fp8trace", t);
   for (const std::string cmd : {"report", "check"}) {
     const Result r = Fp8audit({cmd, path});
-    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.code, 3) << Describe(r);  // microbatch 1's violation is known
     EXPECT_EQ(r.err, "fp8audit " + cmd + ": " + path +
                          ": trace ends without a footer (the process was killed?): microbatch 2 "
                          "unfinished; the 2 whole microbatches before it are reported\n")
@@ -551,11 +449,11 @@ TEST_F(CheckCli, ViolationsExit3AndNameTheFirstOnes) {
   EXPECT_TRUE(Contains(r.out, "FAIL: 1 trace, 3 microbatches, 1 failing")) << Describe(r);
 }
 
-TEST_F(CheckCli, DamageExits2EvenWithViolations) {
+TEST_F(CheckCli, DamageAfterAKnownViolationExits3AndIsSaid) {
   const std::string path = WriteTrace("a.fp8trace", Failing());
   fs::resize_file(path, fs::file_size(path) - 1);
   const Result r = Fp8audit({"check", path});
-  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.code, 3) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "trace damaged at record")) << Describe(r);
   EXPECT_TRUE(Contains(r.out, "29 forward updates")) << Describe(r);
 }
@@ -778,6 +676,16 @@ TEST_F(RunCli, MissingAgentAndUnreadablePatternsExit2BeforeRunning) {
   EXPECT_FALSE(fs::exists(marker));
 }
 
+TEST_F(RunCli, AFifoAsPatternsExits2WithoutWaitingForAWriter) {
+  const std::string marker = Path("ran");
+  const std::string fifo = Path("patterns.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const Result r = Run({"--patterns", fifo, "--", "touch", marker}, "1/1");
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.err, "fp8audit run: --patterns " + fifo + ": not a regular file (a FIFO)\n");
+  EXPECT_FALSE(fs::exists(marker));
+}
+
 TEST_F(RunCli, MalformedPatternsExit2NamingTheLineBeforeRunning) {
   const std::string marker = Path("ran");
   const std::string patterns = Path("patterns.txt");
@@ -804,9 +712,12 @@ TEST_F(RunCli, DamagedTraceFromTheRunExits2) {
 
 TEST_F(RunCli, CommandThatSucceedsWithoutAFooterIsIncomplete) {
   // The job ends through _exit() or abort() in a child, or its last process is killed, and yet
-  // the command's status is 0: the missing footer still makes the audit incomplete.
+  // the command's status is 0: the missing footer still makes the audit incomplete, and a
+  // violation before it is known (3).
+  const Result ok = Run({"--", "true"}, "1/1,1/1,1/1", {{"FP8AUDIT_FAKE_KILLED", "1"}});
+  EXPECT_EQ(ok.code, 2) << Describe(ok);
   const Result r = Run({"--", "true"}, "1/1,29/196,1/1", {{"FP8AUDIT_FAKE_KILLED", "1"}});
-  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.code, 3) << Describe(r);
   EXPECT_TRUE(Contains(r.err,
                        ": trace ends without a footer (the process was killed?): microbatch 2 "
                        "unfinished; the 2 whole microbatches before it are reported\n"))
@@ -1040,8 +951,8 @@ TEST_F(MultiRankCli, CheckEmptyRankTraceExits2NamingItsRank) {
   const Result r = Fp8audit({"check", Path("traces")});
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_EQ(r.err, "fp8audit check: " + empty +
-                       ": empty trace (0 bytes): the process wrote nothing; did it end before the "
-                       "agent started?\n");
+                       ": empty trace (0 bytes): the process ended just after the agent created "
+                       "it, before its header was written (killed?)\n");
   EXPECT_TRUE(Contains(r.out, "rank 1: 0 of 0 microbatches failing (" + empty + ")"))
       << Describe(r);
 }

@@ -1,6 +1,7 @@
 // A stand-in for libfp8audit.so in `fp8audit run` tests: preloaded into the command, it writes a
 // trace at load time as $FP8AUDIT_FAKE_TRACE describes ("F/B,F/B,...": forward/backward updates
-// per marked microbatch; "NxF/B": N such microbatches) into $FP8AUDIT_OUT, and appends the
+// per marked microbatch; "NxF/B": N such microbatches) into $FP8AUDIT_OUT, its header naming
+// $FP8AUDIT_RUN_ID as the real agent's does, and appends the
 // injection environment it saw to $FP8AUDIT_FAKE_ENV_DUMP. $FP8AUDIT_FAKE_KILLED leaves out the
 // last microbatch's end marker and the footer, as a process killed inside it leaves its trace.
 // Writes the protobuf wire format itself so that it links nothing but libc (it is loaded into sh,
@@ -73,7 +74,7 @@ __attribute__((constructor)) void FakeAgent() {
          {"LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "FP8AUDIT_OUT",
           "FP8AUDIT_EXPECT_FORWARD", "FP8AUDIT_EXPECT_BACKWARD", "FP8AUDIT_FAIL_FAST",
           "FP8AUDIT_PATTERNS", "FP8AUDIT_SELF_PROFILE", "FP8AUDIT_ON_FULL", "FP8AUDIT_PROBE",
-          "FP8AUDIT_PYHOOK", "PYTHONPATH"}) {
+          "FP8AUDIT_PYHOOK", "FP8AUDIT_RUN_ID", "PYTHONPATH"}) {
       const char* value = std::getenv(name);
       lines += std::string(name) + "=" + (value != nullptr ? value : "<unset>") + "\n";
     }
@@ -96,6 +97,7 @@ __attribute__((constructor)) void FakeAgent() {
   Field(3, pid, &header);
   Field(4, ~uint64_t{0}, &header);  // rank -1
   Bytes(13, "nvtx", &header);
+  if (const char* run = std::getenv("FP8AUDIT_RUN_ID"); run != nullptr) Bytes(20, run, &header);
   Record(1, header, &bytes);
   const char* kernel = "transformer_engine::delayed_scaling_recipe::kernel_bulk";
   enum { kUpdateForward = 7, kUpdateBackward = 8, kBegin = 11, kEnd = 12 };

@@ -1,15 +1,21 @@
 #include "cli/launcher.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace fp8audit::cli {
 namespace {
@@ -79,6 +85,105 @@ TEST(Launcher, SigtermSentToUsIsForwardedToTheCommand) {
   struct sigaction now {};
   ::sigaction(SIGTERM, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+// kill(2) of `sig` to this process from another one (a user's `kill -HUP`), once `ready` exists.
+std::thread SendOnceReady(const std::string& ready, int sig) {
+  return std::thread([ready, sig] {
+    for (int i = 0; i < 3000 && !fs::exists(ready); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const pid_t parent = ::getpid();
+    const pid_t sender = ::fork();
+    if (sender == 0) {
+      ::kill(parent, sig);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(sender, &status, 0);
+  });
+}
+
+TEST(Launcher, HangupQuitUserAndPipeSignalsAreForwardedAsTermIs) {
+  const auto dir = fs::temp_directory_path() / ("fp8audit-sigs-" + std::to_string(::getpid()));
+  for (const auto& [sig, name] : std::vector<std::pair<int, std::string>>{{SIGHUP, "HUP"},
+                                                                          {SIGQUIT, "QUIT"},
+                                                                          {SIGUSR1, "USR1"},
+                                                                          {SIGUSR2, "USR2"},
+                                                                          {SIGPIPE, "PIPE"}}) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string ready = (dir / "ready").string();
+    std::thread sender = SendOnceReady(ready, sig);
+    const LaunchResult r = Sh("trap 'exit 40' " + name + "; touch '" + ready +
+                              "'; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+                              "exit 1");
+    sender.join();
+    EXPECT_EQ(r.ShellCode(), 40) << name;  // the command got it; this process lived on
+    struct sigaction now {};
+    ::sigaction(sig, nullptr, &now);
+    EXPECT_EQ(now.sa_handler, SIG_DFL) << name;
+  }
+  fs::remove_all(dir);
+}
+
+// The path of the C library this process has mapped (sh maps it too).
+std::string MappedLibc() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.find('/');
+    if (at != std::string::npos && line.find("/libc.so") != std::string::npos) {
+      return line.substr(at);
+    }
+  }
+  return "";
+}
+
+TEST(Launcher, WaitsForDescendantsThatOutliveTheCommandAndHaveTheLibraryMapped) {
+  const auto dir = fs::temp_directory_path() / ("fp8audit-late-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string libc = MappedLibc();
+  ASSERT_FALSE(libc.empty());
+  const std::string d = dir.string();
+  ASSERT_EQ(::mkfifo((d + "/gate").c_str(), 0600), 0);
+  ASSERT_EQ(::mkfifo((d + "/go").c_str(), 0600), 0);
+  // Opening `go` for writing (then closing it) lets the child go on: on_waiting does, once the
+  // launcher waits for it; a watchdog does after 60 s should it never be called (then failing).
+  std::atomic<bool> released{false};
+  auto release = [&] {
+    if (released.exchange(true)) return;
+    const int fd = ::open((d + "/go").c_str(), O_WRONLY);
+    if (fd >= 0) ::close(fd);
+  };
+  LaunchOptions options;
+  options.wait_for_library = libc;
+  std::vector<int> waited;
+  options.on_waiting = [&](const std::vector<int>& pids) {
+    waited = pids;
+    release();
+  };
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 6000 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    release();
+  });
+  // The command exits at once; its background child goes on only once the command has exited
+  // (the FIFO's only writer closed) and the launcher waits for it, then writes a file.
+  const LaunchResult waited_for = LaunchAndWait(
+      {"sh", "-c",
+       "cd '" + d + "' || exit 9; ( read x < gate; read y < go; echo late > out ) & " +
+           "exec 3>gate; exit 0"},
+      {}, options);
+  done = true;
+  watchdog.join();
+  EXPECT_EQ(waited_for.ShellCode(), 0);
+  std::ifstream out(dir / "out");
+  std::string line;
+  EXPECT_TRUE(std::getline(out, line) && line == "late") << "the late child was not waited for";
+  EXPECT_FALSE(waited.empty());
+  fs::remove_all(dir);
 }
 
 TEST(Launcher, PreloadPutsTheAgentFirst) {

@@ -63,6 +63,33 @@ TEST(Auditor, BackwardToForwardStartsNextMicrobatchWithoutMarkers) {
   EXPECT_EQ(r.violations_size(), 0);
 }
 
+// A failing trace without markers says how its microbatches were cut (issue 19: a test session's
+// unrelated passes fall into one cut, failing where nothing ran twice); a marked one does not.
+TEST(Auditor, AFailingTraceWithoutMarkersSaysItsMicrobatchesWereCutAtPassBoundaries) {
+  TraceBuilder plain;
+  plain.PlainMicrobatch(1, 1).PlainMicrobatch(1, 2).Footer();
+  const v1::RankReport r = plain.Audit();
+  ASSERT_EQ(r.totals().failing_microbatches(), 1u);
+  bool said = false;
+  for (const auto& note : r.recording().notes()) {
+    said = said || note.find("no fp8audit.microbatch markers") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+
+  TraceBuilder marked(0, 1000, "nvtx");
+  marked.MarkedMicrobatch(1, 1).MarkedMicrobatch(1, 2).Footer();
+  const v1::RankReport with_markers = marked.Audit();
+  for (const auto& note : with_markers.recording().notes()) {
+    EXPECT_EQ(note.find("no fp8audit.microbatch markers"), std::string::npos) << note;
+  }
+  TraceBuilder passing;
+  passing.PlainMicrobatch(1, 1).Footer();
+  const v1::RankReport passed = passing.Audit();
+  for (const auto& note : passed.recording().notes()) {
+    EXPECT_EQ(note.find("no fp8audit.microbatch markers"), std::string::npos) << note;
+  }
+}
+
 TEST(Auditor, SecondBackwardWithoutForwardBetweenStaysInTheMicrobatch) {
   TraceBuilder t;
   t.PlainMicrobatch(1, 1);
@@ -266,8 +293,10 @@ TEST(Auditor, UpdateWithPassIsCountedInThatPass) {
   EXPECT_EQ(r.microbatches(0).backward_updates(), 1u);
 }
 
-TEST(Auditor, ForwardOnlyPassesExpectNoBackwardAndSplitWithoutMarkers) {
-  // Three evaluation forwards under autocast, no backward.
+TEST(Auditor, ForwardPassesSplitWithoutMarkersAndExpectTheirBackwardUpdate) {
+  // Three forwards under autocast, no backward anywhere: each forward update starts the next
+  // microbatch; each expects its backward update (its scales froze), and the trace says no
+  // backward pass was observed. A job declared to have none passes.
   TraceBuilder t;
   for (int i = 0; i < 3; ++i) t.Autocast(true, 1).Module(true, "fc1").Forward().Autocast(false, 0);
   t.Footer();
@@ -275,10 +304,14 @@ TEST(Auditor, ForwardOnlyPassesExpectNoBackwardAndSplitWithoutMarkers) {
   ASSERT_EQ(r.microbatches_size(), 3);
   for (const auto& row : r.microbatches()) {
     EXPECT_EQ(row.forward_updates(), 1u);
-    EXPECT_EQ(row.expected_backward(), 0u);
-    EXPECT_EQ(row.verdict(), v1::PASS);
-    EXPECT_TRUE(Contains(AllExplanations(row), "judged as forward-only"));
+    EXPECT_EQ(row.expected_backward(), 1u);
+    EXPECT_EQ(row.verdict(), v1::FAIL);
+    EXPECT_TRUE(Contains(AllExplanations(row), "backward scales froze"));
   }
+  EXPECT_TRUE(r.no_backward_observed());
+  const v1::RankReport eval = t.Audit(Expectation{1, 0});
+  ASSERT_EQ(eval.microbatches_size(), 3);
+  for (const auto& row : eval.microbatches()) EXPECT_EQ(row.verdict(), v1::PASS);
 }
 
 TEST(Auditor, MicrobatchWithoutAnyUpdateFails) {
@@ -560,7 +593,7 @@ TEST(Auditor, StoredStringsAreBounded) {
   t.Begin().Forward();
   t.Add(v1::UPDATE_FORWARD)->set_detail(std::string(1 << 20, 'k'));
   t.End().Footer();
-  const v1::RankReport r = t.Audit();
+  const v1::RankReport r = t.Audit(Expectation{1, 0});  // the forward count's violation alone
   ASSERT_EQ(r.violations_size(), 1);
   for (const auto& e : r.violations(0).context()) EXPECT_LE(e.detail().size(), 512u);
   for (const auto& e : r.microbatches(0).explanations()) EXPECT_LE(e.size(), 1024u);
@@ -632,9 +665,10 @@ TEST(AuditorProbes, CrossChecksAreTalliedButNeitherCountedNorSegmenting) {
 }
 
 TEST(AuditorProbes, CrossChecksAreNoPassActivity) {
-  // Evaluation without markers: each forward update starts the next forward-only microbatch. A
+  // Forward passes without markers: each forward update starts the next microbatch. A
   // cross-check carries a pass, even the other one (a kernel classified by its dtype), but is no
-  // backward activity that would make a forward-only microbatch expect a backward update.
+  // backward activity: the trace observed no backward pass, and a job declared without one
+  // passes.
   TraceBuilder t;
   t.Probes("all", {"te-call", "cupti"});
   for (int i = 0; i < 3; ++i) {
@@ -644,7 +678,8 @@ TEST(AuditorProbes, CrossChecksAreNoPassActivity) {
     e->set_pass(v1::BACKWARD);
   }
   t.Footer();
-  const v1::RankReport r = t.Audit();
+  EXPECT_TRUE(t.Audit().no_backward_observed());
+  const v1::RankReport r = t.Audit(Expectation{1, 0});
   ASSERT_EQ(r.microbatches_size(), 3);
   for (const auto& row : r.microbatches()) {
     EXPECT_EQ(row.forward_updates(), 1u);

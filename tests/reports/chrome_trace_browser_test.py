@@ -16,7 +16,6 @@ Without Chromium the test fails, unless FP8AUDIT_SKIP_BROWSER=1: then it exits 7
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -111,10 +110,12 @@ def main():
     traces = os.path.join(work, "traces")
     os.makedirs(traces)
     first = os.path.join(traces, "a.fp8trace")
-    run([args.fp8audit, "model", "--layers", "3", "--checkpoint", "reentrant", "--segments",
-         "per-layer", "--semantics", "te-legacy", "--microbatches", "4", "--trace-out", first],
-        expect_rc=(0,))
-    shutil.copyfile(first, os.path.join(traces, "b.fp8trace"))
+    # Two processes: the layout under TE's semantics and under the fixed one (a byte-identical
+    # copy would be read once).
+    for semantics, name in (("te-legacy", first), ("fixed", os.path.join(traces, "b.fp8trace"))):
+        run([args.fp8audit, "model", "--layers", "3", "--checkpoint", "reentrant", "--segments",
+             "per-layer", "--semantics", semantics, "--microbatches", "4", "--trace-out", name],
+            expect_rc=(0,))
     out = os.path.join(work, "t.json")
     run([args.fp8audit, "report", traces, "--format", "chrome-trace", "-o", out], expect_rc=(3,))
     with open(out, encoding="utf-8") as f:

@@ -1,0 +1,46 @@
+#include "reports/frozen_scales.h"
+
+#include "reports/event_text.h"
+
+namespace fp8audit::reports {
+
+uint64_t ExpectedBackward(bool backward_seen, uint64_t forward_updates, uint64_t expected) {
+  return backward_seen || forward_updates > 0 ? expected : 0;
+}
+
+int FrozenDirection(const std::array<uint64_t, 2>& count, const std::array<uint64_t, 2>& expected,
+                    bool complete) {
+  if (!complete) return -1;
+  for (int dir : {0, 1}) {
+    if (count[dir] == 0 && expected[dir] > 0 && count[1 - dir] > 0) return dir;
+  }
+  return -1;
+}
+
+std::string FrozenExplanation(int direction, bool backward_observed) {
+  const std::string dir = direction == 0 ? "forward" : "backward";
+  const std::string other = direction == 0 ? "backward" : "forward";
+  std::string line = "no " + dir + " update in this microbatch: " + dir +
+                     " scales froze (harmful: the " + dir +
+                     " amax history and scales kept their last update's values while the " + other +
+                     " ones advanced)";
+  if (direction == 1 && !backward_observed) {
+    line += "; no backward pass has been observed in this trace so far";
+  }
+  return line;
+}
+
+std::string FrozenSuffix(int direction) {
+  return direction == 0 ? ": forward scales froze" : ": backward scales froze";
+}
+
+std::string NoBackwardProblem(const v1::RankReport& trace) {
+  return Printable(trace.path(), 4096) +
+         ": no backward pass was observed: its microbatches have forward updates and not one "
+         "backward update, and no backward activity was recorded (the agent sees a backward pass "
+         "by launches and Transformer Engine calls on PyTorch's autograd threads, and by backward "
+         "updates): the backward scales froze, or the job has no backward pass (evaluation, "
+         "inference: --expect-backward 0); the audit is incomplete, not a pass";
+}
+
+}  // namespace fp8audit::reports

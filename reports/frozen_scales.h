@@ -1,0 +1,39 @@
+// A microbatch in which one direction updated its FP8 state and the other did not: the other
+// direction's amax history and scales kept the values of its last update (they froze), so its
+// casts ran on stale scales. Decided by the Auditor as each microbatch closes; the words here are
+// what every renderer shows.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "fp8audit/report.pb.h"
+
+namespace fp8audit::reports {
+
+namespace v1 = ::fp8audit::v1;
+
+// The backward updates a closed microbatch is expected to make: `expected` where backward activity
+// was seen in it or it made forward updates (the backward pass follows them); 0 in a microbatch of
+// neither (forward activity alone, no update: a forward-only pass).
+uint64_t ExpectedBackward(bool backward_seen, uint64_t forward_updates, uint64_t expected);
+
+// The direction (0 forward, 1 backward) whose scales froze in a closed microbatch, else -1: that
+// direction made no update though `expected` says it should, while the other made some. An
+// incomplete microbatch (the trace ended inside it) is judged on excess updates only: none froze.
+int FrozenDirection(const std::array<uint64_t, 2>& count, const std::array<uint64_t, 2>& expected,
+                    bool complete);
+
+// The explanation of a frozen direction, e.g. "no backward update in this microbatch: backward
+// scales froze (...)". `backward_observed`: the trace had shown a backward pass before.
+std::string FrozenExplanation(int direction, bool backward_observed);
+
+// What the count violation's message adds: ": backward scales froze".
+std::string FrozenSuffix(int direction);
+
+// The problem line of a trace in which no backward pass was observed
+// (RankReport.no_backward_observed), naming its path.
+std::string NoBackwardProblem(const v1::RankReport& trace);
+
+}  // namespace fp8audit::reports
