@@ -91,12 +91,14 @@ std::vector<std::string> Explain(const CompiledScenario& sc, const std::vector<M
   if (forward_updates < expect_forward) {
     out.push_back("missing forward update: " + std::to_string(forward_updates) + " of " +
                   std::to_string(expect_forward) +
-                  " (no enabled autocast exited at depth 0 with grad enabled)");
+                  " (no enabled autocast exited at depth 0 with grad enabled); harmful: the " +
+                  "forward scales froze, this microbatch's amaxes never reach them");
   }
   if (backward_updates < expect_backward) {
     out.push_back("missing backward update: " + std::to_string(backward_updates) + " of " +
                   std::to_string(expect_backward) +
-                  " (no module that ran with grad enabled owned the update)");
+                  " (no module that ran with grad enabled owned the update); harmful: the " +
+                  "backward scales froze, this microbatch's gradient amaxes never reach them");
   }
   return out;
 }

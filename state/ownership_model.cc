@@ -161,6 +161,12 @@ void OwnershipModel::AutocastEnter(bool enabled, bool delayed_scaling) {
   // quantization.py:748-752 — fp8_enabled and the recipe are overwritten unconditionally.
   enabled_ = enabled;
   delayed_ = delayed_scaling;
+  if (semantics_ == Semantics::kFixed && !scope.recompute) {
+    // Fixed: the outermost scope is the logical forward's boundary whether or not it enables FP8
+    // itself; its exit owes the forward update when FP8 DelayedScaling was enabled anywhere inside
+    // (an enabled autocast opened inside a disabled one, as a checkpointed callable may do).
+    boundary_fp8_ = (depth_ != 0 && boundary_fp8_) || (enabled && delayed_scaling);
+  }
   if (depth_ == 0) {
     if (semantics_ != Semantics::kFixed) {
       // quantization.py:754-756 — the first-module flag is re-armed at depth 0, recompute or not.
@@ -219,11 +225,14 @@ void OwnershipModel::AutocastExit(bool failed) {
   }
   // quantization.py:775-782 — then depth decrements and the forward update runs when this context
   // was enabled, depth reached 0 and grad is enabled; __exit__ also runs when the body raised.
-  // Fixed: a recompute scope never updates, and the grad test looks through the checkpoint's own
-  // no_grad (the original forward of a reentrant checkpoint is still the logical forward).
+  // Fixed: a recompute scope never updates, the outermost scope updates when FP8 DelayedScaling
+  // was enabled anywhere inside it, and the grad test looks through the checkpoint's own no_grad
+  // (the original forward of a reentrant checkpoint is still the logical forward).
   --depth_;
   const bool grad = legacy ? grad_enabled() : LogicalGradEnabled();
-  if (!scope.recompute && scope.enabled && depth_ == 0 && grad && scope.delayed) {
+  const bool owed = legacy ? scope.enabled && scope.delayed : boundary_fp8_;
+  if (!legacy && !scope.recompute && depth_ == 0) boundary_fp8_ = false;
+  if (!scope.recompute && owed && depth_ == 0 && grad) {
     UpdateCause cause;
     cause.kind = UpdateCause::Kind::kAutocastExit;
     cause.frame = RecomputingFrame();
@@ -244,6 +253,22 @@ ModuleCtx OwnershipModel::ModuleForward(const ModuleInfo& module) {
   ctx.module = module.id;
   ctx.recompute_frame = RecomputingFrame();
   popped_ = false;
+  if (module.kind == ModuleKind::kOpsFuser) {
+    // 2.20.2 ops/fuser.py:233-235 — a te.ops fuser (te.LayerNorm and te.RMSNorm are te.ops) reads
+    // the first-module flag whenever it needs a backward, whether FP8 is on or not, and its
+    // backward updates when it got the flag (fuser.py:389-390); it keeps no recompute stash.
+    const bool fp8 = enabled_;
+    if (fp8 && delayed_) MarkWritten(fwd_written_, module.id);
+    Emit(v1::MODULE_FORWARD, module.id, ctx.recompute_frame);
+    ctx.has_ctx = grad_enabled() && module.requires_grad;
+    ctx.delayed = delayed_;
+    ctx.fp8 = fp8;
+    if (!ctx.has_ctx) return ctx;
+    ctx.owns_update = first_;
+    ctx.origin = origin_;
+    first_ = false;
+    return ctx;
+  }
   LegacyStash(module);
   if (ctx_raised_) {
     ctx_raised_ = false;
@@ -276,8 +301,8 @@ ModuleCtx OwnershipModel::ModuleForward(const ModuleInfo& module) {
   ctx.origin = origin_;
   first_ = false;
   // ... and linear.py:263-264: in the recompute phase the flag is put back, so every recomputed
-  // module reads the same value.
-  if (phase2_) {
+  // module reads the same value. 2.20.2 grouped_linear.py:608-612: GroupedLinear does not.
+  if (phase2_ && module.kind != ModuleKind::kGroupedLinear) {
     first_ = ctx.owns_update;
     ctx.restored = true;
   }
@@ -718,6 +743,7 @@ void OwnershipModel::EndMicrobatch() {
     grad_.clear();
     transactions_.clear();
     depth_ = 0;
+    boundary_fp8_ = false;
   }
   if (semantics_ != Semantics::kFixed) {
     size_t stash_total = 0;

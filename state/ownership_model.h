@@ -260,11 +260,12 @@ class OwnershipModel {
   bool backward_pass_ = false;
 
   // Global FP8 state (TE's FP8GlobalState).
-  bool enabled_ = false;  // fp8_enabled
-  bool delayed_ = true;   // recipe of the current autocast is DelayedScaling
-  bool first_ = false;    // is_first_fp8_module
-  OwnerOrigin origin_;    // provenance of first_
-  uint32_t depth_ = 0;    // autocast_depth
+  bool enabled_ = false;       // fp8_enabled
+  bool delayed_ = true;        // recipe of the current autocast is DelayedScaling
+  bool first_ = false;         // is_first_fp8_module
+  OwnerOrigin origin_;         // provenance of first_
+  uint32_t depth_ = 0;         // autocast_depth
+  bool boundary_fp8_ = false;  // fixed: FP8 DelayedScaling enabled inside the outermost scope
   std::vector<AutocastScope> autocasts_;
   std::vector<GradEntry> grad_;
 

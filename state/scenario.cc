@@ -173,6 +173,12 @@ std::optional<CompiledScenario> Compiler::Compile(std::string* error) {
       case v1::LAYERNORM_MLP_CHECKPOINT:
         spec.kind = ModuleKind::kLayerNormMlpCheckpoint;
         break;
+      case v1::GROUPED_LINEAR:
+        spec.kind = ModuleKind::kGroupedLinear;
+        break;
+      case v1::OPS_FUSER:
+        spec.kind = ModuleKind::kOpsFuser;
+        break;
       default:  // LINEAR; unknown numbers were refused by CheckEnums
         spec.kind = ModuleKind::kLinear;
         break;

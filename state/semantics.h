@@ -13,11 +13,15 @@ namespace fp8audit::state {
 enum class Semantics : uint8_t { kFixed, kTeLegacy, kTe220 };
 enum class CheckpointKind : uint8_t { kReentrant, kNonReentrant };
 // kLayerNormMlpCheckpoint: a LayerNormMLP built with checkpoint=True (its own recompute).
+// kGroupedLinear: te.GroupedLinear. kOpsFuser: a te.ops fuser (te.LayerNorm, te.RMSNorm,
+// te.ops.Sequential), which reads the first-module flag whether or not FP8 is on.
 enum class ModuleKind : uint8_t {
   kLinear,
   kLayerNormLinear,
   kLayerNormMlp,
-  kLayerNormMlpCheckpoint
+  kLayerNormMlpCheckpoint,
+  kGroupedLinear,
+  kOpsFuser
 };
 
 constexpr std::string_view SemanticsName(Semantics s) {

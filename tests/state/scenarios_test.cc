@@ -102,6 +102,10 @@ TEST(ExampleScenarios, Te220CountsPerExample) {
       {"mode_change_eval_to_train.textproto", {2, 3}},
       {"mode_change_train_to_eval.textproto", {2, 3}},
       {"no_grad_checkpoint.textproto", {2, 3}},
+      // TE's own inner-autocast layout: the forward scales never advance (no forward update).
+      {"inner_autocast_disabled_outer_reentrant.textproto", {0, 3}},
+      {"inner_autocast_disabled_outer_non_reentrant.textproto", {0, 1}},
+      {"inner_autocast_disabled_outer_no_checkpoint.textproto", {0, 1}},
   };
   for (const auto& [name, counts] : expected) {
     const RunOutcome r = RunFile(name, Semantics::kTe220);
@@ -109,6 +113,18 @@ TEST(ExampleScenarios, Te220CountsPerExample) {
     for (size_t m = 0; m < r.microbatches.size(); ++m) {
       EXPECT_EQ(At(r, m), counts) << name << " microbatch " << m;
       EXPECT_FALSE(r.microbatches[m].aborted) << name;
+    }
+  }
+}
+
+TEST(ExampleScenarios, FixedOwesTheForwardUpdateOfAnEnabledAutocastInsideADisabledOne) {
+  for (const char* name : {"inner_autocast_disabled_outer_reentrant.textproto",
+                           "inner_autocast_disabled_outer_non_reentrant.textproto",
+                           "inner_autocast_disabled_outer_no_checkpoint.textproto"}) {
+    const RunOutcome r = RunFile(name, Semantics::kFixed);
+    ASSERT_FALSE(r.microbatches.empty()) << name;
+    for (size_t m = 0; m < r.microbatches.size(); ++m) {
+      EXPECT_EQ(At(r, m), Counts(1, 1)) << name << " microbatch " << m;
     }
   }
 }
@@ -464,6 +480,59 @@ TEST(ScenarioFiles, NonRegularAndOversizedFilesAreRefusedBeforeReading) {
   std::filesystem::remove(path);
 }
 
+// Megatron-core's shape (live: tests/live_te/RESULTS.md): a final te.LayerNorm (a te.ops fuser)
+// after the block's autocast reads the first-module flag whatever FP8 is doing; TE's reentrant
+// recompute leaves the flag set after the backward, the next microbatch's autocast restores it at
+// its exit, and the norm takes it: one more backward update from the second microbatch on.
+// te.GroupedLinear consumes the flag in a recompute without putting it back.
+TEST(ScenarioModules, Te220OpsFuserOutsideTheAutocastTakesTheFlagLeftByTheLastRecompute) {
+  const std::string text = R"(
+    recipe { kind: DELAYED_SCALING }
+    microbatches: 3
+    modules { name: "a0" }
+    modules { name: "b0" }
+    modules { name: "a1" }
+    modules { name: "b1" }
+    modules { name: "norm" kind: OPS_FUSER }
+    program {
+      autocast {
+        body { checkpoint { kind: REENTRANT body { call { module: "a0" } } body { call { module: "b0" } } } }
+        body { checkpoint { kind: REENTRANT body { call { module: "a1" } } body { call { module: "b1" } } } }
+      }
+    }
+    program { call { module: "norm" } })";
+  std::string error;
+  const auto sc = CompileText(text, &error);
+  ASSERT_TRUE(sc) << error;
+  RunOptions o;
+  o.semantics = Semantics::kTe220;
+  const RunOutcome te = RunScenario(*sc, o);
+  ASSERT_EQ(te.microbatches.size(), 3u);
+  EXPECT_EQ(At(te, 0), Counts(3, 4));
+  EXPECT_EQ(At(te, 1), Counts(3, 5));
+  EXPECT_EQ(At(te, 2), Counts(3, 5));
+  o.semantics = Semantics::kFixed;
+  const RunOutcome fixed = RunScenario(*sc, o);
+  for (size_t m = 0; m < fixed.microbatches.size(); ++m) EXPECT_EQ(At(fixed, m), Counts(1, 1));
+}
+
+TEST(ScenarioModules, Te220GroupedLinearKeepsTheFlagItConsumedInARecompute) {
+  const std::string text = R"(
+    recipe { kind: DELAYED_SCALING }
+    modules { name: "qkv" kind: LAYERNORM_LINEAR }
+    modules { name: "fc1" kind: GROUPED_LINEAR }
+    modules { name: "fc2" kind: GROUPED_LINEAR }
+    program { autocast { body { checkpoint { kind: REENTRANT body { call { module: "qkv" } }
+                                              body { call { module: "fc1" } }
+                                              body { call { module: "fc2" } } } } } })";
+  std::string error;
+  const auto sc = CompileText(text, &error);
+  ASSERT_TRUE(sc) << error;
+  RunOptions o;
+  o.semantics = Semantics::kTe220;
+  EXPECT_EQ(At(RunScenario(*sc, o), 0), Counts(2, 2));  // qkv puts it back, fc1 keeps it
+}
+
 // Every module kind of the schema compiles to its own kind, LayerNormMLP(checkpoint=True) too.
 TEST(ScenarioModules, EveryModuleKindCompilesToItsOwnKind) {
   const std::vector<std::pair<std::string, ModuleKind>> cases = {
@@ -471,6 +540,8 @@ TEST(ScenarioModules, EveryModuleKindCompilesToItsOwnKind) {
       {"LAYERNORM_LINEAR", ModuleKind::kLayerNormLinear},
       {"LAYERNORM_MLP", ModuleKind::kLayerNormMlp},
       {"LAYERNORM_MLP_CHECKPOINT", ModuleKind::kLayerNormMlpCheckpoint},
+      {"GROUPED_LINEAR", ModuleKind::kGroupedLinear},
+      {"OPS_FUSER", ModuleKind::kOpsFuser},
   };
   for (const auto& [name, kind] : cases) {
     std::string error;
