@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import os
 import sys
+import threading
 from types import TracebackType
 from typing import Any, Optional, Type
 
@@ -27,6 +28,7 @@ STEP = "fp8audit.step"  # the agent's default (FP8AUDIT_STEP_MARK)
 
 _lib: Optional[ctypes.CDLL] = None
 _lib_tried = False
+_lib_lock = threading.Lock()
 _torch_nvtx: Optional[Any] = None
 _torch_checked = False
 _warned = False
@@ -43,11 +45,19 @@ def _say_once(what: str) -> None:
 
 
 def library() -> Optional[ctypes.CDLL]:
-    """libfp8audit_markers.so, loaded once; None where it is missing or unusable."""
+    """libfp8audit_markers.so, loaded once; None where it is missing or unusable. A thread that
+    asks while another loads it waits for that load (its calls release the GIL)."""
     global _lib, _lib_tried
     if _lib_tried:
         return _lib
-    _lib_tried = True
+    with _lib_lock:
+        if not _lib_tried:
+            _lib = _load()
+            _lib_tried = True
+    return _lib
+
+
+def _load() -> Optional[ctypes.CDLL]:
     path = _paths.find("lib", LIBRARY, "FP8AUDIT_MARKERS_LIB")
     if path is None:
         return None
@@ -61,8 +71,7 @@ def library() -> Optional[ctypes.CDLL]:
             getattr(lib, f"fp8audit_markers_{name}").restype = None
     except (OSError, AttributeError):
         return None
-    _lib = lib
-    return _lib
+    return lib
 
 
 def _torch() -> Optional[Any]:

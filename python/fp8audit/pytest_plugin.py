@@ -9,7 +9,11 @@ In the session under the agent, right after each test's call phase the agent wri
 recorded (fp8audit_flush(): synchronous, no waiting on time) and `fp8audit report --format json`
 on this process's trace gives the microbatches recorded since the test's setup ended: those are
 the test's. One that differs from the expectation (or that the report judges failing) fails the
-test with the report's counts, explanations and violations. A test without microbatches passes,
+test with the report's counts, explanations and violations. The traces of the processes a test
+starts count too (os.fork children, multiprocessing's fork and spawn workers, subprocesses): each
+trace of this run (FP8AUDIT_RUN_ID) that is new or has grown since the last look adds its new
+microbatches to the current test; a child's trace reaches the disk when the child ends (or at the
+agent's periodic write), so a test should join its children. A test without microbatches passes,
 unless it carries the marker. Microbatches are best marked (fp8audit.microbatch()): unmarked ones
 are inferred from pass boundaries and may straddle tests."""
 
@@ -102,52 +106,77 @@ def _ordinal(n: int) -> str:
 
 
 class _Judge:
-    """Attributes microbatches to tests and judges them (the session under the agent)."""
+    """Attributes microbatches to tests and judges them (the session under the agent).
+
+    Every trace this run's processes write counts: this process's and its children's (os.fork,
+    multiprocessing's fork and spawn workers, subprocesses), each found in the trace directory
+    when it is new or has grown since the last look, its microbatches beyond those already
+    attributed being the current test's."""
 
     def __init__(self, config: pytest.Config) -> None:
         self._config = config
         self._binary = _paths.binary()
-        self._seen = 0  # microbatches of this process's trace attributed so far
-        self._size = -1  # the trace's size when they were counted
+        self._out = os.environ.get("FP8AUDIT_OUT")
+        self._run_id = os.environ.get("FP8AUDIT_RUN_ID", "")
+        self._seen: Dict[str, int] = {}  # trace -> microbatches attributed so far
+        self._stamps = self._trace_stamps()  # trace -> (size, mtime) when last read
 
-    def _report(self, path: str, forward: int, backward: int) -> Dict[str, Any]:
+    def _trace_stamps(self) -> Dict[str, Tuple[int, int]]:
+        stamps: Dict[str, Tuple[int, int]] = {}
+        if not self._out or not os.path.isdir(self._out):
+            return stamps
+        for entry in os.scandir(self._out):
+            if entry.name.endswith(".fp8trace") and entry.is_file(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                stamps[entry.path] = (st.st_size, st.st_mtime_ns)
+        return stamps
+
+    def _report(self, paths: List[str], forward: int, backward: int) -> Dict[str, Any]:
         if self._binary is None:
             raise _agent.AgentError("the fp8audit executable was not found (looked at "
                                     f"{_paths.looked_at('bin', 'fp8audit', 'FP8AUDIT_BIN')})")
         env = {k: v for k, v in os.environ.items() if k not in _AGENT_ENV}
         result = subprocess.run(
-            [str(self._binary), "report", path, "--format", "json", "--no-progress",
+            [str(self._binary), "report", *paths, "--format", "json", "--no-progress",
              "--expect-forward", str(forward), "--expect-backward", str(backward)],
             env=env, capture_output=True, text=True, check=False)
         try:
             return json.loads(result.stdout)
         except ValueError:
-            raise _agent.AgentError(f"`fp8audit report {path}` printed no report (exit "
+            raise _agent.AgentError(f"`fp8audit report {' '.join(paths)}` printed no report (exit "
                                     f"{result.returncode}): {result.stderr.strip()}") from None
 
-    def _new_microbatches(self, forward: int, backward: int) -> Tuple[List[Dict[str, Any]],
-                                                                       List[Dict[str, Any]],
+    def _new_microbatches(self, forward: int, backward: int) -> Tuple[List[_Microbatch],
                                                                        Optional[str]]:
-        """(microbatches, violations) recorded since the last look, and the trace's path."""
-        path = _agent.flush()
-        if path is None:
-            return [], [], None
-        size = os.stat(path).st_size
-        if size == self._size:
-            return [], [], path  # nothing was written since the last look
-        self._size = size
-        report = self._report(path, forward, backward)
-        ranks = report.get("ranks", [])
-        microbatches: List[Dict[str, Any]] = ranks[0].get("microbatches", []) if ranks else []
-        violations: List[Dict[str, Any]] = ranks[0].get("violations", []) if ranks else []
-        first, self._seen = self._seen, len(microbatches)
-        new = microbatches[first:]
-        indexes = {m.get("index", 0) for m in new}
-        # Counts are judged from the microbatches themselves; a trace read while its process runs
-        # has no footer yet (TRACE_DAMAGED): neither is repeated as a violation.
-        kept = [v for v in violations if v.get("microbatch", 0) in indexes and
-                v.get("kind") not in _COUNTED]
-        return new, kept, path
+        """The microbatches recorded since the last look, in this process's trace and in those of
+        its children, and this process's trace's path."""
+        own = _agent.flush()
+        stamps = self._trace_stamps()
+        if own is not None and own not in stamps:  # written elsewhere (FP8AUDIT_OUT changed)
+            st = os.stat(own)
+            stamps[own] = (st.st_size, st.st_mtime_ns)
+        changed = sorted(p for p, stamp in stamps.items() if self._stamps.get(p) != stamp)
+        self._stamps.update(stamps)
+        if not changed:
+            return [], own
+        report = self._report(changed, forward, backward)
+        new: List[_Microbatch] = []
+        for rank in report.get("ranks", []):
+            path = rank.get("path", "")
+            header = rank.get("header", {})
+            if header.get("run_id", "") not in ("", self._run_id):
+                continue  # another run's trace in the same directory
+            rows: List[Dict[str, Any]] = rank.get("microbatches", [])
+            first, self._seen[path] = self._seen.get(path, 0), len(rows)
+            indexes = {m.get("index", 0) for m in rows[first:]}
+            # Counts are judged from the microbatches themselves; a trace read while its process
+            # runs has no footer yet (TRACE_DAMAGED): neither is repeated as a violation.
+            kept = [v for v in rank.get("violations", []) if v.get("microbatch", 0) in indexes
+                    and v.get("kind") not in _COUNTED]
+            whose = "" if path == own else _whose(header, path)
+            new.extend(_Microbatch(m, [v for v in kept if v.get("microbatch", 0) ==
+                                       m.get("index", 0)], whose) for m in rows[first:])
+        return new, own
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item,
@@ -158,7 +187,7 @@ class _Judge:
         forward = int(marker.kwargs.get("forward", 1)) if marker else 1
         backward = int(marker.kwargs.get("backward", 1)) if marker else 1
         try:
-            microbatches, violations, path = self._new_microbatches(forward, backward)
+            microbatches, path = self._new_microbatches(forward, backward)
         except (_agent.AgentError, OSError) as e:
             if call.when == "call" and report.passed:
                 report.outcome = "failed"
@@ -166,7 +195,7 @@ class _Judge:
             return
         if call.when != "call" or not report.passed:
             return  # setup and teardown microbatches are no test's; a failed test stays failed
-        failure = _judge(microbatches, violations, forward, backward, marker is not None, path)
+        failure = _judge(microbatches, forward, backward, marker is not None, path)
         if failure:
             report.outcome = "failed"
             report.longrepr = failure
@@ -178,8 +207,22 @@ class _Judge:
                 f.write(str(int(exitstatus)))
 
 
-def _judge(microbatches: List[Dict[str, Any]], violations: List[Dict[str, Any]], forward: int,
-           backward: int, required: bool, path: Optional[str]) -> Optional[str]:
+class _Microbatch:
+    """One microbatch of the report, its violations, and whose trace it is in ("" this
+    process's, else e.g. "pid 12, forked from pid 10")."""
+
+    def __init__(self, row: Dict[str, Any], violations: List[Dict[str, Any]], whose: str) -> None:
+        self.row, self.violations, self.whose = row, violations, whose
+
+
+def _whose(header: Dict[str, Any], path: str) -> str:
+    pid = header.get("pid", "?")
+    parent = header.get("parent_pid")
+    return f"pid {pid}" + (f", forked from pid {parent}" if parent else "") + f": {path}"
+
+
+def _judge(microbatches: List[_Microbatch], forward: int, backward: int, required: bool,
+           path: Optional[str]) -> Optional[str]:
     """The failure text for a test's microbatches, or None when they meet the expectation."""
     if not microbatches:
         if not required:
@@ -189,16 +232,17 @@ def _judge(microbatches: List[Dict[str, Any]], violations: List[Dict[str, Any]],
                 f"{forward} forward / {backward} backward FP8 state updates in each")
     lines: List[str] = []
     failing = 0
-    for n, m in enumerate(microbatches, 1):
+    for n, mb in enumerate(microbatches, 1):
+        m = mb.row
         got = (m.get("forward_updates", 0), m.get("backward_updates", 0))
         if got == (forward, backward) and m.get("verdict") != "FAIL":
             continue
         failing += 1
-        lines.append(f"  microbatch {m.get('index', 0)} (the test's {_ordinal(n)}): forward "
-                     f"{got[0]}, backward {got[1]}")
+        where = f" in the trace of {mb.whose}" if mb.whose else ""
+        lines.append(f"  microbatch {m.get('index', 0)} (the test's {_ordinal(n)}){where}: "
+                     f"forward {got[0]}, backward {got[1]}")
         lines.extend(f"    - {e}" for e in m.get("explanations", []))
-        lines.extend(f"    - {v.get('message', '')}" for v in violations
-                     if v.get("microbatch", 0) == m.get("index", 0))
+        lines.extend(f"    - {v.get('message', '')}" for v in mb.violations)
         if got == (0, 0):
             lines.append("    - no FP8 state update was recorded in it (on the CPU only announced "
                          "ones count: fp8audit.ops.delayed_scaling_update, fp8audit.update())")

@@ -326,3 +326,42 @@ def test_the_fix_still_patches_when_te_count_is_armed(tmp_path):
     assert result.returncode == 0, result.stderr
     assert lines[1]["patched"] is True and lines[1]["counts"] == [1, 1]
     assert ours(result) == []
+
+
+CHAIN_JOB = textwrap.dedent("""
+    import json, os
+    import fp8audit.hook
+    print(json.dumps({"chained": os.environ.get("CHAINED_SITECUSTOMIZE"),
+                      "armed": {k: len(v) for k, v in fp8audit.hook._pending.items()}}))
+""")
+
+
+@pytest.mark.parametrize("second", ["symlink", "copy"])
+def test_a_second_fp8audit_hook_on_the_path_is_skipped_and_the_jobs_own_sitecustomize_runs(
+        tmp_path, second):
+    """Two fp8audit hook directories on PYTHONPATH (another install, or a link to the same one):
+    the chain skips every fp8audit hook, runs the job's own sitecustomize once, and arms once."""
+    other = tmp_path / "other" / "site"
+    other.parent.mkdir()
+    if second == "symlink":
+        other.symlink_to(HOOK_SITE, target_is_directory=True)
+    else:
+        other.mkdir()
+        (other / "sitecustomize.py").write_text((HOOK_SITE / "sitecustomize.py").read_text())
+    (tmp_path / "chain").mkdir()
+    (tmp_path / "chain" / "sitecustomize.py").write_text(textwrap.dedent("""
+        import os
+        os.environ["CHAINED_SITECUSTOMIZE"] = os.environ.get("CHAINED_SITECUSTOMIZE", "") + "ran"
+    """))
+    (tmp_path / "job.py").write_text(CHAIN_JOB)
+    env = dict(os.environ, FP8AUDIT_PYHOOK="te-version")  # armed: one action waits for TE
+    env.pop("CHAINED_SITECUSTOMIZE", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_SITE), str(other), str(ROOT / "python"),
+                                         str(tmp_path / "chain")])
+    result = subprocess.run([sys.executable, str(tmp_path / "job.py")], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "RecursionError" not in result.stderr
+    assert "Error in sitecustomize" not in result.stderr, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert lines == [{"chained": "ran", "armed": {"transformer_engine": 1}}]

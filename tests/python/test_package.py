@@ -96,6 +96,76 @@ def test_microbatches_are_marked_where_torchs_nvtx_raises(tmp_path):
     assert counts(report(tmp_path / "t")) == [(1, 1), (1, 1)]
 
 
+def test_threads_that_first_mark_at_once_all_get_the_markers_library():
+    """The library loads once; a thread that asks while another is loading it waits for it
+    instead of finding none (its microbatch would go unmarked)."""
+    code = textwrap.dedent("""
+        import ctypes, threading
+        from fp8audit import _markers
+        loading, release = threading.Event(), threading.Event()
+        real = ctypes.CDLL
+        class Slow:  # the first load stops inside the library's first call until released
+            def __init__(self, path):
+                self._lib = real(path)
+            def __getattr__(self, name):
+                attr = getattr(self._lib, name)
+                if name != "fp8audit_markers_abi":
+                    return attr
+                def abi():
+                    loading.set()
+                    release.wait(60)
+                    return attr()
+                return abi
+        ctypes.CDLL = Slow
+        got = {}
+        first = threading.Thread(target=lambda: got.update(first=_markers.library()))
+        first.start()
+        loading.wait(60)
+        second = threading.Thread(target=lambda: got.update(second=_markers.library()))
+        second.start()
+        second.join(2)  # a second that finds no library returns at once
+        returned_early = not second.is_alive()
+        release.set()
+        first.join()
+        second.join()
+        print(returned_early, got["first"] is not None, got["second"] is got["first"])
+    """)
+    r = python(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "True", "True"], r.stdout + r.stderr
+
+
+THREADS = textwrap.dedent("""
+    import sys, threading, fp8audit
+    threads, each = int(sys.argv[1]), int(sys.argv[2])
+    start = threading.Barrier(threads)
+    def work():
+        start.wait()  # every thread's first microbatch at once (the markers library loads then)
+        for _ in range(each):
+            with fp8audit.microbatch():
+                fp8audit.update("forward")
+                fp8audit.update("backward")
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+""")
+
+
+def test_microbatches_of_many_threads_at_once_are_each_counted_once(tmp_path):
+    """32 threads each marking their own microbatches, interleaved (every marker call releases the
+    GIL): every thread's microbatch is found, with its own thread's updates in it."""
+    needs_agent()
+    (tmp_path / "job.py").write_text(THREADS)
+    r = audit(tmp_path / "t", [str(tmp_path / "job.py"), "32", "50"])
+    assert r.returncode == 0, r.stderr + r.stdout
+    totals = report(tmp_path / "t")["ranks"][0]["totals"]
+    assert int(totals["microbatches"]) == 32 * 50, totals
+    assert int(totals.get("failing_microbatches", 0)) == 0, totals
+    assert int(totals["forward_updates"]) == int(totals["backward_updates"]) == 32 * 50, totals
+
+
 def test_ops_delayed_scaling_update_follows_the_rule():
     needs_ops()
     code = textwrap.dedent("""

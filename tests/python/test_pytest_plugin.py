@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, Tuple
 
-from pkgutil_fp8audit import env, needs_agent
+from pkgutil_fp8audit import BIN, env, needs_agent
 
 SUITE = textwrap.dedent("""
     import pytest, fp8audit
@@ -106,3 +106,87 @@ def test_fp8audit_without_the_executable_is_a_usage_error(tmp_path):
     assert result.returncode == 4
     assert "--fp8audit: the fp8audit executable was not found" in result.stderr
     assert outcomes == {}
+
+
+CHILDREN = textwrap.dedent("""
+    import multiprocessing, os, fp8audit
+
+    def microbatch(forward=1, backward=1):
+        with fp8audit.microbatch():
+            fp8audit.update("forward", forward)
+            fp8audit.update("backward", backward)
+
+    def bad():
+        microbatch(backward=2)
+        return 0
+
+    def good():
+        microbatch()
+        return 0
+
+    def in_a_forked_child(work):
+        pid = os.fork()
+        if pid == 0:
+            work()
+            os._exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+
+    def in_a_pool_worker(work):
+        pool = multiprocessing.get_context("fork").Pool(1)
+        assert pool.apply(work) == 0
+        pool.close()
+        pool.join()
+
+    def in_a_spawned_process(work):
+        p = multiprocessing.get_context("spawn").Process(target=work)
+        p.start()
+        p.join()
+        assert p.exitcode == 0
+
+    def test_bad_in_a_forked_child():
+        microbatch()
+        in_a_forked_child(bad)
+
+    def test_bad_in_a_fork_pool_worker():
+        in_a_pool_worker(bad)
+
+    def test_bad_in_a_spawned_process():
+        in_a_spawned_process(bad)
+
+    def test_good_in_each_kind_of_child():
+        in_a_forked_child(good)
+        in_a_pool_worker(good)
+        in_a_spawned_process(good)
+
+    def test_after_the_children():
+        microbatch()
+""")
+
+
+def test_microbatches_in_the_tests_child_processes_are_the_tests(tmp_path):
+    needs_agent()
+    (tmp_path / "test_children.py").write_text(CHILDREN)
+    junit = tmp_path / "junit.xml"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "fp8audit.pytest_plugin", "-p", "no:cacheprovider",
+         f"--junitxml={junit}", "--fp8audit", "--fp8audit-out", str(tmp_path / "t"),
+         "test_children.py"],
+        cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=600)
+    outcomes: Dict[str, str] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        failure = case.find("failure")
+        outcomes[case.get("name", "")] = "passed" if failure is None else \
+            (failure.get("message", "") + "\n" + (failure.text or ""))
+    assert result.returncode == 1, result.stdout + result.stderr
+    for name in ("test_bad_in_a_forked_child", "test_bad_in_a_fork_pool_worker",
+                 "test_bad_in_a_spawned_process"):
+        text = outcomes[name]
+        assert "1 of " in text and "forward 1, backward 2" in text, (name, text)
+        assert "in the trace of pid " in text, (name, text)
+    assert "forked from pid" in outcomes["test_bad_in_a_forked_child"]
+    assert outcomes["test_good_in_each_kind_of_child"] == "passed", outcomes
+    assert outcomes["test_after_the_children"] == "passed", outcomes
+    # `fp8audit check` on the same traces agrees that some microbatch failed.
+    check = subprocess.run([str(BIN), "check", str(tmp_path / "t")],
+                           capture_output=True, text=True)
+    assert check.returncode == 3, check.stdout + check.stderr
