@@ -13,7 +13,11 @@ transition; the replaced TE functions report transitions to it and apply its dec
   made it) open and close the model's frames and recomputes (with rollback on exceptions) and set
   TE's recompute globals from the model; _CheckpointFunction and get_activation_recompute_contexts
   pair each recompute with its own frame.
-- Recompute metadata: per-frame FIFOs (the model says where a module forward pushes and pops).
+- Recompute metadata: TE's own stash and restore functions keep it, in TE's per-module buffer
+  (`fp8_tensors_recompute_buffer`, found through `fp8_meta["global_fp8_buffer_pos_fwd_recompute"]`),
+  so code relying on TE's stash contract sees TE's keys and calls; per-frame FIFOs of references
+  to those entries say which one each recompute consumes (the model says where a module forward
+  pushes and pops), and a frame that can never be recomputed takes its entries out of TE's buffer.
 - LayerNormMLP(checkpoint=True): its forward consumes the flag like any module; its recompute in
   backward replays that decision; its private stash stays TE's.
 """
@@ -29,10 +33,52 @@ import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from . import _fingerprint, _targets
+from . import _fingerprint, _targets, _torch_ckpt
 from ._model import Model
 
 UNATTRIBUTED = 0  # module id for ownership reads whose module is not known
+STASH_KEY = "global_fp8_buffer_pos_fwd_recompute"  # TE's fp8_meta key of a module's stash FIFO
+
+
+class _Entry:
+    """One stash entry: the module, TE's entry (the [amax_history, scale] list its stash function
+    appended) and the FIFO of TE's buffer holding it."""
+
+    __slots__ = ("module", "value", "fifo")
+
+    def __init__(self, module: int, value: Any, fifo: Deque[Any]) -> None:
+        self.module, self.value, self.fifo = module, value, fifo
+
+    def take(self) -> None:
+        """Out of TE's FIFO (a frame that will never be recomputed, or a consumed entry)."""
+        for i, v in enumerate(self.fifo):
+            if v is self.value:
+                del self.fifo[i]
+                return
+
+    def held(self) -> bool:
+        return any(v is self.value for v in self.fifo)
+
+
+def _own_outputs(outputs: Any, inputs: Tuple[Any, ...]) -> Any:
+    """What a reentrant checkpoint returns, with every tensor that requires grad but was made
+    outside it (its forward runs under no_grad: a parameter the callable returns, as Megatron's
+    MLP returns its output bias) replaced by a detached alias of the same storage. Returned as
+    is, autograd makes that tensor an output of the checkpoint's own node: a parameter stops
+    being a leaf and receiving .grad, and the recompute, which returns the same tensor, re-enters
+    the node from its own backward (TE then pops an empty stash: IndexError)."""
+    import torch
+
+    given = {id(t) for t in inputs if torch.is_tensor(t)}
+
+    def own(t: Any) -> Any:
+        return t.detach() if torch.is_tensor(t) and t.requires_grad and id(t) not in given else t
+
+    if isinstance(outputs, tuple) and not hasattr(outputs, "_fields"):
+        return tuple(own(t) for t in outputs)
+    if isinstance(outputs, list):
+        return [own(t) for t in outputs]
+    return own(outputs)
 
 
 class PatchRefused(RuntimeError):
@@ -141,8 +187,8 @@ class Controller:
         self.lock = threading.RLock()
         self.tls = _Tls()
         self.module_ids: Dict[int, int] = {}
-        self.stash: Dict[int, Deque[Tuple[int, Any]]] = {}
-        self.transactions: List[Tuple[int, List[Tuple[int, Any]]]] = []
+        self.stash: Dict[int, Deque[_Entry]] = {}
+        self.transactions: List[Tuple[int, List[_Entry]]] = []
         self.unpaired: Deque[int] = collections.deque()  # frames whose recompute has no link
         self.owners = 0  # ownerships granted whose backward update has not run yet
         self.pending: set = set()  # frames (with a known graph) whose recompute has not run
@@ -151,6 +197,7 @@ class Controller:
         self.state_class: Any = None
         self.owned_class: Any = None
         self.counts = {"forward": 0, "backward": 0}
+        self.torch_routing: Optional[_torch_ckpt.Routing] = None
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -199,6 +246,18 @@ class Controller:
             self.problem(f"TE's autocast depth is {qstate.autocast_depth}, the model's "
                          f"{self.model.autocast_depth}")
 
+    def frame_contexts(self, reentrant: bool) -> Tuple[Any, Any]:
+        """TE's activation_recompute_forward for the original forward and for the recompute of
+        one checkpoint frame, paired (the recompute finds the frame its forward opened)."""
+        d = self.mods["distributed"]
+        forward_ctx = d.activation_recompute_forward(activation_recompute=True,
+                                                     recompute_phase=False)
+        recompute_ctx = d.activation_recompute_forward(activation_recompute=True,
+                                                       recompute_phase=True)
+        forward_ctx._fp8audit_reentrant = reentrant
+        forward_ctx._fp8audit_pair = recompute_ctx
+        return forward_ctx, recompute_ctx
+
     def frame_gone(self, frame: int) -> None:
         """The frame's graph was freed: it can never be recomputed (a forward whose backward
         never ran, a backward that failed). Its stash is dropped."""
@@ -208,7 +267,12 @@ class Controller:
             self.model.abandon_frame(frame)
             self.pending.discard(frame)
             if not self.model.frame_stash(frame):
-                self.stash.pop(frame, None)
+                self.drop(frame)
+
+    def drop(self, frame: int) -> None:
+        """The frame's stash entries leave TE's buffer too."""
+        for entry in self.stash.pop(frame, ()):
+            entry.take()
 
     # ---- the flag ----------------------------------------------------------------------------
 
@@ -305,31 +369,31 @@ class Controller:
             return reduce_update(cls, forward)
 
         def stash_transition(fp8_meta):
-            import torch
-
             with c.lock:
                 mid = c.module_id(fp8_meta)
                 c.tls.module = mid
                 missing, popped, pushed = c.model.module_stash(mid, c.grad())
-                scaling = fp8_meta["scaling_fwd"]
                 if popped:
                     fifo = c.stash.get(popped)
-                    if missing or not fifo or fifo[0][0] != mid:
+                    if missing or not fifo or fifo[0].module != mid:
                         c.collect()
                         raise RuntimeError(
                             f"fp8audit.te: a module recomputes in checkpoint frame {popped} "
                             "without FP8 metadata stashed by its original forward (the recompute "
                             "diverged from the forward)")
-                    _, used = fifo.popleft()
-                    fp8_meta["updated_amax_history_fwd"] = scaling.amax_history.clone()
-                    fp8_meta["updated_scale_fwd"] = scaling.scale.clone()
-                    with torch.no_grad():
-                        scaling.amax_history.copy_(used[0])
-                        scaling.scale.copy_(used[1])
-                else:
-                    used = (scaling.amax_history.clone(), scaling.scale.clone())
-                for frame in pushed:
-                    c.stash.setdefault(frame, collections.deque()).append((mid, used))
+                    entry = fifo.popleft()
+                    # TE's restore pops the front of the module's FIFO: put the frame's entry
+                    # there (a module stashed in several frames holds several entries).
+                    entry.take()
+                    buffers = mgr.quantization_state.fp8_tensors_recompute_buffer
+                    buffers[fp8_meta[STASH_KEY]].appendleft(entry.value)
+                    pop_stash(mgr, fp8_meta)
+                for frame in pushed:  # what the module runs with: after a restore, the stash
+                    copy_stash(mgr, fp8_meta)
+                    te_fifo = mgr.quantization_state.fp8_tensors_recompute_buffer[
+                        fp8_meta[STASH_KEY]]
+                    c.stash.setdefault(frame, collections.deque()).append(
+                        _Entry(mid, te_fifo[-1], te_fifo))
                 if c.verify:
                     for frame in pushed + ([popped] if popped else []):
                         n = len(c.stash.get(frame, ()))
@@ -419,37 +483,35 @@ class Controller:
                 if not self.recompute_phase:
                     c.model.checkpoint_exit(frame, failed)
                     if failed:
-                        c.stash.pop(frame, None)
+                        c.drop(frame)
                         c.pending.discard(frame)
                 else:
                     c.model.recompute_exit(frame, failed)
                     if c.tls.outer:
                         c.tls.replay, c.tls.mlp_private = c.tls.outer.pop()
                     tframe, saved = c.transactions.pop()
-                    if failed:
+                    if failed:  # the frame's entries consumed by the failed recompute return
+                        for entry in saved:
+                            if not entry.held():
+                                entry.fifo.append(entry.value)
                         c.stash[tframe] = collections.deque(saved)
                     else:
-                        c.stash.pop(frame, None)
+                        c.drop(frame)
                         c.pending.discard(frame)
                 c.sync_globals()
                 c.collect()
             return None
 
         def p_get_contexts():
-            forward_ctx = d.activation_recompute_forward(activation_recompute=True,
-                                                         recompute_phase=False)
-            recompute_ctx = d.activation_recompute_forward(activation_recompute=True,
-                                                           recompute_phase=True)
-            forward_ctx._fp8audit_reentrant = False
-            forward_ctx._fp8audit_pair = recompute_ctx
-            return forward_ctx, recompute_ctx
+            return c.frame_contexts(reentrant=False)
 
         def p_ckpt_forward(ctx, *args, **kwargs):
             previous, c.tls.pending_ctx = c.tls.pending_ctx, ctx
             try:
-                return ckpt_forward(ctx, *args, **kwargs)
+                outputs = ckpt_forward(ctx, *args, **kwargs)
             finally:
                 c.tls.pending_ctx = previous
+            return _own_outputs(outputs, args[6:])
 
         def p_ckpt_backward(ctx, *args):
             previous = c.tls.recompute_frame
@@ -534,8 +596,18 @@ class Controller:
         self.originals = applied
         del flag  # outside any autocast the flag is not used before the next depth-0 entry
         self.sync_globals()
+        reason = _torch_ckpt.why_not()
+        if reason is None:
+            self.torch_routing = _torch_ckpt.Routing(self)
+            self.torch_routing.install()
+        else:
+            print(f"fp8audit.te: torch.utils.checkpoint left alone ({reason}): TE modules it "
+                  "recomputes may run without FP8", file=sys.stderr)
 
     def remove(self) -> None:
+        if self.torch_routing is not None:
+            self.torch_routing.remove()
+            self.torch_routing = None
         mgr = self.mods["quantization"].FP8GlobalStateManager
         state = mgr.quantization_state
         if isinstance(state, self.owned_class):
