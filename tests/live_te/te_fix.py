@@ -46,14 +46,9 @@ def import_te(standin: bool):
 
 
 def stash_entries(manager: Any) -> int:
-    """Recompute metadata entries still held: TE's per-module FIFOs and the patch's frames."""
-    import fp8audit.te
-
-    n = sum(len(q) for q in manager.quantization_state.fp8_tensors_recompute_buffer)
-    c = fp8audit.te.active()
-    if c is not None:
-        n += sum(len(q) for q in c.stash.values())
-    return n
+    """Recompute metadata entries still held in TE's per-module FIFOs (fp8audit.te keeps its
+    entries there too; its per-frame FIFOs only point at them)."""
+    return sum(len(q) for q in manager.quantization_state.fp8_tensors_recompute_buffer)
 
 
 def reset_te(te: Any) -> None:

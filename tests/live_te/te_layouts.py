@@ -105,6 +105,21 @@ def _inner_autocast(reentrant: bool):
     return fwd
 
 
+def _inner_autocast_disabled_outer(reentrant: Optional[bool]):
+    # TE's own layout (test_numerics.py, _test_e2e_full_recompute(inner_autocast=True)): FP8
+    # disabled in the outer autocast, enabled in one opened inside the checkpointed callable;
+    # reentrant None: the same without a checkpoint.
+    def fwd(te, ctx, layers, x, checkpointing):
+        def body(t):
+            with ctx.autocast(te):
+                return _seq(layers)(t)
+        with te.autocast(enabled=False, recipe=ctx.recipe):
+            if reentrant is None:
+                return body(x)
+            return _ckpt(te, body, x, checkpointing, reentrant)
+    return fwd
+
+
 def _nested_autocast(te, ctx, layers, x, checkpointing):
     with ctx.autocast(te):
         with ctx.autocast(te):
@@ -219,6 +234,11 @@ _add(Layout("reentrant-per-layer", linears(3), _per_layer(True)))
 _add(Layout("nested", linears(3), _nested))
 _add(Layout("inner-autocast-reentrant", linears(3), _inner_autocast(True)))
 _add(Layout("inner-autocast-non-reentrant", linears(3), _inner_autocast(False)))
+_add(Layout("inner-autocast-disabled-outer-reentrant", linears(3),
+            _inner_autocast_disabled_outer(True)))
+_add(Layout("inner-autocast-disabled-outer-non-reentrant", linears(3),
+            _inner_autocast_disabled_outer(False)))
+_add(Layout("inner-autocast-disabled-outer-none", linears(3), _inner_autocast_disabled_outer(None)))
 _add(Layout("eval-reentrant", linears(3), _single(True), eval_modules=True))
 _add(Layout("eval-non-reentrant", linears(3), _single(False), eval_modules=True))
 _add(Layout("mode-change", linears(3), _single(True), after_forward=_to_eval_after_forward))

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# On the offline GPU machine, in the repository root, with .carry/ from prepare_carry.sh: one call
+# sets up the live runs and keeps them under LIVE (default /opt/fp8audit-live, outside the
+# checkout, so a later call on the same machine finds them):
+#   LIVE/devkit      the build kit; LIVE/te-VERSION/site  TE installed (pip --target);
+#   LIVE/wheels/site megatron-core and the other carried wheels; LIVE/tetests  TE's tests/pytorch
+# then builds fp8audit into build/ (TARGETS, default all) against python3's torch.
+# Prints the exports for later commands: PYTHONPATH (TE, then the wheels), FP8AUDIT_MODEL_LIB.
+# Usage: device_setup.sh [VERSION]   (default 2.20.2); TARGETS="fp8audit fp8audit_agent ...";
+# SKIP_BUILD=1 leaves the build out. Each step's time goes to stderr.
+set -euo pipefail
+SECONDS=0
+took() { echo "device_setup: $1 at ${SECONDS} s" >&2; }
+cd "$(dirname "$0")/../.."
+version=${1:-2.20.2}
+live=${LIVE:-/opt/fp8audit-live}
+mkdir -p "$live"
+if [[ -f .carry/kit.tar.xz && ! -d "$live/devkit" ]]; then
+  tar -C "$live" -xJf .carry/kit.tar.xz && mv "$live/.devkit" "$live/devkit"
+fi
+took kit
+site="$live/te-$version/site"
+if [[ -d ".carry/te-$version" && ! -d "$site" ]]; then
+  w=".carry/te-$version"
+  mkdir -p "$site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
+    "$w"/transformer_engine_cu13-*.whl "$w"/transformer_engine-"$version"-*.whl "$w"/pydantic*.whl \
+    "$w"/annotated_types-*.whl "$w"/typing_inspection-*.whl
+  stage=$(mktemp -d)
+  ext=$(ls "$w"/transformer_engine_torch-*-cp312-*.whl 2>/dev/null | head -n 1 || true)
+  [[ -n "$ext" ]] || { echo "device_setup: no prebuilt TE extension in $w (build_te_ext.sh)" >&2; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$stage" "$ext"
+  cp -a "$stage"/. "$site"/
+fi
+took "TE $version"
+if [[ -d .carry/wheels && ! -d "$live/wheels/site" ]]; then
+  mkdir -p "$live/wheels/site"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --target "$live/wheels/site" .carry/wheels/*.whl
+fi
+if [[ -f .carry/tetests.tar.xz && ! -d "$live/tetests" ]]; then
+  mkdir -p "$live/tetests" && tar -C "$live/tetests" -xJf .carry/tetests.tar.xz
+fi
+export PYTHONPATH="$site:$live/wheels/site${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c "import transformer_engine.pytorch, transformer_engine as t; print('transformer_engine', t.__version__)" >&2
+took "TE import"
+K=$live/devkit
+if [[ ${SKIP_BUILD:-0} == 1 ]]; then
+  echo "export PYTHONPATH=$PYTHONPATH"
+  exit 0
+fi
+if [[ ! -f build/CMakeCache.txt ]]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$K" \
+    -DProtobuf_PROTOC_EXECUTABLE="$K/bin/protoc" -DProtobuf_INCLUDE_DIR="$K/include" \
+    -DProtobuf_LIBRARY="$K/lib/x86_64-linux-gnu/libprotobuf.so" >/dev/null
+  took configure
+fi
+# shellcheck disable=SC2086
+cmake --build build -j"$(nproc)" ${TARGETS:+--target $TARGETS} >/dev/null
+took build
+echo "export PYTHONPATH=$PYTHONPATH FP8AUDIT_MODEL_LIB=$PWD/build/lib/libfp8audit_model.so"

@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""The tables of run_megatron_live.sh (issue 19): per Megatron-core row, TE's own update counts
+unpatched and patched (megatron_live.py), the ownership model's prediction (te-2.20 and fixed,
+`fp8audit model` on scenarios/megatron/ROW.textproto), the agent's counts where the row ran
+under `fp8audit run` (NAME.jsonl = the script's lines, NAME.json = the report), the recompute
+stash left, and whether the patched run equals its no-recompute twin bitwise; then the HF +
+Accelerate rows (hf_accelerate_live.py). Exit 1 when a row disagrees, 2 on bad input.
+
+    megatron_compare.py OUT --fp8audit BIN [--agent NAME.jsonl=NAME.json ...]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from live_tables import fail, report_counts
+
+HERE = Path(__file__).resolve().parent
+Counts = Tuple[int, int]
+
+
+def lines(path: Path) -> List[Dict[str, Any]]:
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+
+
+def cell(counts: List[Optional[Counts]]) -> str:
+    """Per-microbatch counts as cells: each distinct run of values once ("3/8 3/9")."""
+    out: List[str] = []
+    for c in counts:
+        text = "-" if c is None or None in c else f"{c[0]}/{c[1]}"
+        if not out or out[-1] != text:
+            out.append(text)
+    return " ".join(out) or "-"
+
+
+def model(binary: str, row: str, semantics: str, n: int) -> Optional[List[Counts]]:
+    scenario = HERE / "scenarios" / "megatron" / f"{row}.textproto"
+    if not scenario.is_file():
+        return None
+    done = subprocess.run([binary, "model", str(scenario), "--semantics", semantics,
+                           "--microbatches", str(n), "--format", "json"],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 and not done.stdout.strip():
+        fail(f"fp8audit model {scenario.name}: {done.stderr.strip()}")
+    return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
+            for m in json.loads(done.stdout)["microbatches"]]
+
+
+def megatron_rows(out: Path, binary: str, agents: Dict[str, List[Counts]]) -> bool:
+    print("| row | TE unpatched | model te-2.20 | agent unpatched | TE patched | model fixed | "
+          "agent --fix-te | stash left (patched) | = twin (patched) | agree |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ok = True
+    for path in sorted(out.glob("mc_*.jsonl")):
+        if path.name == "mc_timing.jsonl":
+            continue
+        row = path.stem[3:]
+        got = lines(path)
+        mbs = {m: [x for x in got if x.get("kind") == "microbatch" and x["mode"] == m]
+               for m in ("unpatched", "patched")}
+        runs = {x["mode"]: x for x in got if x.get("kind") == "run"}
+        if not runs:
+            print(f"| {row} | not run | | | | | | | | NO |")
+            ok = False
+            continue
+        te = {m: [(x.get("forward"), x.get("backward")) for x in v] for m, v in mbs.items()}
+        error = (runs.get("unpatched", {}).get("errors") or [{}])[0].get("error")
+        predicted = model(binary, row, "te-2.20", len(te["unpatched"]))
+        fixed = model(binary, row, "fixed", len(te["patched"]))
+        patched_ok = (bool(te["patched"]) and all(c == (1, 1) for c in te["patched"])
+                      and not runs.get("patched", {}).get("errors")
+                      and all(x.get("stash_left") == 0 for x in mbs["patched"])
+                      and runs.get("patched", {}).get("bitwise_equal_to_twin") is True)
+        unpatched_ok = (predicted is not None and te["unpatched"] == predicted) or \
+            (error is not None and predicted is None)
+        agent_u = agents.get(f"{row}:unpatched")
+        agent_p = agents.get(f"{row}:fix")
+        agent_ok = (agent_u is None or (error is None and agent_u == te["unpatched"])) and \
+            (agent_p is None or agent_p == te["patched"])
+        fixed_ok = fixed is None or fixed == te["patched"]
+        agree = patched_ok and unpatched_ok and agent_ok and fixed_ok
+        ok = ok and agree
+        unpatched = f"raises {error.split(':')[0]}" if error else cell(te["unpatched"])
+        print(f"| {row} | {unpatched} | {cell(predicted) if predicted else 'no scenario'} | "
+              f"{cell(agent_u) if agent_u else 'not run'} | {cell(te['patched'])} | "
+              f"{cell(fixed) if fixed else 'no scenario'} | "
+              f"{cell(agent_p) if agent_p else 'not run'} | "
+              f"{max((x.get('stash_left') or 0) for x in mbs['patched']) if mbs['patched'] else '-'}"
+              f" | {'yes' if runs.get('patched', {}).get('bitwise_equal_to_twin') else 'no'} | "
+              f"{'yes' if agree else 'NO'} |")
+    return ok
+
+
+def hf_rows(path: Path) -> bool:
+    if not path.is_file():
+        return True
+    print()
+    print("| HF + Accelerate checkpoint | mode | TE counts | recomputed TE modules with FP8 off | "
+          "= twin | largest relative gradient difference | error | agree |")
+    print("|---|---|---|---|---|---|---|---|")
+    ok = True
+    got = lines(path)
+    for run in (x for x in got if x.get("kind") == "run"):
+        mbs = [x for x in got if x.get("kind") == "microbatch" and
+               x["checkpoint"] == run["checkpoint"] and x["mode"] == run["mode"]]
+        counts = [(x["forward"], x["backward"]) for x in mbs]
+        off = max((len(x["fp8_mismatch"]) for x in mbs), default=0)
+        recomputed = max((x["recomputed"] for x in mbs), default=0)
+        twin = run["loss_first_difference"] is None and run["grads_first_difference"] is None
+        error = (run.get("errors") or [{}])[0].get("error", "")
+        agree = True
+        if run["mode"] == "patched":
+            agree = twin and off == 0 and not error and all(c == (1, 1) for c in counts)
+            ok = ok and agree
+        print(f"| {run['checkpoint']} | {run['mode']} | {cell(counts)} | {off} of {recomputed} | "
+              f"{'yes' if twin else 'no'} | {run['grads_max_relative_difference']:.3g} | "
+              f"{error.split(chr(10))[0][:80]} | {'yes' if agree else 'NO'} |")
+    return ok
+
+
+def main(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out", type=Path)
+    p.add_argument("--fp8audit", required=True)
+    p.add_argument("--agent", action="append", default=[],
+                   help="NAME.jsonl=NAME.json: the script's lines and the agent's report")
+    args = p.parse_args(argv)
+    if not args.out.is_dir():
+        fail(f"{args.out}: not a directory")
+    agents: Dict[str, List[Counts]] = {}
+    for pair in args.agent:
+        script, _, report = pair.partition("=")
+        own = lines(Path(script))
+        run = next((x for x in own if x.get("kind") == "run"), None)
+        if run is None:
+            fail(f"{script}: no run line")
+        key = f"{run['row']}:{'fix' if run['patched'] else 'unpatched'}"
+        agents[key] = report_counts(Path(report))
+    ok = megatron_rows(args.out, args.fp8audit, agents)
+    ok = hf_rows(args.out / "hf.jsonl") and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

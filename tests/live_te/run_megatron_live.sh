@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 19's live Megatron-core and HF Accelerate runs on the GPU machine, after device_setup.sh's
+# exports (TE and megatron-core on PYTHONPATH) and a build with the fp8audit executable:
+#   tests/live_te/run_megatron_live.sh BUILD OUT [correctness|cost|all]
+# correctness, small models sharing the GPU at once: every megatron_live.py row unpatched (with
+# --diagnose) and patched, each against its no-recompute twin; the unmodified script under
+# `fp8audit run` and `fp8audit run --fix-te` for some rows (the agent's counts, JSON reports);
+# hf_accelerate_live.py (torch.utils.checkpoint, reentrant and not, unpatched and patched).
+# cost, alone: a mid-size model's step time with the patch toggled between rounds in one process.
+set -uo pipefail
+build=$(realpath "$1")
+out=$(realpath -m "$2")
+phase=${3:-all}
+here=$(dirname "$(realpath "$0")")
+mkdir -p "$out"
+export PYTHONWARNINGS=ignore FP8AUDIT_MODEL_LIB=$build/lib/libfp8audit_model.so
+mc() {  # NAME megatron_live.py arguments...
+  local name=$1
+  shift
+  timeout "${ROW_TIMEOUT:-420}" python3 "$here/megatron_live.py" "$@" >"$out/$name.jsonl" \
+    2>"$out/$name.err"
+  echo "$name: exit $?"
+}
+agent() {  # NAME FLAGS ROW: the unmodified script under fp8audit run FLAGS
+  local name=$1 flags=$2 row=$3
+  # shellcheck disable=SC2086
+  timeout "${ROW_TIMEOUT:-420}" "$build/bin/fp8audit" run $flags --max-rows 0 --out "$out/$name" \
+    -- python3 "$here/megatron_live.py" --row "$row" --mode hook --no-twin >"$out/$name.jsonl" \
+    2>"$out/$name.err"
+  echo "$name: fp8audit run exit $?"
+  "$build/bin/fp8audit" report "$out/$name" --format json -o "$out/$name.json" 2>>"$out/$name.err"
+}
+if [[ $phase != cost ]]; then
+  for row in $(python3 -c "import sys; sys.path.insert(0, '$here'); import megatron_live as m; print(' '.join(m.ROWS))" 2>/dev/null); do
+    mc "mc_$row" --row "$row" --mode both --diagnose &
+  done
+  agent agent_full_uniform "" full-uniform &
+  agent agent_full_uniform_fix "--fix-te" full-uniform &
+  agent agent_selective_mlp_fix "--fix-te" selective-mlp &
+  agent agent_moe_fix "--fix-te" moe-selective-moe &
+  timeout "${ROW_TIMEOUT:-420}" python3 "$here/hf_accelerate_live.py" --mode both \
+    >"$out/hf.jsonl" 2>"$out/hf.err" &
+  wait
+  echo "hf: done"
+fi
+[[ $phase == correctness ]] && exit 0
+python3 "$here/megatron_live.py" --time --row "${TIME_ROW:-full-uniform}" --layers 16 \
+  --hidden 2048 --heads 16 --seq 2048 --mbs 1 --vocab 32000 --microbatches 8 --steps 4 \
+  --rounds "${ROUNDS:-6}" >"$out/mc_timing.jsonl" 2>"$out/mc_timing.err"
+echo "timing: exit $?"

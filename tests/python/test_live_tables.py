@@ -1,0 +1,74 @@
+"""tests/live_te/megatron_compare.py on synthetic results (no GPU, no Megatron): rows that agree
+with the ownership model's prediction (the build's fp8audit on scenarios/megatron/*.textproto)
+exit 0; a TE count the model does not predict, a patched run that leaves its twin, and an HF
+recompute outside FP8 under the patch each make their row NO and exit 1."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+BIN = os.environ.get("FP8AUDIT_BIN", "")
+pytestmark = pytest.mark.skipif(not Path(BIN).is_file(), reason="FP8AUDIT_BIN not built")
+
+
+def _row(out: Path, row: str, unpatched, patched_equal: bool = True) -> None:
+    lines = []
+    for mode, counts in (("unpatched", unpatched), ("patched", [(1, 1)] * len(unpatched))):
+        for i, (f, b) in enumerate(counts):
+            lines.append({"kind": "microbatch", "row": row, "mode": mode, "microbatch": i,
+                          "forward": f, "backward": b, "stash_left": 0})
+        lines.append({"kind": "run", "row": row, "mode": mode, "errors": [],
+                      "bitwise_equal_to_twin": patched_equal or mode == "unpatched"})
+    (out / f"mc_{row}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def _hf(out: Path, patched_off: int) -> None:
+    lines = []
+    for mode, off in (("unpatched", 14), ("patched", patched_off)):
+        lines.append({"kind": "microbatch", "checkpoint": "reentrant", "mode": mode,
+                      "forward": 1, "backward": 1, "recomputed": 14,
+                      "fp8_mismatch": ["m"] * off})
+        lines.append({"kind": "run", "checkpoint": "reentrant", "mode": mode, "errors": [],
+                      "loss_first_difference": None if mode == "patched" else [1, 0],
+                      "grads_first_difference": None if mode == "patched" else [0, 0],
+                      "grads_max_relative_difference": 0.0 if mode == "patched" else 0.6})
+    (out / "hf.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def _compare(out: Path, capsys) -> tuple:
+    import megatron_compare
+
+    code = megatron_compare.main([str(out), "--fp8audit", BIN])
+    return code, capsys.readouterr().out
+
+
+def test_rows_the_model_predicts_and_patched_twins_agree(tmp_path, capsys):
+    _row(tmp_path, "full-uniform", [(3, 8)] + [(3, 9)] * 7)
+    _row(tmp_path, "none", [(1, 1)] * 8)
+    _hf(tmp_path, 0)
+    code, text = _compare(tmp_path, capsys)
+    assert code == 0, text
+    assert "| full-uniform | 3/8 3/9 | 3/8 3/9 |" in text
+
+
+def test_a_count_the_model_does_not_predict_disagrees(tmp_path, capsys):
+    _row(tmp_path, "full-uniform", [(3, 8)] * 8)  # the final norm's extra update is missing
+    code, text = _compare(tmp_path, capsys)
+    assert code == 1 and "| NO |" in text
+
+
+def test_a_patched_run_that_leaves_its_twin_disagrees(tmp_path, capsys):
+    _row(tmp_path, "none", [(1, 1)] * 8, patched_equal=False)
+    code, text = _compare(tmp_path, capsys)
+    assert code == 1 and "| NO |" in text
+
+
+def test_a_patched_hf_recompute_outside_fp8_disagrees(tmp_path, capsys):
+    _row(tmp_path, "none", [(1, 1)] * 8)
+    _hf(tmp_path, 3)
+    code, text = _compare(tmp_path, capsys)
+    assert code == 1 and "| reentrant | patched | 1/1 | 3 of 14 |" in text
