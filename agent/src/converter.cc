@@ -42,7 +42,8 @@ std::string KeyValue(std::string_view message, std::string_view key) {
       std::string out(token.substr(key.size() + 1, 64));
       for (char& c : out) {
         const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                        (c >= 'A' && c <= 'Z') || c == '.' || c == '+' || c == '-' || c == '_';
+                        (c >= 'A' && c <= 'Z') || c == '.' || c == '+' || c == '-' || c == '_' ||
+                        c == '#';
         if (!ok) c = '?';
       }
       return out;
@@ -165,6 +166,19 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_te_version(KeyValue(raw.Text(), "te"));
       if (raw.kind == RawKind::kTePatched) e->set_semantics(KeyValue(raw.Text(), "semantics"));
       return true;
+    case RawKind::kRecompute: {
+      e->set_kind(v1::MODULE_RECOMPUTE);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_module(KeyValue(raw.Text(), "module"));
+      const auto mode = [&](std::string_view key) {
+        const std::string v = KeyValue(raw.Text(), key);
+        return v == "1" ? v1::FP8_ON : v == "0" ? v1::FP8_OFF : v1::FP8_MODE_UNSPECIFIED;
+      };
+      e->set_fp8(mode("fp8"));
+      e->set_forward_fp8(mode("forward_fp8"));
+      e->set_detail(KeyValue(raw.Text(), "checkpoint"));
+      return true;
+    }
     case RawKind::kProbes:
       e->set_kind(v1::PROBES);
       e->set_pass(v1::PASS_UNSPECIFIED);

@@ -20,6 +20,12 @@ bool ParseU32(std::string_view s, uint32_t* out) {
   return true;
 }
 
+bool IsRecomputeMark(std::string_view text) {
+  return text.size() > kHookRecomputeMark.size() &&
+         text.substr(0, kHookRecomputeMark.size()) == kHookRecomputeMark &&
+         text[kHookRecomputeMark.size()] == ' ';
+}
+
 }  // namespace
 
 bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
@@ -51,13 +57,16 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 }
 
 bool IsHookMark(std::string_view text) {
-  return text.rfind("fp8audit.te ", 0) == 0 || text.rfind("fp8audit.patch ", 0) == 0;
+  return text.rfind("fp8audit.te ", 0) == 0 || text.rfind("fp8audit.patch ", 0) == 0 ||
+         IsRecomputeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   if (!IsHookMark(text)) return false;
   RawEvent e;
-  e.kind = text.rfind("fp8audit.te ", 0) == 0 ? RawKind::kTeVersion : RawKind::kTePatched;
+  e.kind = IsRecomputeMark(text)                ? RawKind::kRecompute
+           : text.rfind("fp8audit.te ", 0) == 0 ? RawKind::kTeVersion
+                                                : RawKind::kTePatched;
   e.SetText(text);
   sink_.Record(ts, &e);
   return true;

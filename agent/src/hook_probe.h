@@ -2,6 +2,9 @@
 // domain (it uses torch.cuda.nvtx, the default domain). The NVTX probe hands these messages here:
 //   mark   "fp8audit.te te=<version>"                     TE was imported (TE_VERSION)
 //   mark   "fp8audit.patch te=<version> semantics=<s>"    fp8audit.te.patch() applied (TE_PATCHED)
+//   mark   "fp8audit.te.recompute module=<m> fp8=<0|1> forward_fp8=<0|1|?>[ checkpoint=<c>]"
+//          a TE module ran again in backward (a checkpoint recompute), with FP8 on or off, its
+//          original forward with it on or off (MODULE_RECOMPUTE)
 //   range  "fp8audit.te.update pass=forward|backward count=<N> unfused=<U>"
 //          pushed before FP8GlobalStateManager.reduce_and_update_fp8_tensors runs and popped after
 //          it returns: N updates (autocast keys with amaxes to reduce in that direction), U of
@@ -21,6 +24,7 @@
 namespace fp8audit::agent {
 
 inline constexpr std::string_view kHookUpdateRange = "fp8audit.te.update";
+inline constexpr std::string_view kHookRecomputeMark = "fp8audit.te.recompute";
 
 struct HookUpdate {
   RuleEvent rule = RuleEvent::kUpdate;  // from pass=
@@ -29,7 +33,7 @@ struct HookUpdate {
 };
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
-// A mark the hook sends ("fp8audit.te ..." or "fp8audit.patch ...").
+// A mark the hook sends ("fp8audit.te ...", "fp8audit.patch ..." or "fp8audit.te.recompute ...").
 bool IsHookMark(std::string_view text);
 
 class HookProbe {

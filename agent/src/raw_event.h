@@ -40,6 +40,7 @@ enum class RawKind : uint8_t {
   kTeVersion,         // text: the mark ("fp8audit.te te=<version>")
   kTePatched,         // text: the mark ("fp8audit.patch te=<version> semantics=<s>")
   kProbes,            // count: the active probes (ProbeBits, probe_control.h); text: why
+  kRecompute,         // text: the mark ("fp8audit.te.recompute module=<m> fp8=<0|1> ...")
 };
 
 // Events that report one state update (or several: count) as some probe saw it.

@@ -232,6 +232,30 @@ TEST(HookProbe, MarksRecordTheTeVersionAndThePatch) {
   EXPECT_EQ(e[2].te_version(), "2.20??x?");  // a version's characters only
 }
 
+TEST(HookProbe, RecomputeMarksRecordTheModuleAndBothFp8States) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* autograd = sink.Thread(2, true);
+  sink.Use(autograd);
+  EXPECT_TRUE(hook.OnMark(autograd,
+                          "fp8audit.te.recompute module=LayerNormLinear#12 fp8=0 forward_fp8=1 "
+                          "checkpoint=torch.utils.checkpoint"));
+  EXPECT_TRUE(hook.OnMark(autograd, "fp8audit.te.recompute module=Linear#1 fp8=1 forward_fp8=?"));
+  EXPECT_FALSE(hook.OnMark(autograd, "fp8audit.te.recomputed module=Linear#1"));
+  EXPECT_FALSE(IsHookMark("fp8audit.te.recompute"));  // no fields: not the hook's
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].kind(), v1::MODULE_RECOMPUTE);
+  EXPECT_EQ(e[0].source(), v1::PYTHON_HOOK);
+  EXPECT_EQ(e[0].module(), "LayerNormLinear#12");
+  EXPECT_EQ(e[0].fp8(), v1::FP8_OFF);
+  EXPECT_EQ(e[0].forward_fp8(), v1::FP8_ON);
+  EXPECT_EQ(e[0].detail(), "torch.utils.checkpoint");
+  EXPECT_EQ(e[1].fp8(), v1::FP8_ON);
+  EXPECT_EQ(e[1].forward_fp8(), v1::FP8_MODE_UNSPECIFIED);  // its forward was not seen
+  EXPECT_EQ(e[1].detail(), "");
+}
+
 // ---- pass boundaries and probe choice --------------------------------------------------------
 
 TEST(PassTracker, TheFirstActiveThreadTrainsOthersFollowTheLastBoundary) {

@@ -11,7 +11,9 @@ transformer_engine.pytorch is imported) in an NVTX range `fp8audit.te.update pas
 count=N unfused=U` around each call that updates something: N autocast keys with amaxes to reduce
 in that direction, U of them on TE's unfused path (NVTE_UNFUSED_FP8_UPDATE=1, or a callable
 amax_compute_algo / scaling_factor_compute_algo). The agent records these as PYTHON_HOOK updates
-(agent/src/hook_probe.h). When TE's buffers cannot be read, a call counts as one update.
+(agent/src/hook_probe.h). When TE's buffers cannot be read, a call counts as one update;
+te-recompute — whether each TE module recomputed in backward runs in the FP8 state of its original
+forward (hook/recompute.py: one NVTX mark per recompute).
 A feature that fails says so in one line on stderr; the job goes on without it."""
 
 from __future__ import annotations
@@ -117,11 +119,27 @@ def _te_count(module: object) -> None:
     setattr(manager, "reduce_and_update_fp8_tensors", classmethod(counting))
 
 
+def _te_recompute(module: object) -> None:
+    del module
+    from fp8audit.hook import recompute
+
+    classes = []
+    for name, attr in (("transformer_engine.pytorch.module.base", "TransformerEngineBaseModule"),
+                       ("transformer_engine.pytorch.ops", "Sequential")):
+        cls = getattr(sys.modules.get(name), attr, None)  # imported by TE itself, never by us
+        if isinstance(cls, type):
+            classes.append(cls)
+    if not classes:
+        raise RuntimeError("transformer_engine.pytorch has no TransformerEngineBaseModule")
+    recompute.install(_state_manager(), tuple(classes))
+
+
 # feature -> (watched module, action)
 FEATURES: Dict[str, Tuple[str, Callable[[object], None]]] = {
     "te-fix": ("transformer_engine.pytorch", _te_fix),
     "te-version": ("transformer_engine", _te_version),
     "te-count": ("transformer_engine.pytorch", _te_count),
+    "te-recompute": ("transformer_engine.pytorch", _te_recompute),
 }
 
 _pending: Dict[str, List[Tuple[str, Callable[[object], None]]]] = {}

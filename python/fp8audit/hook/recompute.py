@@ -1,0 +1,106 @@
+"""The python hook's te-recompute feature: whether a Transformer Engine module recomputed in
+backward runs in the FP8 state of its original forward.
+
+A checkpoint that is not TE's own (torch.utils.checkpoint under HF gradient checkpointing, a
+framework's) restores torch's autocast in its recompute but not TE's FP8 autocast: the recomputed
+modules can then run without FP8 (or with it) where their forward did not, a silent change of
+precision that no update count shows. Each call of a TE module records whether FP8 was enabled;
+a call made while PyTorch's autograd engine runs a backward pass is a recompute, and sends one
+NVTX mark
+
+    fp8audit.te.recompute module=<Class>#<n> fp8=<0|1> forward_fp8=<0|1>[ checkpoint=<where>]
+
+(n: the module's place among the TE modules of its class, in the order of their first call;
+checkpoint, on a mismatch only: the checkpoint implementation found on the Python stack). The
+agent records it as a MODULE_RECOMPUTE event; the audit calls a mismatch harmful."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from fp8audit import _nvtx
+
+MARK = "fp8audit.te.recompute"
+_ATTR = "_fp8audit_recompute"  # per module: [name, FP8 state of its last forward]
+
+# Where a recompute comes from: (suffix of a frame's file name, the checkpoint it names).
+CHECKPOINTS: Tuple[Tuple[str, str], ...] = (
+    ("transformer_engine/pytorch/distributed.py", "te.distributed.checkpoint"),
+    ("megatron/core/tensor_parallel/random.py", "megatron.tensor_parallel.checkpoint"),
+    ("torch/utils/checkpoint.py", "torch.utils.checkpoint"),
+)
+
+
+def checkpoint_on_stack(frame: Optional[Any] = None) -> str:
+    """The innermost known checkpoint implementation among the calling frames, else 'unknown'."""
+    frame = frame if frame is not None else sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename.replace("\\", "/")
+        for suffix, checkpoint in CHECKPOINTS:
+            if name.endswith(suffix):
+                return checkpoint
+        frame = frame.f_back
+    return "unknown"
+
+
+def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str = "") -> str:
+    text = f"{MARK} module={name} fp8={int(fp8)}"
+    text += f" forward_fp8={int(forward_fp8)}" if forward_fp8 is not None else " forward_fp8=?"
+    return text + (f" checkpoint={checkpoint}" if checkpoint else "")
+
+
+def watcher(is_fp8_enabled: Callable[[], bool], in_backward: Callable[[], bool],
+            send: Callable[[str], None]) -> Callable[[Any], None]:
+    """The check run before each TE module call (`module`): remembers FP8's state in a forward,
+    and compares against it in a recompute."""
+    ordinals: Dict[str, int] = {}
+
+    def before_call(module: Any) -> None:
+        entry = module.__dict__.get(_ATTR)
+        if entry is None:
+            cls = type(module).__name__
+            ordinals[cls] = ordinals.get(cls, 0) + 1
+            entry = [f"{cls}#{ordinals[cls]}", None]
+            module.__dict__[_ATTR] = entry
+        fp8 = bool(is_fp8_enabled())
+        if not in_backward():
+            entry[1] = fp8
+            return
+        forward_fp8 = entry[1]
+        mismatch = forward_fp8 is not None and forward_fp8 != fp8
+        send(mark_text(entry[0], fp8, forward_fp8, checkpoint_on_stack() if mismatch else ""))
+
+    return before_call
+
+
+def install(manager: Any, classes: Tuple[type, ...]) -> None:
+    """Wraps the call of each class in `classes` (once) with the check, reading FP8's state from
+    `manager` (FP8GlobalStateManager)."""
+    import torch
+
+    graph_task = getattr(torch._C, "_current_graph_task_id", None)
+    if graph_task is None:
+        raise RuntimeError("this PyTorch cannot tell a recompute (no _current_graph_task_id)")
+    compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+    before_call = watcher(manager.is_fp8_enabled, lambda: graph_task() != -1, _nvtx.mark)
+    failed: list = []
+
+    def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not compiling():
+                try:
+                    before_call(self)
+                except Exception as e:  # the check must never break the job
+                    if not failed:
+                        failed.append(e)
+                        print(f"fp8audit: python hook 'te-recompute' failed ({type(e).__name__}: "
+                              f"{e}); recomputes are not checked", file=sys.stderr, flush=True)
+            return inner(self, *args, **kwargs)
+
+        call.__fp8audit_recompute__ = True  # type: ignore[attr-defined]
+        return call
+
+    for cls in classes:
+        if not getattr(cls.__dict__.get("__call__"), "__fp8audit_recompute__", False):
+            cls.__call__ = wrap(cls.__call__)

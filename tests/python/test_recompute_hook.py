@@ -1,0 +1,134 @@
+"""The python hook's te-recompute feature (issue 19 item 4) on the CPU stand-in of TE: a TE module
+recomputed by torch.utils.checkpoint under an FP8 autocast that wraps the forward only (HF
+gradient checkpointing under Accelerate) runs without FP8 and is reported with its checkpoint;
+TE's own checkpoint, the same job under fp8audit.te, and a forward without FP8 report no change."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+HOOK_SITE = ROOT / "python" / "fp8audit" / "hook" / "site"
+STANDIN = HERE / "standin"
+
+JOB = textwrap.dedent("""
+    import json, sys
+    import torch
+    from torch.utils.checkpoint import checkpoint
+    import fp8audit._nvtx
+
+    class Recorder:
+        def __init__(self):
+            self.marks = []
+        def mark(self, message):
+            self.marks.append(message)
+        def range_push(self, message):
+            pass
+        def range_pop(self):
+            pass
+
+    fp8audit._nvtx.NVTX = Recorder()
+    if "--patch" in sys.argv:
+        from pathlib import Path
+        from fp8audit.te import _fingerprint, _targets
+        _targets.VERIFIED["2.20.2+standin"] = {
+            k: v for k, v in _fingerprint.of_source_tree(
+                Path(sys.argv[1]), _targets.TARGETS).items() if v is not None}
+    import transformer_engine.pytorch as te
+    from transformer_engine.common import recipe
+    if "--patch" in sys.argv:
+        import fp8audit.te
+        fp8audit.te.patch()
+    torch.manual_seed(0)
+    layers = [te.Linear(8, 8) for _ in range(2)]
+    x = torch.randn(4, 8, requires_grad=True)
+    fp8 = "--no-fp8" not in sys.argv
+    with te.autocast(enabled=fp8, recipe=recipe.DelayedScaling()):
+        for layer in layers:
+            if "--te-checkpoint" in sys.argv:
+                x = te.checkpoint(layer, x, use_reentrant=True)
+            elif "--no-checkpoint" in sys.argv:
+                x = layer(x)
+            else:
+                x = checkpoint(layer, x, use_reentrant="--non-reentrant" not in sys.argv)
+    x.float().pow(2).mean().backward()
+    print(json.dumps(fp8audit._nvtx.NVTX.marks))
+""")
+
+
+def run_job(tmp_path, *args, features="te-recompute"):
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_SITE), str(ROOT / "python"), str(STANDIN)])
+    env["FP8AUDIT_PYHOOK"] = features
+    result = subprocess.run(
+        [sys.executable, str(script), str(STANDIN / "transformer_engine" / "pytorch"), *args],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("fp8audit")] == []
+    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    return [m for m in json.loads(lines[-1]) if m.startswith("fp8audit.te.recompute")]
+
+
+def test_torch_checkpoint_recompute_outside_fp8_is_marked_with_module_and_checkpoint(tmp_path):
+    for mode in ((), ("--non-reentrant",)):
+        assert run_job(tmp_path, *mode) == [
+            "fp8audit.te.recompute module=Linear#2 fp8=0 forward_fp8=1 "
+            "checkpoint=torch.utils.checkpoint",
+            "fp8audit.te.recompute module=Linear#1 fp8=0 forward_fp8=1 "
+            "checkpoint=torch.utils.checkpoint"], mode
+
+
+def test_te_checkpoint_recomputes_in_the_forwards_fp8_state(tmp_path):
+    assert run_job(tmp_path, "--te-checkpoint") == [
+        "fp8audit.te.recompute module=Linear#2 fp8=1 forward_fp8=1",
+        "fp8audit.te.recompute module=Linear#1 fp8=1 forward_fp8=1"]
+
+
+def test_under_the_fix_torch_checkpoint_recomputes_in_fp8(tmp_path):
+    if not os.environ.get("FP8AUDIT_MODEL_LIB"):
+        pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
+    for mode in ((), ("--non-reentrant",)):
+        marks = run_job(tmp_path, "--patch", *mode)
+        assert marks == ["fp8audit.te.recompute module=Linear#2 fp8=1 forward_fp8=1",
+                         "fp8audit.te.recompute module=Linear#1 fp8=1 forward_fp8=1"], mode
+
+
+def test_a_forward_without_fp8_recomputed_without_it_is_no_change(tmp_path):
+    assert run_job(tmp_path, "--no-fp8") == [
+        "fp8audit.te.recompute module=Linear#2 fp8=0 forward_fp8=0",
+        "fp8audit.te.recompute module=Linear#1 fp8=0 forward_fp8=0"]
+
+
+def test_without_checkpoints_nothing_is_marked(tmp_path):
+    assert run_job(tmp_path, "--no-checkpoint") == []
+
+
+def test_without_the_feature_nothing_is_marked(tmp_path):
+    assert run_job(tmp_path, features="te-version") == []
+
+
+def test_the_checkpoint_is_the_innermost_known_one_on_the_stack():
+    sys.path.insert(0, str(ROOT / "python"))
+    from fp8audit.hook import recompute
+
+    class Code:
+        def __init__(self, name):
+            self.co_filename = name
+
+    class Frame:
+        def __init__(self, name, back=None):
+            self.f_code, self.f_back = Code(name), back
+
+    outer = Frame("/x/site-packages/torch/utils/checkpoint.py")
+    inner = Frame("/y/megatron/core/tensor_parallel/random.py", Frame("/job.py", outer))
+    assert recompute.checkpoint_on_stack(Frame("/job.py", inner)) == \
+        "megatron.tensor_parallel.checkpoint"
+    assert recompute.checkpoint_on_stack(Frame("/job.py")) == "unknown"
