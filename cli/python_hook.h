@@ -1,8 +1,8 @@
 // The environment that installs fp8audit's Python hook (python/fp8audit/hook) into a command and
 // every Python process it starts: the hook's sitecustomize first on PYTHONPATH, fp8audit's Python
 // package after it, the features to arm (FP8AUDIT_PYHOOK) and the model library the features use
-// (FP8AUDIT_MODEL_LIB). Used by `fp8audit run` (te-version and te-count by default, te-fix with
-// --fix-te).
+// (FP8AUDIT_MODEL_LIB). Used by `fp8audit run` (te-version, te-recompute and te-count by default,
+// te-fix with --fix-te).
 #pragma once
 
 #include <string>

@@ -142,7 +142,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   }
   if (!args.no_python_hook) {
     // te-count before te-fix: the fix then wraps the counting function and keeps it when removed.
-    std::vector<std::string> features = {"te-version"};
+    std::vector<std::string> features = {"te-version", "te-recompute"};
     if (args.probe != "cupti") features.emplace_back("te-count");
     if (args.fix_te) features.emplace_back("te-fix");
     const auto hook = PythonHookEnvironment(features, /*need_model=*/args.fix_te, &error);
@@ -250,8 +250,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->type_name("MODE");
   sub->add_flag("--no-python-hook", args->no_python_hook,
                 "do not put fp8audit's Python hook on CMD's PYTHONPATH (by default it records "
-                "TE's version and counts reduce_and_update_fp8_tensors calls, TE's unfused update "
-                "path included)");
+                "TE's version, counts reduce_and_update_fp8_tensors calls, TE's unfused update "
+                "path included, and checks that each TE module recomputed in backward runs in "
+                "its forward's FP8 state)");
   sub->add_option("--on-full", args->on_full,
                   "what a thread of CMD does when its agent event buffer is full: wait (default) "
                   "for the agent's writer, giving up after 2 s without writer progress, or drop "

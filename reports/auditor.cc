@@ -9,6 +9,7 @@
 
 #include "reports/event_text.h"
 #include "reports/frozen_scales.h"
+#include "reports/recompute_precision.h"
 #include "state/semantics.h"
 
 namespace fp8audit::reports {
@@ -183,6 +184,7 @@ struct Segment {
   std::array<std::array<uint64_t, 2>, kSources> cross_by{};
   std::array<uint64_t, 2> unfused{};
   uint32_t probes_throughout = 0;  // probe bits active from its opening to now
+  RecomputePrecision recompute;    // the modules recomputed in its backward (MODULE_RECOMPUTE)
 
   // Closed, ready for the next microbatch; the kept events' storage stays.
   void Reset() {
@@ -747,6 +749,7 @@ void Auditor::Dispatch(const v1::Event& event) {
                                 (kind == v1::CHECKPOINT_ENTER && event.checkpoint_phase() != 2) ||
                                 (!update && event.pass() == v1::FORWARD);
   const bool backward_activity = (update && dir == kBwd) || kind == v1::MODULE_BACKWARD ||
+                                 kind == v1::MODULE_RECOMPUTE ||
                                  (!update && event.pass() == v1::BACKWARD);
 
   if (!s.markers && s.seg.open && !s.in_backward && !s.InRecompute()) {
@@ -764,6 +767,7 @@ void Auditor::Dispatch(const v1::Event& event) {
     s.backward_observed = true;
   }
 
+  if (kind == v1::MODULE_RECOMPUTE) s.seg.recompute.Add(event);
   if (update) {
     Count(event, dir, inferred);
   } else {
@@ -934,7 +938,10 @@ void Auditor::Close(bool complete) {
   for (int dir : {kFwd, kBwd}) {
     wrong[dir] = complete ? seg.count[dir] != expected[dir] : seg.count[dir] > expected[dir];
   }
-  const bool fail = wrong[kFwd] || wrong[kBwd];
+  const RecomputePrecision& recompute = seg.recompute;
+  row.set_recomputes(Sat32(recompute.recomputes()));
+  row.set_recompute_precision_changes(Sat32(recompute.changes()));
+  const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0;
   const int frozen = FrozenDirection(seg.count, expected, complete);
   row.set_verdict(fail ? v1::FAIL : v1::PASS);
   const bool detail = fail && s.detailed < options_.max_detailed;
@@ -951,6 +958,7 @@ void Auditor::Close(bool complete) {
     if (extra) {
       if (std::string line = SemanticsLine(); !line.empty()) row.add_explanations(std::move(line));
     }
+    if (recompute.changes() > 0) row.add_explanations(recompute.Explanation());
   }
   CompareProbes(words, &row);
   if (detail) {
@@ -984,6 +992,19 @@ void Auditor::Close(bool complete) {
       for (v1::Event& e : seg.log[dir]) *v.add_context() = std::move(e);
     }
     AddViolation(std::move(v));
+  }
+
+  if (recompute.changes() > 0) {
+    if (on_violation || KeepsViolation(v1::Violation::RECOMPUTE_PRECISION)) {
+      v1::Violation v;
+      v.set_kind(v1::Violation::RECOMPUTE_PRECISION);
+      v.set_microbatch(row.index());
+      v.set_message("microbatch " + std::to_string(row.index()) + " (step " +
+                    std::to_string(row.step()) + "): " + recompute.ViolationMessage());
+      AddViolation(std::move(v));
+    } else {
+      ++s.violations;
+    }
   }
 
   v1::Totals* totals = report_.mutable_totals();

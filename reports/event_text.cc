@@ -145,6 +145,8 @@ std::string KindName(v1::EventKind kind) {
       return "backward update cross-check";
     case v1::CROSSCHECK_UPDATE:
       return "update cross-check";
+    case v1::MODULE_RECOMPUTE:
+      return "module recompute";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }
@@ -183,6 +185,8 @@ std::string ViolationKindName(v1::Violation::Kind kind) {
       return "trace damaged";
     case v1::Violation::RANK_DISAGREEMENT:
       return "rank disagreement";
+    case v1::Violation::RECOMPUTE_PRECISION:
+      return "recompute precision";
     default:
       return "violation";
   }
@@ -259,6 +263,12 @@ std::string EventLine(const v1::Event& e, uint64_t base_ns) {
     line += " depth " + std::to_string(e.autocast_depth());
   }
   if (!e.module().empty()) line += " module " + Printable(e.module());
+  if (e.kind() == v1::MODULE_RECOMPUTE) {
+    const auto on = [](v1::Fp8Mode m) {
+      return m == v1::FP8_ON ? "on" : m == v1::FP8_OFF ? "off" : "not known";
+    };
+    line += std::string(" FP8 ") + on(e.fp8()) + " (forward: " + on(e.forward_fp8()) + ")";
+  }
   if (e.failed()) line += " (exception)";
   if (!e.detail().empty()) {
     line += " " + Printable(e.detail());

@@ -590,12 +590,12 @@ TEST_F(RunCli, ThePythonHookIsArmedByDefaultAndNoPythonHookRemovesIt) {
       Run({"--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump}, {"PYTHONPATH", "/job/own"}});
   EXPECT_EQ(r.code, 0) << Describe(r);
   std::string env = Slurp(dump);
-  EXPECT_TRUE(Contains(env, "FP8AUDIT_PYHOOK=te-version,te-count\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_PYHOOK=te-version,te-recompute,te-count\n")) << env;
   EXPECT_TRUE(Contains(env, "/fp8audit/hook/site:")) << env;
   EXPECT_TRUE(Contains(env, ":/job/own\n")) << env;  // the job's own path stays, after the hook
   const std::string dump2 = Path("env2.txt");
   r = Run({"--probe", "cupti", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump2}});
-  EXPECT_TRUE(Contains(Slurp(dump2), "FP8AUDIT_PYHOOK=te-version\n")) << Slurp(dump2);
+  EXPECT_TRUE(Contains(Slurp(dump2), "FP8AUDIT_PYHOOK=te-version,te-recompute\n")) << Slurp(dump2);
   const std::string dump3 = Path("env3.txt");
   r = Run({"--no-python-hook", "--", "true"}, "1/1",
           {{"FP8AUDIT_FAKE_ENV_DUMP", dump3}, {"PYTHONPATH", "/job/own"}});

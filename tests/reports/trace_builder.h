@@ -170,6 +170,19 @@ class TraceBuilder {
     e->set_pass(backward ? v1::BACKWARD : v1::FORWARD);
     return *this;
   }
+  // The Python hook's MODULE_RECOMPUTE: `module` ran again in backward with FP8 `fp8`, its forward
+  // with `forward_fp8`; `checkpoint` as the hook names it (on a mismatch).
+  TraceBuilder& Recompute(const std::string& module, v1::Fp8Mode fp8, v1::Fp8Mode forward_fp8,
+                          const std::string& checkpoint = "") {
+    auto* e = Add(v1::MODULE_RECOMPUTE, kAutogradThread);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_module(module);
+    e->set_fp8(fp8);
+    e->set_forward_fp8(forward_fp8);
+    e->set_detail(checkpoint);
+    e->set_pass(v1::BACKWARD);
+    return *this;
+  }
   // A training microbatch as the agent records it with every probe of a TE job: each update is
   // one TE call (counted), its kernel and the Python hook's range around it (cross-checks).
   TraceBuilder& TeMicrobatch(int forward = 1, int backward = 1) {

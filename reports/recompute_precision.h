@@ -1,0 +1,50 @@
+// Whether the modules recomputed in a microbatch's backward ran in the FP8 state of their original
+// forward (MODULE_RECOMPUTE events of the Python hook). A checkpoint that restores torch's
+// autocast but not Transformer Engine's FP8 autocast (torch.utils.checkpoint under HF gradient
+// checkpointing, a framework's own) recomputes with FP8 off a module whose forward ran with it on:
+// the activations saved for its backward then differ from the forward's, a silent change of
+// precision that no update count shows. Decided by the Auditor as each microbatch closes; the
+// words here are what every renderer shows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fp8audit/report.pb.h"
+
+namespace fp8audit::reports {
+
+namespace v1 = ::fp8audit::v1;
+
+// The recomputes of one microbatch.
+class RecomputePrecision {
+ public:
+  static constexpr size_t kKept = 8;  // mismatches described one by one
+
+  void Add(const v1::Event& recompute);
+  void Reset() { *this = RecomputePrecision(); }
+
+  uint64_t recomputes() const { return recomputes_; }
+  // Recomputes whose FP8 state differs from their original forward's (both known).
+  uint64_t changes() const { return changes_; }
+
+  // The microbatch's explanation: "3 module recomputes ran with FP8 off where their forward ran
+  // with it on (harmful: ...): Linear#2 (torch.utils.checkpoint), ..."; empty without changes.
+  std::string Explanation() const;
+  // The violation's message after "microbatch N (step S): ".
+  std::string ViolationMessage() const;
+
+ private:
+  struct Change {
+    std::string module;
+    std::string checkpoint;
+    bool fp8 = false;  // in the recompute
+  };
+  uint64_t recomputes_ = 0;
+  uint64_t changes_ = 0;
+  uint64_t to_off_ = 0;  // of the changes: FP8 on in the forward, off in the recompute
+  std::vector<Change> kept_;
+};
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,90 @@
+#include "reports/recompute_precision.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "reports/auditor.h"
+#include "tests/reports/report_fixtures.h"
+#include "tests/reports/trace_builder.h"
+
+namespace fp8audit::reports {
+namespace {
+
+using testing::Contains;
+using testing::TraceBuilder;
+
+v1::Event Recompute(const std::string& module, v1::Fp8Mode fp8, v1::Fp8Mode forward,
+                    const std::string& checkpoint) {
+  v1::Event e;
+  e.set_kind(v1::MODULE_RECOMPUTE);
+  e.set_module(module);
+  e.set_fp8(fp8);
+  e.set_forward_fp8(forward);
+  e.set_detail(checkpoint);
+  return e;
+}
+
+TEST(RecomputePrecision, OnlyRecomputesWhoseKnownStatesDifferAreChanges) {
+  RecomputePrecision p;
+  p.Add(Recompute("Linear#1", v1::FP8_ON, v1::FP8_ON, ""));
+  p.Add(Recompute("Linear#2", v1::FP8_OFF, v1::FP8_MODE_UNSPECIFIED, ""));  // forward not seen
+  EXPECT_EQ(p.recomputes(), 2u);
+  EXPECT_EQ(p.changes(), 0u);
+  EXPECT_EQ(p.Explanation(), "");
+  p.Add(Recompute("Linear#3", v1::FP8_OFF, v1::FP8_ON, "torch.utils.checkpoint"));
+  p.Add(Recompute("Linear#4", v1::FP8_ON, v1::FP8_OFF, ""));
+  EXPECT_EQ(p.changes(), 2u);
+  EXPECT_EQ(p.ViolationMessage(),
+            "2 module recomputes of 4 ran in another FP8 state than the forward (1 with FP8 off "
+            "where it was on)");
+  const std::string why = p.Explanation();
+  EXPECT_TRUE(Contains(why, "harmful")) << why;
+  EXPECT_TRUE(Contains(why,
+                       "Linear#3 FP8 off in torch.utils.checkpoint, Linear#4 FP8 on in "
+                       "unknown checkpoint"))
+      << why;
+}
+
+TEST(RecomputePrecision, DescribesTheFirstChangesAndCountsTheRest) {
+  RecomputePrecision p;
+  for (int i = 0; i < 20; ++i) p.Add(Recompute("m", v1::FP8_OFF, v1::FP8_ON, "c"));
+  EXPECT_TRUE(Contains(p.Explanation(), ", and 12 more")) << p.Explanation();
+}
+
+// HF gradient checkpointing under Accelerate's FP8 (issue 19 item 4): 1/1 updates, but the
+// recomputed modules ran without FP8. The microbatch fails on that alone, with its violation.
+TEST(Auditor, ARecomputeOutsideTheForwardsFp8FailsTheMicrobatchWithCorrectCounts) {
+  TraceBuilder t(0, 1000, "nvtx");
+  t.Begin().Autocast(true, 1).Module(true, "fc1").Forward().Autocast(false, 0).BackwardBegin();
+  t.Recompute("Linear#2", v1::FP8_OFF, v1::FP8_ON, "torch.utils.checkpoint");
+  t.Recompute("Linear#1", v1::FP8_OFF, v1::FP8_ON, "torch.utils.checkpoint");
+  t.Backward().BackwardEnd().End();
+  t.Begin().Autocast(true, 1).Forward().Autocast(false, 0).BackwardBegin();
+  t.Recompute("Linear#2", v1::FP8_ON, v1::FP8_ON).Recompute("Linear#1", v1::FP8_ON, v1::FP8_ON);
+  t.Backward().BackwardEnd().End().Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 2);
+  const auto& bad = r.microbatches(0);
+  EXPECT_EQ(bad.forward_updates(), 1u);
+  EXPECT_EQ(bad.backward_updates(), 1u);
+  EXPECT_EQ(bad.recomputes(), 2u);
+  EXPECT_EQ(bad.recompute_precision_changes(), 2u);
+  EXPECT_EQ(bad.verdict(), v1::FAIL);
+  std::string why;
+  for (const auto& e : bad.explanations()) why += e + "\n";
+  EXPECT_TRUE(Contains(why, "Linear#2 FP8 off in torch.utils.checkpoint")) << why;
+  ASSERT_EQ(r.violations_size(), 1);
+  EXPECT_EQ(r.violations(0).kind(), v1::Violation::RECOMPUTE_PRECISION);
+  EXPECT_EQ(r.violations(0).message(),
+            "microbatch 0 (step 0): 2 module recomputes of 2 ran in another FP8 state than the "
+            "forward (2 with FP8 off where it was on)");
+  const auto& good = r.microbatches(1);
+  EXPECT_EQ(good.recomputes(), 2u);
+  EXPECT_EQ(good.recompute_precision_changes(), 0u);
+  EXPECT_EQ(good.verdict(), v1::PASS);
+  EXPECT_EQ(r.verdict(), v1::FAIL);
+}
+
+}  // namespace
+}  // namespace fp8audit::reports
