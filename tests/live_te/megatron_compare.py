@@ -4,9 +4,14 @@ unpatched and patched (megatron_live.py), the ownership model's prediction (te-2
 `fp8audit model` on scenarios/megatron/ROW.textproto), the agent's counts where the row ran
 under `fp8audit run` (NAME.jsonl = the script's lines, NAME.json = the report), the recompute
 stash left, and whether the patched run equals its no-recompute twin bitwise; then the HF +
-Accelerate rows (hf_accelerate_live.py). Exit 1 when a row disagrees, 2 on bad input.
+Accelerate rows (hf_accelerate_live.py); then, per HF run under `fp8audit run` (--hf-agent), the
+audit's recompute check against the script's own view (forward pre-hooks reading TE's FP8 state):
+per microbatch the TE modules recomputed and those recomputed in another FP8 state than their
+forward, which must match, and the verdict (FAIL exactly where a state changed). Exit 1 when a row
+disagrees, 2 on bad input.
 
-    megatron_compare.py OUT --fp8audit BIN [--agent NAME.jsonl=NAME.json ...]"""
+    megatron_compare.py OUT --fp8audit BIN [--agent NAME.jsonl=NAME.json ...]
+                        [--hf-agent NAME.jsonl=NAME.json[=EXIT] ...]"""
 
 from __future__ import annotations
 
@@ -125,12 +130,64 @@ def hf_rows(path: Path) -> bool:
     return ok
 
 
+def report_rows(path: Path) -> Tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """The single rank's microbatch rows and violations of an `fp8audit report --format json`."""
+    try:
+        (rank,) = json.loads(path.read_text())["ranks"]
+        return rank.get("microbatches", []), rank.get("violations", [])
+    except (OSError, ValueError, KeyError) as e:
+        fail(f"{path}: {e}")
+
+
+def hf_agent_rows(pairs: List[str]) -> bool:
+    if not pairs:
+        return True
+    print()
+    print("| HF checkpoint | under | agent counts | recomputes agent / script | FP8 changed agent / "
+          "script | RECOMPUTE_PRECISION violations | failing microbatches | exit | agree |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ok = True
+    for pair in pairs:
+        script, report, *rest = pair.split("=")
+        own = lines(Path(script))
+        run = next((x for x in own if x.get("kind") == "run"), None)
+        if run is None:
+            fail(f"{script}: no run line")
+        mine = [x for x in own if x.get("kind") == "microbatch" and x["mode"] == run["mode"]]
+        rows, violations = report_rows(Path(report))
+        if len(rows) < len(mine):
+            fail(f"{report}: {len(rows)} microbatches, the script ran at least {len(mine)}")
+        rows = rows[:len(mine)]  # then the twin's, without a checkpoint
+        recomputes = [(r.get("recomputes", 0), m["recomputed"]) for r, m in zip(rows, mine)]
+        changes = [(r.get("recompute_precision_changes", 0), len(m["fp8_mismatch"]))
+                   for r, m in zip(rows, mine)]
+        failing = [r.get("verdict") == "FAIL" for r in rows]
+        precision = sum(v.get("kind") == "RECOMPUTE_PRECISION" for v in violations)
+        counts = [(r.get("forward_updates", 0), r.get("backward_updates", 0)) for r in rows]
+        agree = (all(a == b for a, b in recomputes) and all(a == b for a, b in changes) and
+                 precision == sum(a > 0 for a, _ in changes) and
+                 all(f or a == 0 for f, (a, _) in zip(failing, changes)))
+        ok = ok and agree
+        under = "--fix-te" if run.get("patched") else "unpatched"
+
+        def pairs_cell(values: List[Tuple[int, int]]) -> str:
+            return cell([(a, b) for a, b in values]).replace("/", " / ")
+
+        print(f"| {run['checkpoint']} | {under} | {cell(counts)} | {pairs_cell(recomputes)} | "
+              f"{pairs_cell(changes)} | {precision} | {sum(failing)} of {len(rows)} | "
+              f"{rest[0] if rest else '-'} | {'yes' if agree else 'NO'} |")
+    return ok
+
+
 def main(argv: List[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path)
     p.add_argument("--fp8audit", required=True)
     p.add_argument("--agent", action="append", default=[],
                    help="NAME.jsonl=NAME.json: the script's lines and the agent's report")
+    p.add_argument("--hf-agent", action="append", default=[],
+                   help="NAME.jsonl=NAME.json[=EXIT]: hf_accelerate_live.py --mode hook under "
+                        "fp8audit run: its lines, the report and the run's exit status")
     args = p.parse_args(argv)
     if not args.out.is_dir():
         fail(f"{args.out}: not a directory")
@@ -145,6 +202,7 @@ def main(argv: List[str]) -> int:
         agents[key] = report_counts(Path(report))
     ok = megatron_rows(args.out, args.fp8audit, agents)
     ok = hf_rows(args.out / "hf.jsonl") and ok
+    ok = hf_agent_rows(args.hf_agent) and ok
     return 0 if ok else 1
 
 

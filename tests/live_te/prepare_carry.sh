@@ -7,14 +7,15 @@
 #                      ahead of time (build_te_ext.sh, from fetch_te.sh's download in .te)
 #   wheels/            megatron-core (and any other pure job dependency named in EXTRA_WHEELS)
 #   tetests.tar.xz     TE's own tests/pytorch (from a TE git directory, TE_GIT, at TE_TESTS_REV)
-# Usage: prepare_carry.sh [VERSION]   (default 2.20.2). Nothing here is committed.
+# Usage: prepare_carry.sh [VERSION]   (default 2.20.2; TE_DIR: fetch_te.sh's download, default
+# .te). Nothing here is committed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 version=${1:-2.20.2}
 here=tests/live_te
 mkdir -p .carry/wheels ".carry/te-$version"
 if [[ -d .devkit ]]; then tar -cJf .carry/kit.tar.xz .devkit; fi
-te=.te
+te=${TE_DIR:-.te}
 core=$(ls "$te"/transformer_engine_cu13-"$version"-*.whl)
 python3 "$here/slim_te_core.py" "$core" ".carry/te-$version/$(basename "$core")"
 cp "$te"/transformer_engine-"$version"-*.whl "$te"/pydantic*.whl "$te"/annotated_types-*.whl \

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Issue 19's live Megatron-core and HF Accelerate runs on the GPU machine, after device_setup.sh's
 # exports (TE and megatron-core on PYTHONPATH) and a build with the fp8audit executable:
-#   tests/live_te/run_megatron_live.sh BUILD OUT [correctness|cost|all]
+#   tests/live_te/run_megatron_live.sh BUILD OUT [correctness|cost|all|hf-agent]
 # correctness, small models sharing the GPU at once: every megatron_live.py row unpatched (with
 # --diagnose) and patched, each against its no-recompute twin; the unmodified script under
 # `fp8audit run` and `fp8audit run --fix-te` for some rows (the agent's counts, JSON reports);
-# hf_accelerate_live.py (torch.utils.checkpoint, reentrant and not, unpatched and patched).
+# hf_accelerate_live.py (torch.utils.checkpoint, reentrant and not, unpatched and patched), and
+# the same script under `fp8audit run` and `fp8audit run --fix-te` (hf_agent_*: the audit's
+# recompute check; NAME.rc holds the run's exit status).
 # cost, alone: a mid-size model's step time with the patch toggled between rounds in one process.
 set -uo pipefail
 build=$(realpath "$1")
@@ -30,6 +32,23 @@ agent() {  # NAME FLAGS ROW: the unmodified script under fp8audit run FLAGS
   echo "$name: fp8audit run exit $?"
   "$build/bin/fp8audit" report "$out/$name" --format json -o "$out/$name.json" 2>>"$out/$name.err"
 }
+hf_agent() {  # NAME FLAGS CHECKPOINT: hf_accelerate_live.py --mode hook under fp8audit run FLAGS
+  local name=$1 flags=$2 checkpoint=$3
+  # shellcheck disable=SC2086
+  timeout "${ROW_TIMEOUT:-420}" "$build/bin/fp8audit" run $flags --max-rows 0 --out "$out/$name" \
+    -- python3 "$here/hf_accelerate_live.py" --checkpoint "$checkpoint" --mode hook \
+    >"$out/$name.jsonl" 2>"$out/$name.err"
+  echo $? >"$out/$name.rc"
+  echo "$name: fp8audit run exit $(cat "$out/$name.rc")"
+  "$build/bin/fp8audit" report "$out/$name" --format json -o "$out/$name.json" 2>>"$out/$name.err"
+}
+if [[ $phase == hf-agent || $phase == correctness || $phase == all ]]; then
+  for ck in reentrant non-reentrant; do
+    hf_agent "hf_agent_${ck//-/_}" "" "$ck" &
+    hf_agent "hf_agent_${ck//-/_}_fix" "--fix-te" "$ck" &
+  done
+  [[ $phase == hf-agent ]] && { wait; exit 0; }
+fi
 if [[ $phase != cost ]]; then
   for row in $(python3 -c "import sys; sys.path.insert(0, '$here'); import megatron_live as m; print(' '.join(m.ROWS))" 2>/dev/null); do
     mc "mc_$row" --row "$row" --mode both --diagnose &

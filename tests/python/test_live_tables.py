@@ -72,3 +72,49 @@ def test_a_patched_hf_recompute_outside_fp8_disagrees(tmp_path, capsys):
     _hf(tmp_path, 3)
     code, text = _compare(tmp_path, capsys)
     assert code == 1 and "| reentrant | patched | 1/1 | 3 of 14 |" in text
+
+
+def _hf_agent(out: Path, name: str, patched: bool, agent_changes, script_changes,
+              verdicts=None) -> str:
+    """hf_accelerate_live.py --mode hook's lines and the agent's report for one run (2 of its own
+    microbatches, then 1 of the twin's)."""
+    mine = [{"kind": "microbatch", "checkpoint": "reentrant", "mode": "hook", "forward": 1,
+             "backward": 1, "recomputed": 14, "fp8_mismatch": ["m"] * n} for n in script_changes]
+    run = {"kind": "run", "checkpoint": "reentrant", "mode": "hook", "patched": patched}
+    (out / f"{name}.jsonl").write_text("\n".join(json.dumps(x) for x in mine + [run]) + "\n")
+    verdicts = verdicts or ["FAIL" if n else "PASS" for n in agent_changes]
+    rows = [{"forward_updates": 1, "backward_updates": 1, "recomputes": 14,
+             "recompute_precision_changes": n, "verdict": v}
+            for n, v in zip(agent_changes, verdicts)]
+    rows.append({"forward_updates": 1, "backward_updates": 1, "verdict": "PASS"})  # the twin
+    violations = [{"kind": "RECOMPUTE_PRECISION"} for n in agent_changes if n]
+    (out / f"{name}.json").write_text(json.dumps({"ranks": [{"microbatches": rows,
+                                                              "violations": violations}]}))
+    return f"{out / name}.jsonl={out / name}.json=3"
+
+
+def _compare_hf_agent(out: Path, pairs, capsys) -> tuple:
+    import megatron_compare
+
+    argv = [str(out), "--fp8audit", BIN]
+    for pair in pairs:
+        argv += ["--hf-agent", pair]
+    code = megatron_compare.main(argv)
+    return code, capsys.readouterr().out
+
+
+def test_the_agents_recompute_check_agrees_with_the_scripts_own_view(tmp_path, capsys):
+    pairs = [_hf_agent(tmp_path, "u", False, [14, 14], [14, 14]),
+             _hf_agent(tmp_path, "f", True, [0, 0], [0, 0])]
+    code, text = _compare_hf_agent(tmp_path, pairs, capsys)
+    assert code == 0, text
+    assert "| reentrant | unpatched | 1/1 | 14 / 14 | 14 / 14 | 2 | 2 of 2 | 3 | yes |" in text
+    assert "| reentrant | --fix-te | 1/1 | 14 / 14 | 0 / 0 | 0 | 0 of 2 | 3 | yes |" in text
+
+
+def test_an_agent_that_misses_a_changed_recompute_or_passes_it_disagrees(tmp_path, capsys):
+    missed = _hf_agent(tmp_path, "missed", False, [14, 0], [14, 14])
+    passed = _hf_agent(tmp_path, "passed", False, [14, 14], [14, 14], verdicts=["FAIL", "PASS"])
+    for pair in (missed, passed):
+        code, text = _compare_hf_agent(tmp_path, [pair], capsys)
+        assert code == 1 and "| NO |" in text, text
