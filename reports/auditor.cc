@@ -99,14 +99,6 @@ void AppendNumber(std::string* out, uint64_t n) {
   out->append(buf, static_cast<size_t>(end - buf));
 }
 
-std::string Plural(uint64_t n, const std::string& one, const std::string& many) {
-  std::string out;
-  AppendNumber(&out, n);
-  out += ' ';
-  out += n == 1 ? one : many;
-  return out;
-}
-
 // "N forward update(s)".
 void AppendUpdates(std::string* out, uint64_t n, int dir) {
   AppendNumber(out, n);

@@ -192,6 +192,13 @@ std::string ViolationKindName(v1::Violation::Kind kind) {
   }
 }
 
+std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
+  std::string out = std::to_string(n);
+  out += ' ';
+  out += n == 1 ? one : many;
+  return out;
+}
+
 std::string Millis(uint64_t ns, uint64_t base_ns) {
   const bool negative = ns < base_ns;
   const uint64_t d = negative ? base_ns - ns : ns - base_ns;

@@ -45,6 +45,9 @@ std::string FactText(const v1::Event& event);
 // Milliseconds from `base_ns` to `ns` with three decimals ("12.345"); negative when earlier.
 std::string Millis(uint64_t ns, uint64_t base_ns);
 
+// "1 trace", "3 traces": n and the word for that many.
+std::string Plural(uint64_t n, std::string_view one, std::string_view many);
+
 // One context line, without indentation or newline, e.g.
 //   t=12.345ms thread 4242 backward kernel transformer_engine::delayed_scaling_recipe::kernel_bulk
 // Times are relative to `base_ns`.

@@ -20,16 +20,8 @@ void RecomputePrecision::Add(const v1::Event& e) {
   }
 }
 
-namespace {
-
-std::string Count(uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
-}  // namespace
-
 std::string RecomputePrecision::ViolationMessage() const {
-  std::string line = Count(changes_, "module recompute", "module recomputes") + " of " +
+  std::string line = Plural(changes_, "module recompute", "module recomputes") + " of " +
                      std::to_string(recomputes_) + " ran in another FP8 state than the forward";
   if (to_off_ > 0) line += " (" + std::to_string(to_off_) + " with FP8 off where it was on)";
   return line;

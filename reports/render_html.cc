@@ -38,7 +38,8 @@ std::string Coord(double v) {
   return s == "-0" ? "0" : s;
 }
 
-std::string Plural(uint64_t n, const char* one, const char* many) {
+// As Plural (event_text.h), with the thousands separated.
+std::string PluralNum(uint64_t n, const char* one, const char* many) {
   return Num(n) + " " + (n == 1 ? one : many);
 }
 
@@ -116,11 +117,11 @@ JobVerdict VerdictOf(const v1::AuditReport& report) {
 std::string DisagreementText(const v1::RankReport& r) {
   const v1::RankStanding& st = r.standing();
   std::string text;
-  if (st.count_differs()) text = Plural(r.totals().microbatches(), "microbatch", "microbatches");
+  if (st.count_differs()) text = PluralNum(r.totals().microbatches(), "microbatch", "microbatches");
   if (st.differing_microbatches() > 0) {
     if (!text.empty()) text += "; ";
     text +=
-        "updates differ in " + Plural(st.differing_microbatches(), "microbatch", "microbatches");
+        "updates differ in " + PluralNum(st.differing_microbatches(), "microbatch", "microbatches");
     if (st.differing_size() > 0) text += " (first: " + Num(st.differing(0).first()) + ")";
   }
   return text.empty() ? text : "disagrees: " + text;
@@ -252,7 +253,8 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
       if (b.judged == 0) title += "; not judged (nothing audited)";
     }
     if (b.differing > 0) {
-      title += "; differs from most ranks in " + Plural(b.differing, "microbatch", "microbatches");
+      title +=
+          "; differs from most ranks in " + PluralNum(b.differing, "microbatch", "microbatches");
     }
     std::string cell = "<g class=\"" + cls + "\" data-first=\"" + Num(b.first) + "\" data-last=\"" +
                        Num(b.last) + "\"";
@@ -450,7 +452,7 @@ void EventTable(const google::protobuf::RepeatedPtrField<v1::Event>& events, uin
   }
   *out += "</table>";
   if (n < events.size()) {
-    *out += "<p class=\"note\">" + Plural(events.size() - n, "more event", "more events") +
+    *out += "<p class=\"note\">" + PluralNum(events.size() - n, "more event", "more events") +
             " (--format json has them all)</p>";
   }
 }
@@ -459,8 +461,8 @@ void EventTable(const google::protobuf::RepeatedPtrField<v1::Event>& events, uin
 void Explanations(const v1::MicrobatchResult& row, bool folded, std::string* out) {
   if (row.explanations_size() == 0) return;
   if (folded) {
-    *out += "<details><summary>" + Plural(row.explanations_size(), "explanation", "explanations") +
-            "</summary>";
+    *out += "<details><summary>" +
+            PluralNum(row.explanations_size(), "explanation", "explanations") + "</summary>";
   }
   *out += "<ul class=\"ex\">";
   for (const std::string& e : row.explanations()) *out += "<li>" + Esc(e) + "</li>";
@@ -559,7 +561,7 @@ void Violations(const RankView& view,
     } else if (v.context_size() > 0) {
       ++tables;
       *out += "<details><summary>" + ContextTitle(v) + ": " +
-              Plural(v.context_size(), "event", "events") +
+              PluralNum(v.context_size(), "event", "events") +
               " (t from the start of the microbatch)</summary>";
       EventTable(v.context(), v.context(0).timestamp_ns(), options.max_context_lines, out);
       *out += "</details>";
@@ -569,7 +571,7 @@ void Violations(const RankView& view,
   *out += "</table>\n";
   if (n < r.violations_size()) {
     *out += "<p class=\"note\">showing the first " + Num(n) + " of " +
-            Plural(r.violations_size(), "violation", "violations") + "; " +
+            PluralNum(r.violations_size(), "violation", "violations") + "; " +
             Num(r.violations_size() - n) + " left out (--format json has them all)</p>\n";
   }
   if (tables_left_out) {
@@ -619,8 +621,8 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
       Explanations(*m, r.violations_size() > 0, out);
       if (m->updates_size() > 0 && (view.max_event_tables == 0 || tables < view.max_event_tables)) {
         ++tables;
-        *out += "<details><summary>" + Plural(m->updates_size(), "update event", "update events") +
-                "</summary>";
+        *out += "<details><summary>" +
+                PluralNum(m->updates_size(), "update event", "update events") + "</summary>";
         EventTable(m->updates(), m->updates(0).timestamp_ns(), options.max_context_lines, out);
         *out += "</details>";
       }
@@ -773,7 +775,7 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
       std::string(verdict.word) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
   out += "<header class=\"verdict " + std::string(verdict.css) +
          "\"><h1>fp8audit report: <span id=\"verdict\">" + verdict.word + "</span></h1><div>" +
-         Plural(nranks, "trace", "traces") + "; " + TotalsLine(report.totals()) +
+         PluralNum(nranks, "trace", "traces") + "; " + TotalsLine(report.totals()) +
          "</div></header>\n";
 
   // Why the audit is incomplete or has nothing to judge, as the audit said it.

@@ -26,10 +26,6 @@ constexpr size_t kMaxCopyLines = 20;       // copies named one by one; the rest 
 
 bool HasTraceExtension(const fs::path& p) { return p.extension() == kTraceExtension; }
 
-std::string Plural(uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 // "a, b, c, ..." of at most three names.
 std::string FewNames(std::vector<std::string> names) {
   std::sort(names.begin(), names.end());

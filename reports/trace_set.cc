@@ -19,10 +19,6 @@ constexpr uint64_t kProgressStepBytes = 256 << 10;  // TraceSetOptions::on_read
 
 uint64_t SatAdd(uint64_t a, uint64_t b) { return a + b < a ? ~uint64_t{0} : a + b; }
 
-std::string Plural(uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 Expectation Resolve(const TraceSetOptions& options, const v1::TraceHeader* header) {
   Expectation e;
   if (header != nullptr && header->has_expect_forward()) e.forward = header->expect_forward();

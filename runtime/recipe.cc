@@ -41,20 +41,10 @@ std::optional<Format> ParseFormat(std::string_view name) {
   return std::nullopt;
 }
 
-std::optional<AmaxComputeAlgo> ParseAmaxComputeAlgo(std::string_view name) {
-  if (name == "max") return AmaxComputeAlgo::kMax;
-  if (name == "most_recent") return AmaxComputeAlgo::kMostRecent;
-  return std::nullopt;
-}
-
 std::optional<Ownership> ParseOwnership(std::string_view name) {
   if (name == "fixed") return Ownership::fixed;
   if (name == "te-legacy" || name == "te_legacy") return Ownership::te_legacy;
   return std::nullopt;
-}
-
-std::string_view OwnershipName(Ownership ownership) {
-  return ownership == Ownership::fixed ? "fixed" : "te-legacy";
 }
 
 }  // namespace fp8audit::runtime

@@ -12,7 +12,7 @@ namespace fp8audit::runtime {
 
 // Who decides which autocast exit and which module backward update the global state:
 // `fixed` (per checkpoint frame, one forward and one backward update per logical microbatch) or
-// `te_legacy` (Transformer Engine's current behaviour, duplicates included: a positive control).
+// `te_legacy` (Transformer Engine at commit 172bd93, duplicates included: a positive control).
 enum class Ownership : uint8_t { fixed, te_legacy };
 
 // E4M3: every tensor in E4M3. HYBRID: forward tensors E4M3, gradients E5M2.
@@ -44,10 +44,7 @@ struct DelayedScaling {
   friend bool operator==(const DelayedScaling&, const DelayedScaling&) = default;
 };
 
-std::optional<Format> ParseFormat(std::string_view name);  // "e4m3" | "hybrid"
-std::optional<AmaxComputeAlgo> ParseAmaxComputeAlgo(
-    std::string_view name);                                      // "max" | "most_recent"
+std::optional<Format> ParseFormat(std::string_view name);        // "e4m3" | "hybrid"
 std::optional<Ownership> ParseOwnership(std::string_view name);  // "fixed" | "te-legacy"
-std::string_view OwnershipName(Ownership ownership);
 
 }  // namespace fp8audit::runtime

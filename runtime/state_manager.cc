@@ -135,11 +135,6 @@ uint32_t StateManager::RegisterModule(const std::string& name, state::ModuleKind
   return count - 1;
 }
 
-std::string StateManager::module_name(uint32_t module) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return module < modules_.size() ? modules_[module].name : std::string();
-}
-
 // ---------------------------------------------------------------------------------------------
 // Observations
 

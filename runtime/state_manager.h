@@ -102,7 +102,6 @@ class StateManager {
 
   uint32_t RegisterModule(const std::string& name, state::ModuleKind kind, int forward_tensors,
                           int backward_tensors);
-  std::string module_name(uint32_t module) const;
 
   // ---- logical microbatches (NVTX range fp8audit.microbatch) and optimizer steps ----
   void BeginMicrobatch();

@@ -1,6 +1,6 @@
 // `fp8audit model` in one call: a scenario file or a generated layout, run under one semantics
 // (with the ModelResult and, optionally, the event stream written as an .fp8trace), or under
-// te-legacy and fixed side by side, one row per input; and its text and JSON renderings.
+// te-172bd93, te-2.20 and fixed side by side, one row per input; and its text and JSON renderings.
 #pragma once
 
 #include <cstdint>

@@ -51,8 +51,6 @@ constexpr std::optional<Semantics> SemanticsForTeVersion(std::string_view versio
   if (version.substr(0, 5) == "2.20." || version == "2.20") return Semantics::kTe220;
   return std::nullopt;
 }
-// True for the semantics of a Transformer Engine release or commit (not the fixed model).
-constexpr bool IsTeSemantics(Semantics s) { return s != Semantics::kFixed; }
 
 constexpr std::string_view CheckpointKindName(CheckpointKind k) {
   return k == CheckpointKind::kReentrant ? "reentrant" : "non-reentrant";

@@ -85,19 +85,6 @@ PatternRule Builtin(RuleEvent event, const char* regex, const char* what, int sc
 
 }  // namespace
 
-const char* RuleEventName(RuleEvent event) {
-  switch (event) {
-    case RuleEvent::kUpdateForward:
-      return "update.forward";
-    case RuleEvent::kUpdateBackward:
-      return "update.backward";
-    case RuleEvent::kUpdate:
-      return "update";
-    case RuleEvent::kNone:
-      break;
-  }
-  return "none";
-}
 
 bool PatternRule::Matches(std::string_view name) const {
   if (name.size() > kMaxMatchedName) name = name.substr(0, kMaxMatchedName);

@@ -43,11 +43,6 @@ enum class RawKind : uint8_t {
   kRecompute,         // text: the mark ("fp8audit.te.recompute module=<m> fp8=<0|1> ...")
 };
 
-// Events that report one state update (or several: count) as some probe saw it.
-inline constexpr bool IsUpdateKind(RawKind k) {
-  return k == RawKind::kKernelUpdate || k == RawKind::kKernelCrossCheck || k == RawKind::kTeCall ||
-         k == RawKind::kPythonUpdate || k == RawKind::kPythonCrossCheck;
-}
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).
 inline constexpr bool IsDtypeUpdateKind(RawKind k) {
   return k == RawKind::kKernelUpdate || k == RawKind::kKernelCrossCheck || k == RawKind::kTeCall;

@@ -49,8 +49,6 @@ struct PatternRule {
   bool Matches(std::string_view name) const;
 };
 
-const char* RuleEventName(RuleEvent event);
-
 // Parses pattern-file text; `source` names it in errors. On failure returns false, leaves `rules`
 // untouched and sets `error` to one line "SOURCE:LINE: what" (or "SOURCE: what").
 bool ParsePatterns(std::string_view text, std::string_view source, std::vector<PatternRule>* rules,
