@@ -231,3 +231,23 @@ def test_the_wheel_layout_finds_agent_hook_and_markers_beside_the_executable(tmp
     assert r.returncode == 0, r.stderr
     assert counts(report(tmp_path / "t")) == [(1, 1)]
     assert "not armed" not in r.stderr
+
+
+def test_te_check_without_transformer_engine_returns_its_reason_and_patch_refuses():
+    r = python(textwrap.dedent("""
+        import json, sys
+        sys.modules["transformer_engine"] = None  # as on a machine without TE
+        import fp8audit.te
+        reasons = fp8audit.te.check()
+        try:
+            fp8audit.te.patch()
+            refused = ""
+        except fp8audit.te.PatchRefused as e:
+            refused = str(e)
+        print(json.dumps({"reasons": reasons, "refused": refused}))
+    """))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert len(out["reasons"]) == 1 and "Transformer Engine" in out["reasons"][0], out
+    assert "nothing to patch" in out["reasons"][0]
+    assert out["refused"].startswith("fp8audit.te:"), out

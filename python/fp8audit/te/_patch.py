@@ -151,9 +151,13 @@ def _upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
 
 
 def check(version: Optional[str] = None) -> List[str]:
-    """Why the installed TE cannot be patched (empty: it can). Imports TE's PyTorch modules."""
-    mods = _te_modules()
-    version = version or _te_version()
+    """Why the installed TE cannot be patched (empty: it can); never raises for a TE that is
+    missing or does not import. Imports TE's PyTorch modules."""
+    try:
+        mods = _te_modules()
+        version = version or _te_version()
+    except ImportError as e:
+        return [f"Transformer Engine's PyTorch part does not import ({e}): nothing to patch"]
     fix = _upstream_fix(mods)
     if fix is not None:
         return [f"transformer_engine {version} already carries an upstream ownership fix ({fix}); "
