@@ -1,14 +1,18 @@
 // fp8audit: audit FP8 DelayedScaling state updates in training jobs.
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/usage_error.h"
 #include "cli/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"fp8audit " FP8AUDIT_VERSION
                " — counts FP8 DelayedScaling state updates per logical microbatch"};
+  app.name("fp8audit");  // usage names the program, not the path it was started by
   app.require_subcommand(1, 1);
   app.set_version_flag("--version", fp8audit::cli::VersionText(),
                        "print the version, the commit, and the CUDA, CUPTI and PyTorch it was "
@@ -27,11 +31,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // One line naming the problem, then the usage of the (sub)command that failed.
-    std::cerr << "fp8audit: " << e.what() << "\n";
-    const CLI::App* failed = &app;
-    for (const CLI::App* sub : app.get_subcommands()) failed = sub;
-    std::cerr << failed->help();
+    // One line naming the problem, then a hint; a first argument that is no command is named.
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
+    std::string failed;
+    for (const CLI::App* sub : app.get_subcommands()) failed = sub->get_name();
+    std::string unknown;
+    if (failed.empty() && argc > 1 && argv[1][0] != '-') unknown = argv[1];
+    std::cerr << fp8audit::cli::UsageError(failed, unknown, e.what(), commands);
     return fp8audit::cli::kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "fp8audit: internal error: " << e.what() << "\n";

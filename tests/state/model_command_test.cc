@@ -93,10 +93,12 @@ TEST(ModelCommand, MalformedScenarioExits2WithOneLineNamingFileLineColumn) {
   std::filesystem::remove(path);
 }
 
-TEST(ModelCommand, UnknownFlagOrValueExits2WithUsage) {
+TEST(ModelCommand, UnknownFlagOrValueExits2WithOneLineAndAHint) {
   Result r = RunCli("model --layers 3 --checkpoint sometimes");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("Usage:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fp8audit model: --checkpoint"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Run 'fp8audit model --help' for usage."), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Usage:"), std::string::npos) << r.err;  // not the whole help
   r = RunCli("model --layers 3 --no-such-flag");
   EXPECT_EQ(r.code, 2);
   r = RunCli("model");

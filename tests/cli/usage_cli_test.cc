@@ -1,0 +1,67 @@
+// What a user who mistypes sees (issue 23): one line naming the problem and one hint, never the
+// whole help; an unknown command gets the nearest real one; usage names the program, not its path.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace fp8audit {
+namespace {
+
+using cli_testing::CliTest;
+using cli_testing::Describe;
+using cli_testing::Result;
+using testing::Contains;
+
+size_t Lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+using UsageCli = CliTest;
+
+TEST_F(UsageCli, AMistypedCommandIsNamedWithTheNearestOneAndAHint) {
+  const Result r = Fp8audit({"rpeort", "x"});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(r.err,
+            "fp8audit: unknown command 'rpeort' (did you mean 'report'?); the commands are model, "
+            "run, report, check\nRun 'fp8audit --help' for usage.\n")
+      << Describe(r);
+}
+
+TEST_F(UsageCli, ACommandNothingIsNearIsListedWithoutAGuess) {
+  const Result r = Fp8audit({"frobnicate"});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit: unknown command 'frobnicate'; the commands are model, "))
+      << Describe(r);
+  EXPECT_FALSE(Contains(r.err, "did you mean")) << Describe(r);
+}
+
+TEST_F(UsageCli, AnUnknownFlagIsOneLineAndAHintNotTheWholeHelp) {
+  const Result r = Fp8audit({"run", "--ouut", Path("out"), "--", "true"});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit run: ")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "--ouut")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "Run 'fp8audit run --help' for usage.\n")) << Describe(r);
+  EXPECT_EQ(Lines(r.err), 2u) << Describe(r);
+}
+
+TEST_F(UsageCli, NoCommandAtAllIsOneLineAndAHint) {
+  const Result r = Fp8audit({});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_EQ(Lines(r.err), 2u) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "model, run, report, check")) << Describe(r);
+}
+
+TEST_F(UsageCli, HelpNamesTheProgramNotItsPath) {
+  const Result r = Fp8audit({"--help"});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "Usage: fp8audit [OPTIONS] SUBCOMMAND")) << Describe(r);
+  const Result sub = Fp8audit({"report", "--help"});
+  EXPECT_TRUE(Contains(sub.out, "Usage: fp8audit report [OPTIONS]")) << Describe(sub);
+}
+
+}  // namespace
+}  // namespace fp8audit
