@@ -16,10 +16,26 @@ from typing import Any
 
 from fp8audit._markers import microbatch, step, update
 
+
+
+def _source_version() -> str:
+    """The project's version in a source checkout (CMakeLists.txt's project(), which the wheel's
+    version is read from too), else "unknown" (a prefix install: its fp8audit --version says it)."""
+    import re
+    from pathlib import Path
+
+    try:
+        text = (Path(__file__).resolve().parents[2] / "CMakeLists.txt").read_text()
+    except OSError:
+        return "unknown"
+    found = re.search(r"project\(fp8audit VERSION ([0-9.]+)", text)
+    return found.group(1) if found else "unknown"
+
+
 try:
     from fp8audit._build import VERSION as __version__  # a wheel's build facts
-except ImportError:  # a source tree or a prefix install: the build's fp8audit --version says it
-    __version__ = "unknown"
+except ImportError:
+    __version__ = _source_version()
 
 __all__ = ["microbatch", "step", "update", "ops", "te", "hook", "__version__"]
 

@@ -60,6 +60,33 @@ def test_patch_and_unpatch_replace_and_restore_every_target():
     assert "FP8AUDIT_TE_PATCHED" not in os.environ
 
 
+def test_patched_applies_the_fix_for_its_block_and_restores_te_after_it():
+    before = te_functions()
+    with fp8audit.te.patched() as controller:
+        assert fp8audit.te.is_patched() and fp8audit.te.active() is controller
+        assert te_functions() != before
+    assert not fp8audit.te.is_patched()
+    assert te_functions() == before
+
+
+def test_patched_leaves_a_patch_it_did_not_apply_in_place():
+    controller = fp8audit.te.patch()
+    with fp8audit.te.patched() as inner:
+        assert inner is controller
+    assert fp8audit.te.active() is controller
+
+
+def test_patched_refuses_as_patch_does_and_changes_nothing(monkeypatch):
+    import transformer_engine
+
+    monkeypatch.setattr(transformer_engine, "__version__", "2.19.0")
+    before = te_functions()
+    with pytest.raises(fp8audit.te.PatchRefused):
+        with fp8audit.te.patched():
+            pytest.fail("the block must not run unpatched")
+    assert te_functions() == before and not fp8audit.te.is_patched()
+
+
 def test_unknown_version_is_refused_and_nothing_changes(monkeypatch):
     import transformer_engine
 

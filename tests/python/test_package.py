@@ -251,3 +251,17 @@ def test_te_check_without_transformer_engine_returns_its_reason_and_patch_refuse
     assert len(out["reasons"]) == 1 and "Transformer Engine" in out["reasons"][0], out
     assert "nothing to patch" in out["reasons"][0]
     assert out["refused"].startswith("fp8audit.te:"), out
+
+
+def test_a_checkouts_version_is_the_projects_not_unknown():
+    import re
+
+    r = python("import fp8audit; print(fp8audit.__version__)")
+    assert r.returncode == 0, r.stderr
+    project = re.search(r"project\(fp8audit VERSION ([0-9.]+)",
+                        (ROOT / "CMakeLists.txt").read_text()).group(1)
+    assert r.stdout.strip() == project
+
+
+def test_the_package_says_it_is_typed():
+    assert (PYTHON_DIR / "fp8audit" / "py.typed").is_file()

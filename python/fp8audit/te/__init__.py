@@ -6,18 +6,21 @@ layout).
     fp8audit.te.patch()      # before the first autocast; raises PatchRefused with one line if not
     ...train...
     fp8audit.te.unpatch()    # optional
+    with fp8audit.te.patched():  # or: the fix for one block only
+        ...train...
 
 Decisions come from the C++ ownership model (state/, libfp8audit_model.so). patch() checks the
 installed TE against fingerprints of every function it replaces or relies on (TE 2.20.2) and
 changes nothing otherwise. `fp8audit run --fix-te -- CMD` applies it to an unmodified job."""
 
-from ._patch import PatchRefused, VerifyError, active, check, patch, unpatch
+from ._patch import PatchRefused, VerifyError, active, check, patch, patched, unpatch
 
-__all__ = ["PatchRefused", "VerifyError", "active", "check", "is_patched", "patch", "status",
-           "unpatch"]
+__all__ = ["PatchRefused", "VerifyError", "active", "check", "is_patched", "patch", "patched",
+           "status", "unpatch"]
 
 
 def is_patched() -> bool:
+    """Whether the fix is in force (patch() applied, unpatch() not yet)."""
     return active() is not None
 
 

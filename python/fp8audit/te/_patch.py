@@ -25,13 +25,14 @@ transition; the replaced TE functions report transitions to it and apply its dec
 from __future__ import annotations
 
 import collections
+import contextlib
 import importlib
 import inspect
 import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
 from . import _fingerprint, _targets, _torch_ckpt
 from ._model import Model
@@ -687,7 +688,22 @@ def unpatch() -> bool:
 
 
 def active() -> Optional[Controller]:
+    """The patch in force, else None."""
     return _active
+
+
+@contextlib.contextmanager
+def patched(verify: Optional[bool] = None) -> Iterator[Controller]:
+    """`with fp8audit.te.patched():` the fix for the block (patch() on entry, raising PatchRefused
+    before the block runs), and TE's own functions again after it, unless the patch was in force
+    before the block."""
+    was = _active
+    controller = patch(verify)
+    try:
+        yield controller
+    finally:
+        if was is None and _active is controller:
+            unpatch()
 
 
 def _announce(version: str) -> None:
