@@ -238,7 +238,11 @@ RankRowList RankRows(const v1::AuditReport& report) {
     if (r.header().parent_pid() != 0) {
       notes.push_back("forked from pid " + std::to_string(r.header().parent_pid()));
     }
-    if (r.has_header() && IsDamaged(r)) notes.push_back("incomplete");
+    // A damaged trace with a known violation: FAIL, and incomplete (without one its verdict word
+    // is INCOMPLETE already).
+    if (r.has_header() && IsDamaged(r) && r.outcome() != v1::AuditReport::OUTCOME_INCOMPLETE) {
+      notes.push_back("incomplete");
+    }
     if (r.standing().claimed_by() > 1) {
       notes.push_back("claimed by " + std::to_string(r.standing().claimed_by()) + " traces");
     }

@@ -846,14 +846,18 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
       if (!disagreement.empty()) notes.push_back(disagreement);
       std::string note;
       for (const std::string& n : notes) note += (note.empty() ? "" : "; ") + n;
-      out += "<tr class=\"rank-row" + std::string(r.verdict() == v1::FAIL ? " fail" : "") +
-             "\"><td><a href=\"#" + v.id + "\">" + Esc(RankTitle(r)) + "</a></td><td class=\"n\">" +
-             Num(r.totals().microbatches()) + "</td><td class=\"n\">" +
-             Num(r.totals().failing_microbatches()) + "</td><td class=\"n\">" +
-             Num(r.totals().forward_updates()) + "</td><td class=\"n\">" +
-             Num(r.totals().backward_updates()) + "</td><td>" +
-             (r.verdict() == v1::FAIL ? "<strong>FAIL</strong>" : RankVerdictWord(r)) +
-             "</td><td>" + note + "</td></tr>\n";
+      out +=
+          "<tr class=\"rank-row" + std::string(r.verdict() == v1::FAIL ? " fail" : "") +
+          "\"><td><a href=\"#" + v.id + "\">" + Esc(RankTitle(r)) + "</a></td><td class=\"n\">" +
+          Num(r.totals().microbatches()) + "</td><td class=\"n\">" +
+          Num(r.totals().failing_microbatches()) + "</td><td class=\"n\">" +
+          Num(r.totals().forward_updates()) + "</td><td class=\"n\">" +
+          Num(r.totals().backward_updates()) + "</td><td>" +
+          (r.outcome() == v1::AuditReport::OUTCOME_VIOLATIONS ||
+                   (r.outcome() == v1::AuditReport::OUTCOME_UNSPECIFIED && r.verdict() == v1::FAIL)
+               ? "<strong>FAIL</strong>"
+               : RankVerdictWord(r)) +
+          "</td><td>" + note + "</td></tr>\n";
     }
     const int missing = std::min(report.missing_ranks_size(), static_cast<int>(kMaxListedRanges));
     for (int i = 0; i < missing; ++i) {

@@ -58,6 +58,7 @@ std::string OutcomeWord(const v1::AuditReport& report) {
 
 std::string RankVerdictWord(const v1::RankReport& rank) {
   if (rank.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) return "NOTHING AUDITED";
+  if (rank.outcome() == v1::AuditReport::OUTCOME_INCOMPLETE) return "INCOMPLETE";
   return VerdictWord(rank.verdict());
 }
 

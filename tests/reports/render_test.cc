@@ -83,6 +83,31 @@ TEST(RenderText, EmptyAndDamagedRanksSayWhy) {
   EXPECT_TRUE(Contains(text, "INCOMPLETE record 9 at byte 321: truncated")) << text;
 }
 
+// An empty trace (issue 23): its only violation is its damage, so it is incomplete, and its
+// section says so, as the report's heading does; a trace with a known violation beside its damage
+// still says FAIL.
+TEST(RenderText, ATraceWhoseOnlyViolationIsItsDamageIsHeadedIncompleteNotFail) {
+  v1::RankReport empty = PassingRank(0, 0);
+  empty.set_damage("empty trace (0 bytes)");
+  v1::Violation* v = empty.add_violations();
+  v->set_kind(v1::Violation::TRACE_DAMAGED);
+  v->set_message("trace damaged at empty trace (0 bytes)");
+  empty.set_verdict(v1::FAIL);
+  const v1::AuditReport report = Job({empty});
+  ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_INCOMPLETE);
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "fp8audit report: INCOMPLETE")) << text;
+  EXPECT_TRUE(Contains(text, "(testhost, pid 5000): INCOMPLETE\n")) << text;
+  EXPECT_FALSE(Contains(text, ": FAIL\n")) << text;
+  const std::string md = RenderMarkdown(report, RenderOptions{});
+  EXPECT_TRUE(Contains(md, "(testhost, pid 5000): INCOMPLETE\n")) << md;
+
+  v1::RankReport failing = FailingRank();
+  failing.set_damage("record 9 at byte 321: truncated");
+  const std::string both = RenderText(Job({failing}), RenderOptions{});
+  EXPECT_TRUE(Contains(both, "== rank 0 (testhost, pid 4242): FAIL\n")) << both;
+}
+
 TEST(RenderSummary, NamesFailingRanksAndTheirFirstViolations) {
   const std::string s = RenderSummary(Job({PassingRank(1, 2), FailingRank(0)}), 10);
   EXPECT_TRUE(Contains(s, "rank 0 (testhost, pid 4242): 1 of 2 microbatches failing")) << s;
