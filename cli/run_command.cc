@@ -208,6 +208,16 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   render.max_rows = args.max_rows;
   std::cerr << "\n" << reports::RenderText(result.report, render);
   PrintProblems("run", result);
+  if (args.fix_te) {
+    bool te_seen = false;
+    for (const auto& rank : result.report.ranks()) {
+      te_seen = te_seen || !rank.recording().te_version().empty() || rank.recording().te_patched();
+    }
+    if (!te_seen) {
+      Say("--fix-te: no process of the command imported Transformer Engine (no trace records its "
+          "version): nothing was patched");
+    }
+  }
   Say("full report: fp8audit report " + out.string() +
       " (holds the traces of every run that wrote there)");
   if (command_code != 0) {
@@ -239,7 +249,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--fix-te", args->fix_te,
                 "apply the fixed FP8 update ownership to Transformer Engine in CMD and every "
                 "Python process it starts (fp8audit.te.patch() when TE is imported; verified TE "
-                "releases only, otherwise one line on stderr and TE runs unpatched)");
+                "releases only, otherwise one line on stderr and TE runs unpatched; one line "
+                "after the run when no process imported TE)");
   sub->add_option("--probe", args->probe,
                   "what counts FP8 state updates (FP8AUDIT_PROBE): auto (default) counts "
                   "Transformer Engine's update calls where libtransformer_engine is loaded and "

@@ -2,7 +2,8 @@
 // trace at load time as $FP8AUDIT_FAKE_TRACE describes ("F/B,F/B,...": forward/backward updates
 // per marked microbatch; "NxF/B": N such microbatches) into $FP8AUDIT_OUT, its header naming
 // $FP8AUDIT_RUN_ID as the real agent's does, and appends the
-// injection environment it saw to $FP8AUDIT_FAKE_ENV_DUMP. $FP8AUDIT_FAKE_KILLED leaves out the
+// injection environment it saw to $FP8AUDIT_FAKE_ENV_DUMP; $FP8AUDIT_FAKE_TE_VERSION records that
+// TE was imported (a TE_VERSION event first). $FP8AUDIT_FAKE_KILLED leaves out the
 // last microbatch's end marker and the footer, as a process killed inside it leaves its trace.
 // Writes the protobuf wire format itself so that it links nothing but libc (it is loaded into sh,
 // never sanitized).
@@ -104,6 +105,16 @@ __attribute__((constructor)) void FakeAgent() {
   enum { kNvtx = 2, kKernel = 3 };
   const bool killed = std::getenv("FP8AUDIT_FAKE_KILLED") != nullptr;
   uint64_t events = 0;
+  if (const char* te = std::getenv("FP8AUDIT_FAKE_TE_VERSION"); te != nullptr) {
+    std::string e;  // TE_VERSION from the Python hook, as the agent records it
+    Field(1, 19, &e);
+    Field(2, g_time += 100000, &e);
+    Field(3, pid, &e);
+    Field(4, 6, &e);
+    Bytes(18, te, &e);
+    Record(2, e, &bytes);
+    ++events;
+  }
   for (const char* p = spec; *p != '\0';) {
     char* next = nullptr;
     long repeat = 1;

@@ -1,5 +1,6 @@
 // What a user who mistypes sees (issue 23): one line naming the problem and one hint, never the
-// whole help; an unknown command gets the nearest real one; usage names the program, not its path.
+// whole help; an unknown command gets the nearest real one; usage names the program, not its path;
+// a flag that had nothing to act on says so.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -61,6 +62,20 @@ TEST_F(UsageCli, HelpNamesTheProgramNotItsPath) {
   EXPECT_TRUE(Contains(r.out, "Usage: fp8audit [OPTIONS] SUBCOMMAND")) << Describe(r);
   const Result sub = Fp8audit({"report", "--help"});
   EXPECT_TRUE(Contains(sub.out, "Usage: fp8audit report [OPTIONS]")) << Describe(sub);
+}
+
+TEST_F(UsageCli, FixTeOnAJobThatNeverImportedTransformerEngineSaysNothingWasPatched) {
+  Result r = Run({"--fix-te", "--", "true"}, "1/1");
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.err,
+                       "fp8audit run: --fix-te: no process of the command imported Transformer "
+                       "Engine (no trace records its version): nothing was patched\n"))
+      << Describe(r);
+  r = Run({"--fix-te", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_TE_VERSION", "2.20.2"}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_FALSE(Contains(r.err, "nothing was patched")) << Describe(r);
+  r = Run({"--", "true"}, "1/1");  // without --fix-te nothing is said of it
+  EXPECT_FALSE(Contains(r.err, "nothing was patched")) << Describe(r);
 }
 
 }  // namespace
