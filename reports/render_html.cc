@@ -777,6 +777,9 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
          "\"><h1>fp8audit report: <span id=\"verdict\">" + verdict.word + "</span></h1><div>" +
          PluralNum(nranks, "trace", "traces") + "; " + TotalsLine(report.totals()) +
          "</div></header>\n";
+  if (!report.next_step().empty()) {
+    out += "<p class=\"next\" id=\"next\"><strong>" + Esc(report.next_step()) + "</strong></p>\n";
+  }
 
   // Why the audit is incomplete or has nothing to judge, as the audit said it.
   if (report.problems_size() > 0) {

@@ -171,6 +171,7 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
     }
   }
   for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
+  if (!report.next_step().empty()) out += "\n**" + Md(report.next_step()) + "**\n";
   return out;
 }
 

@@ -182,6 +182,7 @@ std::string RenderText(const v1::AuditReport& report, const RenderOptions& optio
   }
   for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
   out += "job total: " + TotalsLine(report.totals()) + ": " + word + "\n";
+  if (!report.next_step().empty()) out += report.next_step() + "\n";
   return out;
 }
 
@@ -218,6 +219,7 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
   for (const v1::Violation& v : report.violations()) show(v, "job: ");
   if (hidden > 0) out += "  ... and " + std::to_string(hidden) + " more\n";
   out += OutcomeWord(report) + ": " + traces + TotalsLine(t) + "\n";
+  if (!report.next_step().empty()) out += report.next_step() + "\n";
   return out;
 }
 

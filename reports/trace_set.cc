@@ -10,6 +10,7 @@
 #include "proto/trace_io.h"
 #include "reports/event_text.h"
 #include "reports/frozen_scales.h"
+#include "reports/next_step.h"
 #include "reports/ranks.h"
 
 namespace fp8audit::reports {
@@ -198,6 +199,7 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
       break;
   }
   for (const std::string& p : result.problems) report.add_problems(p);
+  report.set_next_step(NextStep(report));
   return result;
 }
 

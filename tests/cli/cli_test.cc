@@ -866,7 +866,10 @@ TEST_F(MultiRankCli, CheckOneRankDisagreeingInOneMicrobatchExits3) {
                 "  microbatch 1 (step 0): 3 backward updates, expected 1\n"
                 "  job: ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; "
                 "rank 1: 2/3\n"
-                "FAIL: 2 traces, 6 microbatches, 1 failing; 7 forward and 8 backward updates\n");
+                "FAIL: 2 traces, 6 microbatches, 1 failing; 7 forward and 8 backward updates\n"
+                "next: Transformer Engine's version was not recorded (no Python hook in these "
+                "traces): where the job runs TE from Python, rerun under the fix, `fp8audit run "
+                "--fix-te -- CMD`; the explanations above say where each extra update happened\n");
 }
 
 TEST_F(MultiRankCli, CheckEightRanksOneDisagreeingExits3) {

@@ -1,0 +1,45 @@
+#include "reports/next_step.h"
+
+#include "reports/event_text.h"
+
+namespace fp8audit::reports {
+
+// The release fp8audit.te's fingerprints verify (python/fp8audit/te/_targets.py).
+constexpr const char* kFixVerifiedOn = "2.20.2";
+
+std::string NextStep(const v1::AuditReport& report) {
+  if (report.outcome() != v1::AuditReport::OUTCOME_VIOLATIONS) return {};
+  std::string version;
+  bool patched = false;
+  bool hook = false;  // the Python hook was at work: it would have recorded TE's import
+  for (const v1::RankReport& r : report.ranks()) {
+    patched = patched || r.recording().te_patched();
+    if (version.empty()) version = Printable(r.recording().te_version(), 64);
+    for (const std::string& p : r.recording().probes()) hook = hook || p == "python-hook";
+  }
+  if (patched) {
+    return "next: the fix was in force and violations remain: keep these traces and report them "
+           "(`fp8audit report DIR --format html` shows each extra update in its context)";
+  }
+  if (version.empty() && hook) {
+    return "next: no process of this job imported Transformer Engine (the Python hook saw none): "
+           "nothing for --fix-te to patch; the explanations above say where each extra update "
+           "happened";
+  }
+  if (version.empty()) {
+    return "next: Transformer Engine's version was not recorded (no Python hook in these "
+           "traces): where the job runs TE from Python, rerun under the fix, `fp8audit run "
+           "--fix-te -- CMD`; the explanations above say where each extra update happened";
+  }
+  std::string line =
+      "next: rerun under the fix, `fp8audit run --fix-te -- CMD`, or call fp8audit.te.patch() in "
+      "the job before training (it patches Transformer Engine " +
+      std::string(kFixVerifiedOn) + ")";
+  if (version != kFixVerifiedOn) {
+    line +=
+        "; this job's TE " + version + " is not one it was verified on: it refuses with one line";
+  }
+  return line;
+}
+
+}  // namespace fp8audit::reports

@@ -1,0 +1,63 @@
+#include "reports/next_step.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "reports/render.h"
+#include "tests/reports/report_fixtures.h"
+#include "tests/reports/trace_builder.h"
+
+namespace fp8audit::reports {
+namespace {
+
+using testing::Contains;
+using testing::Job;
+using testing::TraceBuilder;
+
+// A job whose microbatch 1 makes 2 backward updates; `te` the TE version its hook recorded.
+v1::AuditReport FailingJob(const std::string& te, bool patched = false, bool hook = true) {
+  TraceBuilder t(0, 4242, "nvtx");
+  if (hook) t.Probes("auto", {"te-call", "python-hook"});
+  if (!te.empty()) t.TeVersion(te);
+  if (patched) t.TePatched(te, "fixed");
+  t.MarkedMicrobatch().MarkedMicrobatch(1, 2).Footer();
+  return Job({t.Audit()});
+}
+
+TEST(NextStep, AFailingTeJobIsToldToRerunUnderTheFixInEveryFormat) {
+  const v1::AuditReport report = FailingJob("2.20.2");
+  ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+  EXPECT_TRUE(Contains(report.next_step(), "next: rerun under the fix, `fp8audit run --fix-te"))
+      << report.next_step();
+  EXPECT_FALSE(Contains(report.next_step(), "not one it was verified on"));
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, ": FAIL\n" + report.next_step() + "\n")) << text;  // it ends there
+  EXPECT_TRUE(Contains(RenderMarkdown(report, RenderOptions{}), "fp8audit.te.patch()"));
+  EXPECT_TRUE(Contains(RenderHtml(report, RenderOptions{}), "id=\"next\""));
+}
+
+TEST(NextStep, AnUnverifiedTeReleaseIsSaidToBeRefused) {
+  EXPECT_TRUE(Contains(FailingJob("2.19.0").next_step(),
+                       "this job's TE 2.19.0 is not one it was verified on"));
+}
+
+TEST(NextStep, WithoutTeThereIsNothingToPatchAndUnderTheFixTheTracesAreToBeReported) {
+  EXPECT_TRUE(Contains(FailingJob("").next_step(), "nothing for --fix-te to patch"));
+  // No hook, no version: TE may be there unseen.
+  EXPECT_TRUE(Contains(FailingJob("", false, false).next_step(),
+                       "version was not recorded (no Python hook in these traces): where the job "
+                       "runs TE from Python, rerun under the fix"));
+  EXPECT_TRUE(Contains(FailingJob("2.20.2", true).next_step(), "the fix was in force"));
+}
+
+TEST(NextStep, APassingJobHasNone) {
+  TraceBuilder t(0, 4242, "nvtx");
+  t.TeVersion("2.20.2").MarkedMicrobatch().Footer();
+  const v1::AuditReport report = Job({t.Audit()});
+  EXPECT_EQ(report.next_step(), "");
+  EXPECT_FALSE(Contains(RenderText(report, RenderOptions{}), "next:"));
+}
+
+}  // namespace
+}  // namespace fp8audit::reports
