@@ -2,10 +2,12 @@
 // chrome://tracing read it, shared by the renderer's tests and the fuzz target: required fields
 // per phase, "ts" first in every event (older trace processors scan for it), metadata naming every
 // process and thread, B/E balanced per track, and the slices of a track perfectly nested (what
-// Perfetto displays; overlapping slices are not).
+// Perfetto displays; overlapping slices are not), timestamps taken in whole nanoseconds as
+// Perfetto's JSON importer takes them (the renderer writes exact microseconds to 3 decimals).
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -37,13 +39,18 @@ inline std::string ChromeTraceProblem(const std::string& text, OrderedJson* pars
 
   using Track = std::pair<uint64_t, uint64_t>;
   struct Interval {
-    double start;
-    double end;
+    int64_t start;  // ns
+    int64_t end;
     size_t order;
   };
+  const auto ns = [](double micros) {  // saturating: a timestamp past 2^63 ns is the largest
+    const double v = micros * 1000;
+    return v >= 9.2e18 ? std::numeric_limits<int64_t>::max()
+                       : static_cast<int64_t>(std::llround(v));
+  };
   std::map<Track, std::vector<Interval>> slices;
-  std::map<Track, std::vector<std::pair<double, size_t>>> open;  // B awaiting its E
-  std::map<Track, double> last_be;
+  std::map<Track, std::vector<std::pair<int64_t, size_t>>> open;  // B awaiting its E
+  std::map<Track, int64_t> last_be;
   std::set<uint64_t> pids, named_pids;
   std::set<Track> tracks, named_tracks;
   const auto& events = doc["traceEvents"];
@@ -65,7 +72,7 @@ inline std::string ChromeTraceProblem(const std::string& text, OrderedJson* pars
     if (e.contains("args") && !e["args"].is_object()) return at + "args not an object";
     const char ph = e["ph"].get<std::string>()[0];
     if (ph != 'E' && (!e.contains("name") || !e["name"].is_string())) return at + "no name";
-    const double ts = e["ts"].get<double>();
+    const int64_t ts = ns(e["ts"].get<double>());
     const Track track{e["pid"].get<uint64_t>(), e["tid"].get<uint64_t>()};
     switch (ph) {
       case 'M': {
@@ -91,7 +98,7 @@ inline std::string ChromeTraceProblem(const std::string& text, OrderedJson* pars
         if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
           return at + "complete event without dur >= 0";
         }
-        slices[track].push_back({ts, ts + e["dur"].get<double>(), n});
+        slices[track].push_back({ts, ts + ns(e["dur"].get<double>()), n});
         break;
       case 'B':
       case 'E':

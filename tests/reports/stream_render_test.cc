@@ -520,6 +520,25 @@ TEST_F(StreamRenderTest, MetricsOfAProbeAgentsTraceCarryWhatEachProbeSaw) {
 }
 
 // The check the tests above rely on finds what Perfetto could not show.
+// The checker reads timestamps as Perfetto's JSON importer does, in whole nanoseconds: a pass
+// that ends where its microbatch ends nests, though 1000 + 499.744 is not 0 + 1499.744 in doubles
+// (the fuzzer found this in the checker, not in the renderer's exact decimals).
+TEST(ChromeTraceCheck, SlicesEndingAtTheSameNanosecondNest) {
+  const std::string meta =
+      R"({"ts":0,"ph":"M","pid":1,"tid":1,"name":"process_name","args":{"name":"p"}},)"
+      R"({"ts":0,"ph":"M","pid":1,"tid":1,"name":"thread_name","args":{"name":"t"}})";
+  const std::string nested =
+      R"({"traceEvents":[{"ts":0,"ph":"X","pid":1,"tid":1,"name":"mb","dur":1499.744},)"
+      R"({"ts":1000,"ph":"X","pid":1,"tid":1,"name":"bw","dur":499.744},)" +
+      meta + "]}";
+  EXPECT_EQ(ChromeTraceProblem(nested), "");
+  const std::string overlapping =
+      R"({"traceEvents":[{"ts":0,"ph":"X","pid":1,"tid":1,"name":"mb","dur":1499.744},)"
+      R"({"ts":1000,"ph":"X","pid":1,"tid":1,"name":"bw","dur":499.745},)" +
+      meta + "]}";
+  EXPECT_NE(ChromeTraceProblem(overlapping).find("overlap without nesting"), std::string::npos);
+}
+
 TEST(ChromeTraceCheck, RejectsWhatPerfettoCannotShow) {
   const std::string names =
       R"({"ts":0,"ph":"M","pid":1,"tid":1,"name":"process_name","args":{"name":"p"}},)"
