@@ -48,6 +48,10 @@ inline std::string ChromeTraceProblem(const std::string& text, OrderedJson* pars
     return v >= 9.2e18 ? std::numeric_limits<int64_t>::max()
                        : static_cast<int64_t>(std::llround(v));
   };
+  const auto add = [](int64_t a, int64_t b) {  // both >= 0, saturating
+    return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max()
+                                                       : a + b;
+  };
   std::map<Track, std::vector<Interval>> slices;
   std::map<Track, std::vector<std::pair<int64_t, size_t>>> open;  // B awaiting its E
   std::map<Track, int64_t> last_be;
@@ -98,7 +102,7 @@ inline std::string ChromeTraceProblem(const std::string& text, OrderedJson* pars
         if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
           return at + "complete event without dur >= 0";
         }
-        slices[track].push_back({ts, ts + ns(e["dur"].get<double>()), n});
+        slices[track].push_back({ts, add(ts, ns(e["dur"].get<double>())), n});
         break;
       case 'B':
       case 'E':
