@@ -57,9 +57,11 @@ class CliTest : public ::testing::Test {
   }
 
   // Runs fp8audit with `args`; `env` is set on top of this process's environment (a value of
-  // "<unset>" removes the variable).
+  // "<unset>" removes the variable). `stdout_to`: a file to send standard output to instead of
+  // collecting it (e.g. /dev/full; Result.out stays empty).
   Result Fp8audit(const std::vector<std::string>& args,
-                  const std::map<std::string, std::string>& env = {}) const {
+                  const std::map<std::string, std::string>& env = {},
+                  const std::string& stdout_to = "") const {
     std::vector<std::string> argv = {FP8AUDIT_BIN};
     argv.insert(argv.end(), args.begin(), args.end());
     std::map<std::string, std::string> vars;
@@ -83,7 +85,7 @@ class CliTest : public ::testing::Test {
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
-    const std::string out_path = Path("stdout.txt");
+    const std::string out_path = stdout_to.empty() ? Path("stdout.txt") : stdout_to;
     const std::string err_path = Path("stderr.txt");
     const pid_t pid = ::fork();
     if (pid == 0) {
@@ -101,7 +103,7 @@ class CliTest : public ::testing::Test {
     ::waitpid(pid, &status, 0);
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = Slurp(out_path);
+    if (stdout_to.empty()) r.out = Slurp(out_path);
     r.err = Slurp(err_path);
     return r;
   }

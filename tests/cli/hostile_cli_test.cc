@@ -189,30 +189,6 @@ TEST_F(OutputCli, ModelTraceOutReplacesALinkAndLeavesItsTargetAlone) {
   EXPECT_EQ(Slurp(Path("s.textproto")), kScenario);
 }
 
-// fp8audit ARGS with standard output on /dev/full: the exit code and standard error.
-Result ToFullDevice(const std::vector<std::string>& args, const std::string& err_path) {
-  std::vector<std::string> argv = {FP8AUDIT_BIN};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> argp;
-  for (auto& a : argv) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int out = ::open("/dev/full", O_WRONLY);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    ::execv(argp[0], argp.data());
-    ::_exit(99);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = Slurp(err_path);
-  return r;
-}
-
 TEST_F(OutputCli, StandardOutputOnAFullDeviceFailsWithOneLine) {
   std::ofstream(Path("s.textproto")) << kScenario;
   const std::string trace = WriteTrace("a.fp8trace", Passing());
@@ -221,7 +197,7 @@ TEST_F(OutputCli, StandardOutputOnAFullDeviceFailsWithOneLine) {
         std::vector<std::string>{"model", "--compare", Path("s.textproto")},
         std::vector<std::string>{"report", trace}, std::vector<std::string>{"check", trace},
         std::vector<std::string>{"report", trace, "--format", "metrics"}}) {
-    const Result r = ToFullDevice(args, Path("err.txt"));
+    const Result r = Fp8audit(args, {}, "/dev/full");  // standard output on a full device
     EXPECT_EQ(r.code, 2) << args[0] << " " << args[1] << "\n" << r.err;
     EXPECT_TRUE(Contains(r.err, "standard output")) << r.err;
   }
