@@ -45,12 +45,19 @@ JOB = textwrap.dedent("""
     if "--patch" in sys.argv:
         import fp8audit.te
         fp8audit.te.patch()
+    if "--paused" in sys.argv:
+        import fp8audit.hook
+        fp8audit.hook.set_recording(False)
     torch.manual_seed(0)
     layers = [te.Linear(8, 8) for _ in range(2)]
     x = torch.randn(4, 8, requires_grad=True)
     fp8 = "--no-fp8" not in sys.argv
-    with te.autocast(enabled=fp8, recipe=recipe.DelayedScaling()):
-        for layer in layers:
+    fp8_recipe = recipe.DelayedScaling(fp8_dpa="--fp8-dpa" in sys.argv)
+    with te.autocast(enabled=fp8, recipe=fp8_recipe):
+        if "--attention" in sys.argv:  # Megatron's selective core_attn: TE's DPA checkpointed
+            layers = [te.DotProductAttention()]
+            x = checkpoint(layers[0], x, x, x, use_reentrant=True)
+        for layer in layers[:0] if "--attention" in sys.argv else layers:
             if "--te-checkpoint" in sys.argv:
                 x = te.checkpoint(layer, x, use_reentrant=True)
             elif "--no-checkpoint" in sys.argv:
@@ -105,6 +112,23 @@ def test_a_forward_without_fp8_recomputed_without_it_is_no_change(tmp_path):
     assert run_job(tmp_path, "--no-fp8") == [
         "fp8audit.te.recompute module=Linear#2 fp8=0 forward_fp8=0",
         "fp8audit.te.recompute module=Linear#1 fp8=0 forward_fp8=0"]
+
+
+def test_attention_without_an_fp8_attention_recipe_recomputed_outside_fp8_is_no_change(tmp_path):
+    # Inside an FP8 autocast TE's DotProductAttention computes in FP8 only with fp8_dpa (or
+    # fp8_mha): without it the recompute outside the autocast runs as its forward did.
+    assert run_job(tmp_path, "--attention") == [
+        "fp8audit.te.recompute module=DotProductAttention#1 fp8=0 forward_fp8=0"]
+
+
+def test_fp8_attention_recomputed_outside_fp8_is_marked(tmp_path):
+    assert run_job(tmp_path, "--attention", "--fp8-dpa") == [
+        "fp8audit.te.recompute module=DotProductAttention#1 fp8=0 forward_fp8=1 "
+        "checkpoint=torch.utils.checkpoint"]
+
+
+def test_while_recording_is_off_nothing_is_marked(tmp_path):
+    assert run_job(tmp_path, "--paused") == []
 
 
 def test_without_checkpoints_nothing_is_marked(tmp_path):

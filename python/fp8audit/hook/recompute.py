@@ -50,10 +50,27 @@ def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str
     return text + (f" checkpoint={checkpoint}" if checkpoint else "")
 
 
-def watcher(is_fp8_enabled: Callable[[], bool], in_backward: Callable[[], bool],
+def fp8_computes(manager: Any, attention: Tuple[type, ...]) -> Callable[[Any], bool]:
+    """Whether a TE module's call computes in FP8: FP8 enabled and, for TE's DotProductAttention
+    (`attention`), a recipe that asks for FP8 attention (fp8_dpa, or fp8_mha which forces it), as
+    TE's own decides; inside an FP8 autocast without it attention runs in high precision, so
+    recomputing it outside FP8 changes nothing (Megatron's selective core_attn recompute)."""
+
+    def computes(module: Any) -> bool:
+        if not manager.is_fp8_enabled():
+            return False
+        if attention and isinstance(module, attention):
+            recipe = manager.get_fp8_recipe()
+            return bool(getattr(recipe, "fp8_dpa", False) or getattr(recipe, "fp8_mha", False))
+        return True
+
+    return computes
+
+
+def watcher(fp8_of: Callable[[Any], bool], in_backward: Callable[[], bool],
             send: Callable[[str], None]) -> Callable[[Any], None]:
-    """The check run before each TE module call (`module`): remembers FP8's state in a forward,
-    and compares against it in a recompute."""
+    """The check run before each TE module call (`module`): remembers whether its forward computed
+    in FP8, and compares a recompute against it."""
     ordinals: Dict[str, int] = {}
 
     def before_call(module: Any) -> None:
@@ -63,7 +80,7 @@ def watcher(is_fp8_enabled: Callable[[], bool], in_backward: Callable[[], bool],
             ordinals[cls] = ordinals.get(cls, 0) + 1
             entry = [f"{cls}#{ordinals[cls]}", None]
             module.__dict__[_ATTR] = entry
-        fp8 = bool(is_fp8_enabled())
+        fp8 = bool(fp8_of(module))
         if not in_backward():
             entry[1] = fp8
             return
@@ -74,21 +91,24 @@ def watcher(is_fp8_enabled: Callable[[], bool], in_backward: Callable[[], bool],
     return before_call
 
 
-def install(manager: Any, classes: Tuple[type, ...]) -> None:
+def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...] = ()) -> None:
     """Wraps the call of each class in `classes` (once) with the check, reading FP8's state from
-    `manager` (FP8GlobalStateManager)."""
+    `manager` (FP8GlobalStateManager); `attention`: TE's DotProductAttention class(es)."""
     import torch
+
+    from fp8audit import hook as switch
 
     graph_task = getattr(torch._C, "_current_graph_task_id", None)
     if graph_task is None:
         raise RuntimeError("this PyTorch cannot tell a recompute (no _current_graph_task_id)")
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-    before_call = watcher(manager.is_fp8_enabled, lambda: graph_task() != -1, _nvtx.mark)
+    before_call = watcher(fp8_computes(manager, attention), lambda: graph_task() != -1,
+                          _nvtx.mark)
     failed: list = []
 
     def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if not compiling():
+            if switch.recording() and not compiling():
                 try:
                     before_call(self)
                 except Exception as e:  # the check must never break the job

@@ -32,6 +32,8 @@ class DelayedScaling(Recipe):
     amax_history_len: int = 1024
     amax_compute_algo: str = "max"
     reduce_amax: bool = True
+    fp8_dpa: bool = False
+    fp8_mha: bool = False
     backward_override: object = None
 
 
