@@ -40,3 +40,20 @@ def flush() -> Optional[str]:
         raise AgentError("fp8audit's agent is not recording in this process (disabled with "
                          "FP8AUDIT_DISABLE=1, or it could not start: see its line on stderr)")
     return buffer.value.decode("utf-8", "surrogateescape") if rc > 0 else None
+
+
+def set_recording(on: bool) -> bool:
+    """Turns what the agent records in this process off (False) and on (True), for benchmarks
+    that alternate rounds with and without it in one process: the agent's launch and TE-call
+    probes (fp8audit_set_launch_probe) and the Python hook's features. Updates made while it is
+    off are not recorded, so the audit of such a run reports them missing. Returns whether the
+    agent's probes were switched (False: not loaded, or no probe attached; the hook still is)."""
+    from fp8audit import hook
+
+    hook.set_recording(on)
+    try:
+        function = ctypes.CDLL(None).fp8audit_set_launch_probe
+    except (OSError, AttributeError):
+        return False
+    function.argtypes, function.restype = [ctypes.c_int], ctypes.c_int
+    return function(1 if on else 0) == 0

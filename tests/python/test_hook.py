@@ -233,6 +233,9 @@ COUNT_JOB = textwrap.dedent("""
         scaling_factor_compute_algo = None
 
     s = M.quantization_state
+    if "--paused" in sys.argv:
+        from fp8audit import _agent
+        print(json.dumps({"agent_switched": _agent.set_recording(False)}))
     s.autocast_arguments = {"a": (Fused(), None), "b": (Unfused(), None)}
     s.global_amax_buffer = {"forward_a": [1], "backward_a": [1, 2], "forward_b": [3],
                             "backward_b": []}
@@ -288,6 +291,13 @@ def test_te_count_counts_every_update_as_unfused_under_nvte_unfused_fp8_update(t
                                 ["pop"],
                                 ["push", "fp8audit.te.update pass=backward count=1 unfused=1"],
                                 ["pop"]]
+
+
+def test_te_count_records_nothing_while_recording_is_off_and_te_still_runs(tmp_path):
+    result, lines = count_job(tmp_path, "--paused", features="te-count")
+    assert result.returncode == 0, result.stderr
+    assert lines[0] == {"agent_switched": False}  # no agent preloaded: only the hook switched
+    assert lines[1]["nvtx"] == [] and lines[1]["te_calls"] == [True, False, True]
 
 
 def test_te_count_wraps_once(tmp_path):

@@ -29,6 +29,19 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from fp8audit import _nvtx
 
 ENV = "FP8AUDIT_PYHOOK"
+_recording = True  # set_recording(False): te-count and te-recompute call straight through
+
+
+def set_recording(on: bool) -> None:
+    """Turns the armed features' recording off (False) and on (True) in this process, for
+    benchmarks that alternate rounds with and without them (fp8audit._agent.set_recording); while
+    off, te-count and te-recompute call TE straight through and send nothing."""
+    global _recording
+    _recording = bool(on)
+
+
+def recording() -> bool:
+    return _recording
 
 
 
@@ -102,6 +115,8 @@ def _te_count(module: object) -> None:
 
     @functools.wraps(func)  # __wrapped__: fp8audit.te's fingerprints still see TE's source
     def counting(cls: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _recording:
+            return func(cls, *args, **kwargs)
         forward = bool(kwargs.get("forward", args[0] if args else True))
         count, unfused = pending_updates(cls, forward)
         if count == 0:
@@ -131,7 +146,9 @@ def _te_recompute(module: object) -> None:
             classes.append(cls)
     if not classes:
         raise RuntimeError("transformer_engine.pytorch has no TransformerEngineBaseModule")
-    recompute.install(_state_manager(), tuple(classes))
+    attention = getattr(sys.modules.get("transformer_engine.pytorch"), "DotProductAttention", None)
+    recompute.install(_state_manager(), tuple(classes),
+                      (attention,) if isinstance(attention, type) else ())
 
 
 # feature -> (watched module, action)
