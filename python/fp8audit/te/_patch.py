@@ -34,7 +34,7 @@ import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
-from . import _fingerprint, _targets, _torch_ckpt
+from . import _fingerprint, _megatron_ckpt, _targets, _torch_ckpt
 from ._model import Model
 
 UNATTRIBUTED = 0  # module id for ownership reads whose module is not known
@@ -203,6 +203,7 @@ class Controller:
         self.owned_class: Any = None
         self.counts = {"forward": 0, "backward": 0}
         self.torch_routing: Optional[_torch_ckpt.Routing] = None
+        self.megatron_routing = _megatron_ckpt.MegatronRouting(self)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -325,6 +326,7 @@ class Controller:
 
         def p_autocast_enter(cls, enabled=False, calibrating=False, fp8_recipe=None,
                              fp8_group=None, _graph=False):
+            c.megatron_routing.adopt()  # Megatron's random.py completes after TE's import
             autocast_enter(cls, enabled, calibrating, fp8_recipe, fp8_group, _graph)
             recipe = cls.quantization_state.fp8_recipe
             # A custom recipe may carry DelayedScaling requests (TE keeps global buffers for
@@ -608,8 +610,10 @@ class Controller:
         else:
             print(f"fp8audit.te: torch.utils.checkpoint left alone ({reason}): TE modules it "
                   "recomputes may run without FP8", file=sys.stderr)
+        self.megatron_routing.adopt()
 
     def remove(self) -> None:
+        self.megatron_routing.remove()
         if self.torch_routing is not None:
             self.torch_routing.remove()
             self.torch_routing = None

@@ -76,18 +76,15 @@ def _module_of(function: Callable) -> Any:
     return None
 
 
-class Routing:
-    """Installed by the Controller while patched: replaces the two globals, then restores them."""
+class Frames:
+    """What a routed checkpoint does, whoever's checkpoint it is (torch's here, Megatron's in
+    _megatron_ckpt.py): its callable's original forward and its recompute in one frame of the
+    ownership model, the recompute under the FP8 autocast state of the original forward."""
 
     def __init__(self, controller: Any) -> None:
         self.c = controller
         self.base = controller.mods["module.base"].TransformerEngineBaseModule
-        self.original_function: Any = None
-        self.original_generator: Any = None
-        self.leading: List[str] = []
         self.routed = 0
-
-    # ---- what a routed checkpoint does -------------------------------------------------------
 
     def holds_te(self, function: Callable) -> bool:
         module = _module_of(function)
@@ -129,6 +126,16 @@ class Routing:
                 return function(*args, **kwargs)
 
         return run
+
+
+class Routing(Frames):
+    """Installed by the Controller while patched: replaces the two globals, then restores them."""
+
+    def __init__(self, controller: Any) -> None:
+        super().__init__(controller)
+        self.original_function: Any = None
+        self.original_generator: Any = None
+        self.leading: List[str] = []
 
     def generator(self, *params: Any, **kwargs: Any):
         """torch's _checkpoint_without_reentrant_generator(fn, preserve_rng_state, context_fn,

@@ -1,0 +1,1 @@
+from .random import checkpoint
