@@ -11,7 +11,8 @@ forward, which must match, and the verdict (FAIL exactly where a state changed).
 disagrees, 2 on bad input.
 
     megatron_compare.py OUT --fp8audit BIN [--agent NAME.jsonl=NAME.json ...]
-                        [--hf-agent NAME.jsonl=NAME.json[=EXIT] ...]"""
+                        [--hf-agent NAME.jsonl=NAME.json[=EXIT] ...]
+                        [--precision-agent ROW=NAME.json=EXIT ...]"""
 
 from __future__ import annotations
 
@@ -35,14 +36,17 @@ def lines(path: Path) -> List[Dict[str, Any]]:
         fail(f"{path}: {e}")
 
 
-def cell(counts: List[Optional[Counts]]) -> str:
-    """Per-microbatch counts as cells: each distinct run of values once ("3/8 3/9")."""
+def collapse(texts: List[str]) -> str:
+    """Per-microbatch values as one cell: each distinct run of values once ("3/8 3/9")."""
     out: List[str] = []
-    for c in counts:
-        text = "-" if c is None or None in c else f"{c[0]}/{c[1]}"
+    for text in texts:
         if not out or out[-1] != text:
             out.append(text)
     return " ".join(out) or "-"
+
+
+def cell(counts: List[Optional[Counts]]) -> str:
+    return collapse(["-" if c is None or None in c else f"{c[0]}/{c[1]}" for c in counts])
 
 
 def model(binary: str, row: str, semantics: str, n: int) -> Optional[List[Counts]]:
@@ -64,7 +68,7 @@ def megatron_rows(out: Path, binary: str, agents: Dict[str, List[Counts]]) -> bo
     print("|---|---|---|---|---|---|---|---|---|---|")
     ok = True
     for path in sorted(out.glob("mc_*.jsonl")):
-        if path.name == "mc_timing.jsonl":
+        if path.name.startswith("mc_timing"):
             continue
         row = path.stem[3:]
         got = lines(path)
@@ -170,12 +174,40 @@ def hf_agent_rows(pairs: List[str]) -> bool:
         ok = ok and agree
         under = "--fix-te" if run.get("patched") else "unpatched"
 
-        def pairs_cell(values: List[Tuple[int, int]]) -> str:
-            return cell([(a, b) for a, b in values]).replace("/", " / ")
-
-        print(f"| {run['checkpoint']} | {under} | {cell(counts)} | {pairs_cell(recomputes)} | "
-              f"{pairs_cell(changes)} | {precision} | {sum(failing)} of {len(rows)} | "
+        print(f"| {run['checkpoint']} | {under} | {cell(counts)} | "
+              f"{cell(recomputes).replace('/', ' / ')} | {cell(changes).replace('/', ' / ')} | {precision} | {sum(failing)} of {len(rows)} | "
               f"{rest[0] if rest else '-'} | {'yes' if agree else 'NO'} |")
+    return ok
+
+
+def precision_rows(out: Path, specs: List[str]) -> bool:
+    """Megatron rows under `fp8audit run` (ROW=NAME.json=EXIT): the audit's recompute check against
+    the numerics. The audit must call a recompute's FP8 changed (RECOMPUTE_PRECISION, exit 3)
+    exactly where that run's mode is not bitwise equal to the row's no-recompute twin
+    (mc_ROW.jsonl), and pass with no change where it is."""
+    if not specs:
+        return True
+    print()
+    print("| row | under | recomputes per microbatch | FP8 changed | RECOMPUTE_PRECISION "
+          "violations | exit | = twin (megatron_live.py) | agree |")
+    print("|---|---|---|---|---|---|---|---|")
+    ok = True
+    for spec in specs:
+        row, report, code = spec.split("=")
+        rows, violations = report_rows(Path(report))
+        under = "--fix-te" if "fix" in Path(report).stem else "unpatched"
+        runs = {x["mode"]: x for x in lines(out / f"mc_{row}.jsonl") if x.get("kind") == "run"}
+        twin = runs.get("patched" if under == "--fix-te" else "unpatched", {}).get(
+            "bitwise_equal_to_twin")
+        changes = [r.get("recompute_precision_changes", 0) for r in rows]
+        precision = sum(v.get("kind") == "RECOMPUTE_PRECISION" for v in violations)
+        changed = any(changes)
+        agree = twin is not None and changed == (not twin) and (precision > 0) == changed and \
+            code == ("3" if changed else "0")
+        ok = ok and agree
+        print(f"| {row} | {under} | {collapse([str(r.get('recomputes', 0)) for r in rows])} | "
+              f"{collapse([str(c) for c in changes])} | {precision} | {code} | "
+              f"{'-' if twin is None else 'yes' if twin else 'no'} | {'yes' if agree else 'NO'} |")
     return ok
 
 
@@ -188,6 +220,9 @@ def main(argv: List[str]) -> int:
     p.add_argument("--hf-agent", action="append", default=[],
                    help="NAME.jsonl=NAME.json[=EXIT]: hf_accelerate_live.py --mode hook under "
                         "fp8audit run: its lines, the report and the run's exit status")
+    p.add_argument("--precision-agent", action="append", default=[],
+                   help="ROW=NAME.json=EXIT: megatron_live.py --mode hook of ROW under fp8audit "
+                        "run (NAME containing 'fix': under --fix-te), its report and exit status")
     args = p.parse_args(argv)
     if not args.out.is_dir():
         fail(f"{args.out}: not a directory")
@@ -203,6 +238,7 @@ def main(argv: List[str]) -> int:
     ok = megatron_rows(args.out, args.fp8audit, agents)
     ok = hf_rows(args.out / "hf.jsonl") and ok
     ok = hf_agent_rows(args.hf_agent) and ok
+    ok = precision_rows(args.out, args.precision_agent) and ok
     return 0 if ok else 1
 
 

@@ -38,6 +38,9 @@ ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE), str(ROOT / "python")]
 
 # Rows: TransformerConfig overrides. "moe": 4 experts, top-2, grouped GEMM (TE GroupedLinear).
+# "attention": Megatron's attention_backend by name (default unfused: Megatron's own core
+# attention, no TE module); "auto" lets TE's DotProductAttention run it, which selective core_attn
+# recompute checkpoints with Megatron's tensor_parallel.checkpoint (not TE's).
 ROWS: Dict[str, Dict[str, Any]] = {
     "none": {},
     "full-uniform": dict(recompute_granularity="full", recompute_method="uniform",
@@ -47,6 +50,11 @@ ROWS: Dict[str, Dict[str, Any]] = {
     "full-block": dict(recompute_granularity="full", recompute_method="block",
                        recompute_num_layers=1),
     "selective-core-attn": dict(recompute_granularity="selective", recompute_modules=["core_attn"]),
+    "selective-core-attn-te": dict(attention="auto", recompute_granularity="selective",
+                                   recompute_modules=["core_attn"]),
+    "selective-core-attn-fp8-dpa": dict(attention="auto", fp8_dot_product_attention=True,
+                                        recompute_granularity="selective",
+                                        recompute_modules=["core_attn"]),
     "selective-mlp": dict(recompute_granularity="selective", recompute_modules=["mlp"]),
     "moe-none": dict(moe=True),
     "moe-selective-moe": dict(moe=True, recompute_granularity="selective",
@@ -94,6 +102,7 @@ def build_model(args, row: Dict[str, Any], seed: int):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     overrides = dict(row)
+    attention = AttnBackend[overrides.pop("attention", "unfused")]
     moe = overrides.pop("moe", False)
     shared = overrides.pop("shared", False)
     kw: Dict[str, Any] = dict(
@@ -102,7 +111,7 @@ def build_model(args, row: Dict[str, Any], seed: int):
         params_dtype=torch.bfloat16, bf16=True, pipeline_dtype=torch.bfloat16,
         hidden_dropout=0.0, attention_dropout=0.0,
         fp8="hybrid", fp8_recipe="delayed", fp8_amax_history_len=16, fp8_amax_compute_algo="max",
-        deterministic_mode=True, attention_backend=AttnBackend.unfused)
+        deterministic_mode=True, attention_backend=attention)
     if moe:
         kw.update(num_moe_experts=4, moe_router_topk=2, moe_grouped_gemm=True,
                   moe_ffn_hidden_size=2 * args.hidden, moe_aux_loss_coeff=0.0,
@@ -383,23 +392,36 @@ def run_row(args, name: str, mode: str, manager: Any, te: Any) -> List[Dict[str,
 def timing(args, manager: Any, te: Any) -> Dict[str, Any]:
     """The fix's cost or saving on the row's model: unpatched and patched rounds alternating in
     this process, each round args.steps steps (the first step of each round, a warm-up, left
-    out); per-step medians with a 95% interval of the median (order statistics)."""
-    times: Dict[str, List[float]] = {"unpatched": [], "patched": []}
+    out); per-step medians with a 95% interval of the median (order statistics). With
+    --toggle agent (under `fp8audit run`, no fix) the rounds alternate the agent's recording off
+    and on instead (its probes and the Python hook: fp8audit._agent.set_recording)."""
+    from fp8audit import _agent
+
+    arms = ("agent_off", "agent_on") if args.toggle == "agent" else ("unpatched", "patched")
+    if args.toggle == "agent" and not _agent.set_recording(True):
+        return {"kind": "timing", "row": args.row[0], "errors": [
+            "--toggle agent: the agent is not preloaded (run under fp8audit run) or has no probe"]}
+    times: Dict[str, List[float]] = {arm: [] for arm in arms}
     counts: Dict[str, Any] = {}
     from te_fix import reset_te
 
     reset_te(te)
     model = build_model(args, ROWS[args.row[0]], args.seed)  # one model: the rounds differ only
-    for _ in range(args.rounds):                              # by the patch
-        for mode in ("unpatched", "patched"):
+    for index in range(args.rounds):                          # by the patch (or the agent)
+        for arm in arms if index % 2 == 0 else arms[::-1]:
+            mode = "patched" if arm == "patched" else "unpatched"
+            if args.toggle == "agent":
+                _agent.set_recording(arm == "agent_on")
             with mode_context(manager, mode) as counter:
                 run = train(args, ROWS[args.row[0]], counter, manager, te, keep_tensors=False,
                             model=model)
             if run["errors"]:
-                return {"kind": "timing", "row": args.row[0], "mode": mode,
+                return {"kind": "timing", "row": args.row[0], "mode": arm,
                         "errors": run["errors"][:2]}
-            times[mode] += run["seconds"][1:]
-            counts[mode] = [(r.get("forward"), r.get("backward")) for r in run["records"][:2]]
+            times[arm] += run["seconds"][1:]
+            counts[arm] = [(r.get("forward"), r.get("backward")) for r in run["records"][:2]]
+    if args.toggle == "agent":
+        _agent.set_recording(True)
     out: Dict[str, Any] = {"kind": "timing", "row": args.row[0], "rounds": args.rounds,
                            "layers": args.layers, "hidden": args.hidden, "seq": args.seq,
                            "mbs": args.mbs, "microbatches": args.microbatches}
@@ -407,7 +429,8 @@ def timing(args, manager: Any, te: Any) -> Dict[str, Any]:
         out[mode + "_s"] = values
         out[mode + "_median_s"] = statistics.median(values)
         out[mode + "_ci95_s"] = median_interval(values)
-    out["ratio_patched_over_unpatched"] = out["patched_median_s"] / out["unpatched_median_s"]
+    out["ratio_" + arms[1] + "_over_" + arms[0]] = (out[arms[1] + "_median_s"] /
+                                                    out[arms[0] + "_median_s"])
     out["counts_first_microbatches"] = counts
     return out
 
@@ -443,9 +466,14 @@ def main(argv=None) -> int:
                    help="log TE's checkpoint forwards and backwards (unpatched runs)")
     p.add_argument("--time", action="store_true", help="time the first --row, patch toggled")
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--toggle", choices=["fix", "agent"], default="fix",
+                   help="--time: what alternates between rounds (agent: under fp8audit run)")
     args = p.parse_args(argv)
     os.environ.setdefault("NVTE_ALLOW_NONDETERMINISTIC_ALGO", "0")
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    # FP8 attention where cuDNN's FP8 fused attention is not deterministic (sm90 needs cuDNN
+    # 9.19): TE's unfused DotProductAttention with FP8 emulation (quantize-dequantize).
+    os.environ.setdefault("NVTE_UnfusedDPA_Emulate_FP8", "1")
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False

@@ -22,6 +22,9 @@ if ((${#files[@]} == 0)); then
 fi
 mkdir -p "$out"
 export PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" PYTHONWARNINGS=ignore
+# RECOMPILE_LIMIT=N: torch._dynamo's recompile limit in every pytest process (pytest_workdir.py),
+# so a worker that compiles TE's fused helpers for many shapes does not fall back to eager.
+[[ -n ${RECOMPILE_LIMIT:-} ]] && export FP8AUDIT_RECOMPILE_LIMIT=$RECOMPILE_LIMIT
 one() {  # NAME KIND TARGET KEXPR
   local name=$1 kind=$2 target=$3 k=$4 pre=()
   case $kind in

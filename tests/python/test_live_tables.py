@@ -118,3 +118,47 @@ def test_an_agent_that_misses_a_changed_recompute_or_passes_it_disagrees(tmp_pat
     for pair in (missed, passed):
         code, text = _compare_hf_agent(tmp_path, [pair], capsys)
         assert code == 1 and "| NO |" in text, text
+
+
+def _precision(out: Path, name: str, changes, code: int) -> str:
+    """The report of one megatron_live.py --mode hook run under fp8audit run."""
+    rows = [{"forward_updates": 1, "backward_updates": 1, "recomputes": 2,
+             "recompute_precision_changes": n} for n in changes]
+    violations = [{"kind": "RECOMPUTE_PRECISION"} for n in changes if n]
+    (out / f"{name}.json").write_text(json.dumps({"ranks": [{"microbatches": rows,
+                                                              "violations": violations}]}))
+    return f"selective-core-attn-fp8-dpa={out / name}.json={code}"
+
+
+def _fp8_dpa_row(out: Path, unpatched_equal: bool) -> None:
+    lines = [{"kind": "run", "row": "selective-core-attn-fp8-dpa", "mode": mode, "errors": [],
+              "bitwise_equal_to_twin": equal}
+             for mode, equal in (("unpatched", unpatched_equal), ("patched", True))]
+    (out / "mc_selective-core-attn-fp8-dpa.jsonl").write_text(
+        "\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def _compare_precision(out: Path, specs, capsys) -> tuple:
+    import megatron_compare
+
+    ok = megatron_compare.precision_rows(out, specs)
+    return ok, capsys.readouterr().out
+
+
+def test_an_fp8_change_the_audit_flags_where_the_numerics_leave_the_twin_agrees(tmp_path, capsys):
+    _fp8_dpa_row(tmp_path, unpatched_equal=False)
+    specs = [_precision(tmp_path, "agent_fp8_dpa", [2, 2], 3),
+             _precision(tmp_path, "agent_fp8_dpa_fix", [0, 0], 0)]
+    ok, text = _compare_precision(tmp_path, specs, capsys)
+    assert ok, text
+    assert "| selective-core-attn-fp8-dpa | unpatched | 2 | 2 | 2 | 3 | no | yes |" in text
+    assert "| selective-core-attn-fp8-dpa | --fix-te | 2 | 0 | 0 | 0 | yes | yes |" in text
+
+
+def test_an_fp8_change_flagged_where_the_numerics_equal_the_twin_disagrees(tmp_path, capsys):
+    _fp8_dpa_row(tmp_path, unpatched_equal=True)
+    ok, text = _compare_precision(tmp_path, [_precision(tmp_path, "agent_u", [2, 2], 3)], capsys)
+    assert not ok and "| NO |" in text
+    _fp8_dpa_row(tmp_path, unpatched_equal=False)  # and a change the audit misses
+    ok, text = _compare_precision(tmp_path, [_precision(tmp_path, "agent_u", [0, 0], 0)], capsys)
+    assert not ok and "| NO |" in text
