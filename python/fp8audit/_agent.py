@@ -42,15 +42,17 @@ def flush() -> Optional[str]:
     return buffer.value.decode("utf-8", "surrogateescape") if rc > 0 else None
 
 
-def set_recording(on: bool) -> bool:
+def set_recording(on: bool, hook: Optional[bool] = None) -> bool:
     """Turns what the agent records in this process off (False) and on (True), for benchmarks
     that alternate rounds with and without it in one process: the agent's launch and TE-call
     probes (fp8audit_set_launch_probe) and the Python hook's features. Updates made while it is
     off are not recorded, so the audit of such a run reports them missing. Returns whether the
-    agent's probes were switched (False: not loaded, or no probe attached; the hook still is)."""
-    from fp8audit import hook
+    agent's probes were switched (False: not loaded, or no probe attached; the hook still is).
+    hook: the Python hook's recording when it should differ from the probes' (benchmarks that
+    tell the two apart)."""
+    from fp8audit import hook as python_hook
 
-    hook.set_recording(on)
+    python_hook.set_recording(on if hook is None else hook)
     try:
         function = ctypes.CDLL(None).fp8audit_set_launch_probe
     except (OSError, AttributeError):

@@ -3,11 +3,20 @@
 # PyTorch extension for the GPU machine (Python 3.12, PyTorch 2.11.0 from PyPI, sm_90 only) from
 # the source package fetch_te.sh saved, so that install_te.sh there only unpacks it. The result,
 # DEST/transformer_engine_torch-<version>-cp312-*.whl (about 1 MB), is not committed.
-# Usage: build_te_ext.sh [DEST] (default .te); PYTHON312 names a Python 3.12 (default python3.12).
+# Usage: build_te_ext.sh [DEST] (default .te); PYTHON312 names a Python 3.12 (default python3.12);
+# the release is DEST's one source package's (fetch_te.sh TE_VERSION=...), or TE_VERSION.
 # Takes about 25 minutes on 2 cores; MAX_JOBS sets the compile jobs.
 set -euo pipefail
 dest=$(realpath "${1:-.te}")
-version=${TE_VERSION:-2.20.2}
+shopt -s nullglob
+sources=("$dest"/transformer_engine_torch-*-src.tar.gz)
+shopt -u nullglob
+if [[ -z ${TE_VERSION:-} && ${#sources[@]} -eq 1 ]]; then
+  version=${sources[0]##*/transformer_engine_torch-}
+  version=${version%-src.tar.gz}
+else
+  version=${TE_VERSION:-2.20.2}
+fi
 py=${PYTHON312:-python3.12}
 work=$(mktemp -d)
 "$py" -m venv "$work/venv"

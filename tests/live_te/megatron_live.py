@@ -393,11 +393,12 @@ def timing(args, manager: Any, te: Any) -> Dict[str, Any]:
     """The fix's cost or saving on the row's model: unpatched and patched rounds alternating in
     this process, each round args.steps steps (the first step of each round, a warm-up, left
     out); per-step medians with a 95% interval of the median (order statistics). With
-    --toggle agent (under `fp8audit run`, no fix) the rounds alternate the agent's recording off
-    and on instead (its probes and the Python hook: fp8audit._agent.set_recording)."""
+    --toggle agent (under `fp8audit run`, no fix) the rounds rotate the agent's recording instead:
+    off, its probes alone (the Python hook off), all on (fp8audit._agent.set_recording)."""
     from fp8audit import _agent
 
-    arms = ("agent_off", "agent_on") if args.toggle == "agent" else ("unpatched", "patched")
+    arms: Tuple[str, ...] = ("agent_off", "agent_probes", "agent_on") if args.toggle == "agent" \
+        else ("unpatched", "patched")
     if args.toggle == "agent" and not _agent.set_recording(True):
         return {"kind": "timing", "row": args.row[0], "errors": [
             "--toggle agent: the agent is not preloaded (run under fp8audit run) or has no probe"]}
@@ -408,10 +409,10 @@ def timing(args, manager: Any, te: Any) -> Dict[str, Any]:
     reset_te(te)
     model = build_model(args, ROWS[args.row[0]], args.seed)  # one model: the rounds differ only
     for index in range(args.rounds):                          # by the patch (or the agent)
-        for arm in arms if index % 2 == 0 else arms[::-1]:
+        for arm in arms[index % len(arms):] + arms[:index % len(arms)]:  # each arm first in turn
             mode = "patched" if arm == "patched" else "unpatched"
             if args.toggle == "agent":
-                _agent.set_recording(arm == "agent_on")
+                _agent.set_recording(arm != "agent_off", hook=arm == "agent_on")
             with mode_context(manager, mode) as counter:
                 run = train(args, ROWS[args.row[0]], counter, manager, te, keep_tensors=False,
                             model=model)
@@ -429,8 +430,8 @@ def timing(args, manager: Any, te: Any) -> Dict[str, Any]:
         out[mode + "_s"] = values
         out[mode + "_median_s"] = statistics.median(values)
         out[mode + "_ci95_s"] = median_interval(values)
-    out["ratio_" + arms[1] + "_over_" + arms[0]] = (out[arms[1] + "_median_s"] /
-                                                    out[arms[0] + "_median_s"])
+    for arm in arms[1:]:
+        out["ratio_" + arm + "_over_" + arms[0]] = out[arm + "_median_s"] / out[arms[0] + "_median_s"]
     out["counts_first_microbatches"] = counts
     return out
 

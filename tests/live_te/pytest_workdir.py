@@ -13,6 +13,7 @@ import tempfile
 
 def pytest_collection_finish(session) -> None:  # noqa: ANN001 - pytest's hook signature
     del session
+    _raise_recompile_limit()  # again: test_numerics.py sets its own (16) when it is imported
     parent = os.environ.get("FP8AUDIT_PYTEST_WORKDIR") or None
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     if parent:
@@ -22,6 +23,10 @@ def pytest_collection_finish(session) -> None:  # noqa: ANN001 - pytest's hook s
 
 def pytest_configure(config) -> None:  # noqa: ANN001 - pytest's hook signature
     del config
+    _raise_recompile_limit()
+
+
+def _raise_recompile_limit() -> None:
     limit = os.environ.get("FP8AUDIT_RECOMPILE_LIMIT")
     if not limit:
         return
