@@ -18,6 +18,7 @@
 #include "cli/launcher.h"
 #include "cli/progress_flags.h"
 #include "cli/python_hook.h"
+#include "cli/run_reports.h"
 #include "fp8audit/patterns.h"
 #include "reports/output.h"
 #include "reports/render.h"
@@ -40,10 +41,15 @@ struct RunArgs {
   std::string on_full = "wait";
   std::string patterns;
   uint32_t max_rows = 50;
+  bool quiet = false;
+  ReportFiles files;
   ProgressFlags progress;
 };
 
 void Say(const std::string& line) { SayLine("run", line); }
+
+// --quiet: the violations named before the verdict line.
+constexpr uint32_t kQuietViolations = 5;
 
 // An id for this run, unique among runs that share an --out directory: the agent writes it into
 // each trace's header (FP8AUDIT_RUN_ID), and the audit reads only the traces that carry it.
@@ -102,6 +108,16 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
       Say("--patterns " + error);
       return kExitUsage;
     }
+  }
+  if (!CheckReportFiles(args.files, &error)) {
+    Say(error);
+    return kExitUsage;
+  }
+  if (const auto after = Fp8auditFlagsAfterCommand(command); !after.empty()) {
+    std::string list;
+    for (const std::string& flag : after) list += (list.empty() ? "" : " ") + flag;
+    Say(list + " after CMD went to " + command.front() +
+        ", not to fp8audit: fp8audit's flags go before CMD (fp8audit run [flags] -- CMD ...)");
   }
   const fs::path out = fs::absolute(args.out, ec);
   fs::create_directories(out, ec);
@@ -190,24 +206,31 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   reports::DropCopies(&traces, &copies);
   for (const std::string& line : copies) Say(line);
   if (traces.empty()) {
+    if (command_code != 0) Say(ended);
     Say("no trace was written to " + out.string() +
         ": the command made no CUDA launch or NVTX call that the agent saw, or the agent was "
         "not loaded (LD_PRELOAD=" +
         agent +
         "; a static or setuid program, or one that clears its environment, runs without it)");
-    if (command_code != 0) Say(ended);
     return command_code != 0 ? command_code : kExitUsage;
   }
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
   args.semantics.Apply(&options);
-  options.max_rows = args.max_rows;
-  options.max_violations = args.max_rows;
+  // Report files hold every row: the audit keeps them all then (the printed report still shows
+  // --max-rows).
+  options.max_rows = args.files.empty() ? args.max_rows : 0;
+  options.max_violations = options.max_rows;
   const reports::TraceSetResult result = AuditWithProgress("run", traces, args.progress, options);
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
-  std::cerr << "\n" << reports::RenderText(result.report, render);
+  std::cerr << "\n"
+            << (args.quiet ? reports::RenderSummary(result.report, kQuietViolations)
+                           : reports::RenderText(result.report, render));
   PrintProblems("run", result);
+  std::vector<std::string> unwritten;
+  const bool written = WriteReportFiles(result.report, args.files, &unwritten);
+  for (const std::string& line : unwritten) Say(line);
   if (args.fix_te) {
     bool te_seen = false;
     for (const auto& rank : result.report.ranks()) {
@@ -224,6 +247,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     Say(ended + ": returning its exit code");
     return command_code;
   }
+  if (!written) return kExitUsage;
   return ExitCodeFor(result.outcome);
 }
 
@@ -279,6 +303,19 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "at most N microbatch rows and violations per rank in the printed report (0: "
                   "all; default 50)")
       ->type_name("N");
+  sub->add_flag("--quiet,-q", args->quiet,
+                "print a summary instead of the report: the failing traces, their first "
+                "violations, the verdict line and the next step (`fp8audit report DIR` shows all)");
+  sub->add_option("--junit", args->files.junit,
+                  "also write the report as JUnit XML to FILE (for CI: one testcase per trace)")
+      ->type_name("FILE");
+  sub->add_option("--html", args->files.html, "also write the report as one HTML page to FILE")
+      ->type_name("FILE");
+  sub->add_option("--json", args->files.json,
+                  "also write the report as JSON (fp8audit.v1.AuditReport) to FILE")
+      ->type_name("FILE");
+  sub->add_option("--markdown", args->files.markdown, "also write the report as markdown to FILE")
+      ->type_name("FILE");
   args->progress.Add(sub);
   // Everything from the command's name on is the command: its own flags are not parsed here.
   auto command = std::make_shared<std::vector<std::string>>();
@@ -302,7 +339,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "  126  CMD could not be executed;  127  CMD was not found\n"
       "  0    CMD succeeded and every microbatch had the expected updates\n"
       "  1    internal error\n"
-      "  2    bad flags, agent library not found, --patterns unreadable, --out unusable, --fix-te\n"
+      "  2    bad flags, agent library not found, --patterns unreadable, --out or a report FILE\n"
+      "       unusable (checked before CMD runs; a report file that cannot be written after it:\n"
+      "       the printed report stands), --fix-te\n"
       "       without fp8audit's Python package or model library (or with --no-python-hook); no\n"
       "       trace was written, or a trace is damaged, ends without a footer (a process was\n"
       "       killed), lost events or shows no backward pass: the audit is incomplete; there is\n"

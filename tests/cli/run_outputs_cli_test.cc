@@ -1,0 +1,85 @@
+// What `fp8audit run` writes besides its printed report (issue 23): a summary under --quiet,
+// report files in other formats (checked before the command runs), a warning for fp8audit's own
+// flags placed after CMD, and the command's failure said before a missing trace.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/cli/cli_fixture.h"
+
+namespace fp8audit {
+namespace {
+
+using cli_testing::CliTest;
+using cli_testing::Describe;
+using cli_testing::Result;
+using cli_testing::Slurp;
+using testing::Contains;
+
+using RunOutputsCli = CliTest;
+
+TEST_F(RunOutputsCli, QuietPrintsTheSummaryAndTheNextStepNotTheTables) {
+  const Result r = Run({"--quiet", "--", "true"}, "1/1,29/196,1/1");
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "1 of 3 microbatches failing")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "microbatch 1 (step 0): 196 backward updates, expected 1"))
+      << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "FAIL: 1 trace, 3 microbatches, 1 failing")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "next: ")) << Describe(r);
+  EXPECT_FALSE(Contains(r.err, "microbatch  step")) << Describe(r);  // no table
+  EXPECT_FALSE(Contains(r.err, "\nviolations:\n")) << Describe(r);
+}
+
+TEST_F(RunOutputsCli, ReportFilesAreWrittenInTheirFormatsWithEveryRow) {
+  const Result r = Run({"--max-rows", "1", "--junit", Path("r.xml"), "--html", Path("r.html"),
+                        "--json", Path("r.json"), "--markdown", Path("r.md"), "--", "true"},
+                       "1/1,2/1,1/1,1/3");
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  const nlohmann::json json = nlohmann::json::parse(Slurp(Path("r.json")));
+  ASSERT_EQ(json["ranks"].size(), 1u);
+  EXPECT_EQ(json["ranks"][0]["microbatches"].size(), 4u);  // --max-rows limits only the print
+  EXPECT_EQ(json["ranks"][0]["violations"].size(), 2u);
+  EXPECT_TRUE(Contains(Slurp(Path("r.xml")), "<testsuite")) << Slurp(Path("r.xml"));
+  EXPECT_TRUE(Contains(Slurp(Path("r.html")), "<html")) << Describe(r);
+  EXPECT_TRUE(Contains(Slurp(Path("r.md")), "microbatch 3")) << Slurp(Path("r.md"));
+}
+
+TEST_F(RunOutputsCli, AReportFileThatCannotBeWrittenIsRefusedBeforeTheCommandRuns) {
+  const std::string marker = Path("ran");
+  const Result r = Run({"--html", Path("no-such-dir/r.html"), "--", "touch", marker}, "1/1");
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit run: --html " + Path("no-such-dir/r.html"))) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "cannot create a file in " + Path("no-such-dir/"))) << Describe(r);
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  const Result twice =
+      Run({"--json", Path("r"), "--junit", Path("r"), "--", "touch", marker}, "1/1");
+  EXPECT_EQ(twice.code, 2) << Describe(twice);
+  EXPECT_TRUE(Contains(twice.err, "--junit and --json name the same file")) << Describe(twice);
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_F(RunOutputsCli, FlagsOfFp8auditAfterTheCommandAreWarnedAboutOnce) {
+  const Result r =
+      Run({"--", "sh", "-c", "true", "sh", "--fix-te", "--probe=te", "--out", "x"}, "1/1");
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.err,
+                       "fp8audit run: --fix-te --probe=te after CMD went to sh, not to "
+                       "fp8audit: fp8audit's flags go before CMD"))
+      << Describe(r);
+  EXPECT_FALSE(Contains(Run({"--fix-te", "--", "true"}, "1/1").err, "after CMD")) << Describe(r);
+}
+
+TEST_F(RunOutputsCli, ACommandThatFailedWithoutATraceSaysSoFirst) {
+  const Result r = Run({"--", "sh", "-c", "exit 4"}, "");
+  EXPECT_EQ(r.code, 4) << Describe(r);
+  const size_t failed = r.err.find("the command exited with 4");
+  const size_t no_trace = r.err.find("no trace was written");
+  ASSERT_NE(failed, std::string::npos) << Describe(r);
+  ASSERT_NE(no_trace, std::string::npos) << Describe(r);
+  EXPECT_LT(failed, no_trace) << Describe(r);
+}
+
+}  // namespace
+}  // namespace fp8audit
