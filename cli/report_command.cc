@@ -20,6 +20,7 @@ struct ReportArgs {
   std::string format = "text";
   std::string output;
   uint32_t max_rows = 50;
+  bool verbose = false;
   ExpectFlags expect;
   SemanticsFlag semantics;
   ProgressFlags progress;
@@ -90,6 +91,7 @@ int RunReport(const ReportArgs& args) {
   const bool complete = format == reports::Format::kJson || format == reports::Format::kHtml;
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
+  render.verbose = args.verbose;
   // Text and markdown show at most max_rows rows and violations, JUnit its failing microbatches
   // (fewer past 10 traces): keep no more than that.
   const uint32_t kept =
@@ -145,6 +147,9 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "write the report to FILE (atomically: a temporary file, then rename) instead "
                   "of standard output")
       ->type_name("FILE");
+  sub->add_flag("-v,--verbose", args->verbose,
+                "text: every violation of each microbatch with its events, instead of identical "
+                "problems collapsed into one line per cause");
   sub->add_option("--max-rows", args->max_rows,
                   "text and markdown: at most N microbatch rows and violations per rank; a longer "
                   "trace shows its failing microbatches and a summary (0: all; default 50). JSON "

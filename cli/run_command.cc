@@ -42,6 +42,7 @@ struct RunArgs {
   std::string patterns;
   uint32_t max_rows = 50;
   bool quiet = false;
+  bool verbose = false;
   ReportFiles files;
   ProgressFlags progress;
 };
@@ -224,6 +225,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   const reports::TraceSetResult result = AuditWithProgress("run", traces, args.progress, options);
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
+  render.verbose = args.verbose;
   std::cerr << "\n"
             << (args.quiet ? reports::RenderSummary(result.report, kQuietViolations)
                            : reports::RenderText(result.report, render));
@@ -306,6 +308,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--quiet,-q", args->quiet,
                 "print a summary instead of the report: the failing traces, their first "
                 "violations, the verdict line and the next step (`fp8audit report DIR` shows all)");
+  sub->add_flag("-v,--verbose", args->verbose,
+                "every violation of each microbatch with its events, instead of identical "
+                "problems collapsed into one line per cause");
   sub->add_option("--junit", args->files.junit,
                   "also write the report as JUnit XML to FILE (for CI: one testcase per trace)")
       ->type_name("FILE");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/event_text.h"
+#include "reports/findings.h"
 #include "reports/frozen_scales.h"
 #include "reports/recompute_precision.h"
 #include "state/semantics.h"
@@ -289,6 +290,7 @@ struct Auditor::State {
   uint32_t detailed = 0;     // failing microbatches given full detail so far
   bool rows_pruned = false;  // passing rows were dropped (max_rows exceeded)
   uint64_t violations = 0;
+  FindingsBuilder findings;        // the count and recompute-precision problems collapsed
   uint64_t damage_violations = 0;  // of them TRACE_DAMAGED
   uint64_t frozen_backward = 0;    // of them microbatches whose backward scales froze
   // Kernel launches: the footer's count, else the largest running count an event carried, else
@@ -961,6 +963,13 @@ void Auditor::Close(bool complete) {
     if (!wrong[dir]) continue;
     const auto kind = dir == kFwd ? v1::Violation::FORWARD_COUNT : v1::Violation::BACKWARD_COUNT;
     if (dir == kBwd && frozen == kBwd) ++s.frozen_backward;
+    std::string cause;
+    AppendUpdates(&cause, seg.count[dir], dir);
+    cause += ", expected ";
+    AppendNumber(&cause, expected[dir]);
+    if (!complete) cause += " (incomplete microbatch)";
+    if (dir == frozen) cause += FrozenSuffix(dir);
+    s.findings.Add(kind, row.index(), row.step(), cause, words ? &row.explanations() : nullptr);
     if (!on_violation && !KeepsViolation(kind)) {
       ++s.violations;  // counted, not kept
       continue;
@@ -973,12 +982,8 @@ void Auditor::Close(bool complete) {
     message += " (step ";
     AppendNumber(&message, row.step());
     message += "): ";
-    AppendUpdates(&message, seg.count[dir], dir);
-    message += ", expected ";
-    AppendNumber(&message, expected[dir]);
-    if (!complete) message += " (incomplete microbatch)";
-    if (dir == frozen) message += FrozenSuffix(dir);
-    v.set_message(std::move(message));
+    v.set_message(message + cause);
+    v.set_cause(std::move(cause));
     if (detail) {
       if (seg.start_dir != dir) *v.add_context() = seg.start;
       for (v1::Event& e : seg.log[dir]) *v.add_context() = std::move(e);
@@ -987,12 +992,15 @@ void Auditor::Close(bool complete) {
   }
 
   if (recompute.changes() > 0) {
+    std::string cause = recompute.ViolationMessage();
+    s.findings.Add(v1::Violation::RECOMPUTE_PRECISION, row.index(), row.step(), cause, nullptr);
     if (on_violation || KeepsViolation(v1::Violation::RECOMPUTE_PRECISION)) {
       v1::Violation v;
       v.set_kind(v1::Violation::RECOMPUTE_PRECISION);
       v.set_microbatch(row.index());
       v.set_message("microbatch " + std::to_string(row.index()) + " (step " +
-                    std::to_string(row.step()) + "): " + recompute.ViolationMessage());
+                    std::to_string(row.step()) + "): " + cause);
+      v.set_cause(std::move(cause));
       AddViolation(std::move(v));
     } else {
       ++s.violations;
@@ -1249,6 +1257,7 @@ void Auditor::Finish() {
   s.parked.clear();
   s.seg = Segment();
   s.finished = true;
+  s.findings.WriteTo(&report_);
   SayMarkers();
   report_.mutable_totals()->set_kernel_launches(s.footer_launches > 0 ? s.footer_launches
                                                 : s.launches_seen > 0 ? s.launches_seen

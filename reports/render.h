@@ -32,6 +32,9 @@ struct RenderOptions {
   uint32_t max_rows = 50;
   // Text, markdown and HTML: context lines shown per violation (0: all).
   uint32_t max_context_lines = 12;
+  // Text and markdown: every violation of each microbatch with its events (context), instead of
+  // identical problems collapsed into one finding per cause (RankReport.findings).
+  bool verbose = false;
   // HTML: the most timeline columns per rank (microbatches are bucketed beyond this), and the
   // most failing microbatches and violations drilled down per rank (0: all). Past 4 ranks both
   // shrink in proportion, so that the page stays bounded.

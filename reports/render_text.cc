@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "reports/event_text.h"
+#include "reports/findings.h"
 #include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
@@ -103,6 +104,43 @@ void Group(const ViolationGroup& g, const RenderOptions& options, std::string* o
   for (const v1::Violation* v : g.violations) Context(*v, options, out);
 }
 
+bool Collapsed(const v1::Violation& v) {
+  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
+}
+
+// The problems collapsed (findings), then the violations that stand alone (stash, frames,
+// balance, damage) with their context; -v lists every violation instead.
+void Findings(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
+  std::string text;
+  const int limit = options.max_rows == 0 ? r.findings_size()
+                                          : std::min<int>(r.findings_size(), options.max_rows);
+  for (int i = 0; i < limit; ++i) {
+    const v1::Finding& f = r.findings(i);
+    text += "  " + FindingWhere(f) + ": " + Printable(f.cause(), 4096);
+    if (f.kind() == v1::Violation::RECOMPUTE_PRECISION) {
+      text += " [" + ViolationKindName(f.kind()) + "]";
+    }
+    text += "\n";
+    if (f.explanations_size() > 0 && f.count() > 1) {
+      text += "    (explained for microbatch " + std::to_string(f.explained_microbatch()) + ")\n";
+    }
+    for (const std::string& e : f.explanations()) text += "    " + Printable(e, 4096) + "\n";
+  }
+  if (limit < r.findings_size()) {
+    text += "  (" + std::to_string(r.findings_size() - limit) +
+            " more findings; --max-rows 0 shows all)\n";
+  }
+  const ViolationSelection vs = SelectViolations(r, options.max_rows);
+  for (const ViolationGroup& g : vs.groups) {
+    if (!Collapsed(*g.violations.front())) Group(g, options, &text);
+  }
+  if (text.empty()) return;
+  *out += "\nviolations:\n" + text;
+  if (r.findings_size() > 0) {
+    *out += "  (each microbatch's violations with their events: -v)\n";
+  }
+}
+
 void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
   *out += "== " + RankTitle(r) + ": " + RankVerdictWord(r) + "\n";
   *out += "trace     " + Printable(r.path(), 4096) + "\n";
@@ -155,8 +193,10 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   }
   if (!probe_notes.empty()) *out += "\nprobe notes:\n" + probe_notes;
 
-  const ViolationSelection vs = SelectViolations(r, options.max_rows);
-  if (!vs.groups.empty()) {
+  if (!options.verbose && r.findings_size() > 0) {
+    Findings(r, options, out);
+  } else if (const ViolationSelection vs = SelectViolations(r, options.max_rows);
+             !vs.groups.empty()) {
     *out += "\nviolations:\n";
     for (const ViolationGroup& g : vs.groups) Group(g, options, out);
     if (!vs.note.empty()) *out += "  (" + vs.note + ")\n";
@@ -214,7 +254,17 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
     out += RankTitle(r) + ": " + std::to_string(r.totals().failing_microbatches()) + " of " +
            std::to_string(r.totals().microbatches()) + " microbatches failing (" +
            Printable(r.path(), 4096) + ")\n";
-    for (const v1::Violation& v : r.violations()) show(v, "");
+    for (const v1::Finding& f : r.findings()) {
+      if (max_violations != 0 && shown >= max_violations) {
+        ++hidden;
+        continue;
+      }
+      ++shown;
+      out += "  " + FindingWhere(f) + ": " + Printable(f.cause(), 4096) + "\n";
+    }
+    for (const v1::Violation& v : r.violations()) {
+      if (r.findings_size() == 0 || !Collapsed(v)) show(v, "");
+    }
   }
   for (const v1::Violation& v : report.violations()) show(v, "job: ");
   if (hidden > 0) out += "  ... and " + std::to_string(hidden) + " more\n";

@@ -78,6 +78,13 @@ void NotJudged(v1::RankReport* r) {
                                             v.kind() == v1::Violation::BACKWARD_COUNT;
                                    }),
                     violations->end());
+  auto* findings = r->mutable_findings();
+  findings->erase(std::remove_if(findings->begin(), findings->end(),
+                                 [](const v1::Finding& f) {
+                                   return f.kind() == v1::Violation::FORWARD_COUNT ||
+                                          f.kind() == v1::Violation::BACKWARD_COUNT;
+                                 }),
+                  findings->end());
 }
 
 // The job-level audit of traces already read: ranks, totals, outcome. `problems`: the lines of

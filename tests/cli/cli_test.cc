@@ -50,8 +50,8 @@ TEST_F(ReportCli, PassingTraceExits0AndPrintsTheTable) {
   EXPECT_EQ(r.err, "");
 }
 
-TEST_F(ReportCli, ViolationsExit3AndShowTheirContext) {
-  const Result r = Fp8audit({"report", WriteTrace("a.fp8trace", Failing())});
+TEST_F(ReportCli, ViolationsExit3AndShowTheirContextUnderVerbose) {
+  const Result r = Fp8audit({"report", "-v", WriteTrace("a.fp8trace", Failing())});
   EXPECT_EQ(r.code, 3) << Describe(r);
   EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 29 forward updates, expected 1"));
   EXPECT_TRUE(Contains(r.out, "microbatch 1 (step 0): 196 backward updates, expected 1"));

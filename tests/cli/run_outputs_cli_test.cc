@@ -24,7 +24,7 @@ TEST_F(RunOutputsCli, QuietPrintsTheSummaryAndTheNextStepNotTheTables) {
   const Result r = Run({"--quiet", "--", "true"}, "1/1,29/196,1/1");
   EXPECT_EQ(r.code, 3) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "1 of 3 microbatches failing")) << Describe(r);
-  EXPECT_TRUE(Contains(r.err, "microbatch 1 (step 0): 196 backward updates, expected 1"))
+  EXPECT_TRUE(Contains(r.err, "  microbatch 1 (step 0): 196 backward updates, expected 1\n"))
       << Describe(r);
   EXPECT_TRUE(Contains(r.err, "FAIL: 1 trace, 3 microbatches, 1 failing")) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "next: ")) << Describe(r);

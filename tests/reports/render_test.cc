@@ -30,8 +30,10 @@ using testing::PassingRank;
 using testing::ProbeRank;
 using testing::TraceBuilder;
 
-TEST(RenderText, ShowsTheTableViolationsWithContextAndTotals) {
-  const std::string text = RenderText(Job({FailingRank()}), RenderOptions{});
+TEST(RenderText, VerboseShowsTheTableViolationsWithContextAndTotals) {
+  RenderOptions verbose;
+  verbose.verbose = true;
+  const std::string text = RenderText(Job({FailingRank()}), verbose);
   EXPECT_TRUE(Contains(text, "fp8audit report: FAIL, 1 trace")) << text;
   EXPECT_TRUE(Contains(text, "== rank 0 (testhost, pid 4242): FAIL")) << text;
   EXPECT_TRUE(Contains(text, "command   python train.py")) << text;
@@ -52,6 +54,22 @@ TEST(RenderText, ShowsTheTableViolationsWithContextAndTotals) {
   EXPECT_TRUE(Contains(text, "job total: 2 microbatches, 1 failing")) << text;
 }
 
+TEST(RenderText, IdenticalProblemsCollapseIntoOneFindingWithTheFirstExplanation) {
+  TraceBuilder t(0, 1, "nvtx");
+  for (int i = 0; i < 600; ++i) t.MarkedMicrobatch(i < 4 ? 1 : 4, 3);
+  t.Footer();
+  const v1::AuditReport report = Job({t.Audit()});
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "  microbatches 0-599 (600): 3 backward updates, expected 1\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "  microbatches 4-599 (596): 4 forward updates, expected 1\n"))
+      << text;
+  EXPECT_TRUE(Contains(text, "    (explained for microbatch 0)\n")) << text;
+  EXPECT_TRUE(Contains(text, "  (each microbatch's violations with their events: -v)\n")) << text;
+  EXPECT_EQ(Count(text, "expected 1\n"), 2u) << text;
+  EXPECT_LT(text.size(), 20000u) << text;  // 600 microbatches, two findings
+}
+
 TEST(RenderText, LongTraceShowsFailingRowsAndASummaryInsteadOfEveryRow) {
   TraceBuilder t(0, 1, "nvtx");
   for (int i = 0; i < 500; ++i) t.MarkedMicrobatch(1, i % 50 == 3 ? 2 : 1);
@@ -66,7 +84,16 @@ TEST(RenderText, LongTraceShowsFailingRowsAndASummaryInsteadOfEveryRow) {
                        "500 microbatches, 10 failing: showing the first 5 failing ones; "
                        "--max-rows 0 shows every row"))
       << text;
-  EXPECT_TRUE(Contains(text, "(the first 5 violations are shown; --max-rows 0 shows all)")) << text;
+  // One finding for the ten: the same cause, every microbatch that has it.
+  EXPECT_TRUE(Contains(text,
+                       "\nviolations:\n  microbatches 3, 53, 103, 153, 203, 253, 303, 353, 403, "
+                       "453 (10): 2 backward updates, expected 1\n"))
+      << text;
+  EXPECT_EQ(Count(text, "2 backward updates, expected 1\n"), 1u) << text;
+  options.verbose = true;
+  EXPECT_TRUE(Contains(RenderText(report, options),
+                       "(the first 5 violations are shown; --max-rows 0 shows all)"));
+  options.verbose = false;
   options.max_rows = 0;
   const std::string all = RenderText(report, options);
   EXPECT_EQ(Count(all, "  ok\n"), 490u);
@@ -462,7 +489,9 @@ TEST(Render, TextTheRecorderStoredEscapedIsShownEscapedAndNamedAndEveryFormatSta
         << static_cast<int>(f) << "\n"
         << out;
   }
-  const std::string text = RenderText(report, RenderOptions{});
+  RenderOptions verbose;
+  verbose.verbose = true;  // the escaped kernel name is in a violation's context
+  const std::string text = RenderText(report, verbose);
   EXPECT_TRUE(Contains(text,
                        "escaped   host, command (recorded bytes that are not UTF-8, shown as "
                        "\\xNN)\n"))
@@ -523,7 +552,9 @@ TEST(EventText, LinesOfTheNewEventsSayWhatTheyCarry) {
 
 TEST(Render, EveryFormatSaysWhichProbesRanTheTeVersionAndWhatTheProbesSaw) {
   const v1::AuditReport report = Job({ProbeRank()});
-  const std::string text = RenderText(report, RenderOptions{});
+  RenderOptions verbose;
+  verbose.verbose = true;  // the probes' events in the violations' context
+  const std::string text = RenderText(report, verbose);
   EXPECT_TRUE(Contains(text, "\nprobes    te-call, python-hook (--probe auto)\n")) << text;
   EXPECT_TRUE(Contains(text, "\nTE        2.20.2\n")) << text;
   EXPECT_TRUE(
