@@ -104,6 +104,11 @@ void Group(const ViolationGroup& g, const RenderOptions& options, std::string* o
   for (const v1::Violation* v : g.violations) Context(*v, options, out);
 }
 
+bool SameLines(const google::protobuf::RepeatedPtrField<std::string>& a,
+               const google::protobuf::RepeatedPtrField<std::string>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
 bool Collapsed(const v1::Violation& v) {
   return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
 }
@@ -121,6 +126,12 @@ void Findings(const v1::RankReport& r, const RenderOptions& options, std::string
       text += " [" + ViolationKindName(f.kind()) + "]";
     }
     text += "\n";
+    // A microbatch's explanation covers both directions: findings in a row that share it (its
+    // forward and backward counts) are followed by it once.
+    const bool shared_with_next =
+        i + 1 < limit && r.findings(i + 1).explained_microbatch() == f.explained_microbatch() &&
+        SameLines(r.findings(i + 1).explanations(), f.explanations());
+    if (shared_with_next) continue;
     if (f.explanations_size() > 0 && f.count() > 1) {
       text += "    (explained for microbatch " + std::to_string(f.explained_microbatch()) + ")\n";
     }

@@ -65,6 +65,7 @@ TEST(RenderText, IdenticalProblemsCollapseIntoOneFindingWithTheFirstExplanation)
   EXPECT_TRUE(Contains(text, "  microbatches 4-599 (596): 4 forward updates, expected 1\n"))
       << text;
   EXPECT_TRUE(Contains(text, "    (explained for microbatch 0)\n")) << text;
+  EXPECT_TRUE(Contains(text, "    (explained for microbatch 4)\n")) << text;
   EXPECT_TRUE(Contains(text, "  (each microbatch's violations with their events: -v)\n")) << text;
   EXPECT_EQ(Count(text, "expected 1\n"), 2u) << text;
   EXPECT_LT(text.size(), 20000u) << text;  // 600 microbatches, two findings
