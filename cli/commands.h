@@ -10,5 +10,7 @@ void AddModelCommand(CLI::App& app, int* exit_code);
 void AddRunCommand(CLI::App& app, int* exit_code);
 void AddReportCommand(CLI::App& app, int* exit_code);
 void AddCheckCommand(CLI::App& app, int* exit_code);
+// Reads the other subcommands when it runs: add it last.
+void AddCompletionCommand(CLI::App& app, int* exit_code);
 
 }  // namespace fp8audit::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   fp8audit::cli::AddRunCommand(app, &exit_code);
   fp8audit::cli::AddReportCommand(app, &exit_code);
   fp8audit::cli::AddCheckCommand(app, &exit_code);
+  fp8audit::cli::AddCompletionCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
