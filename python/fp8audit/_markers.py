@@ -126,7 +126,7 @@ class microbatch(contextlib.ContextDecorator):
         return self
 
     def __exit__(self, kind: Optional[Type[BaseException]], value: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> bool:
+                 tb: Optional[TracebackType]) -> None:
         route, self._route = self._route, None
         try:
             if route == "torch" and _torch_nvtx is not None:
@@ -134,8 +134,7 @@ class microbatch(contextlib.ContextDecorator):
             elif route == "library" and _lib is not None:
                 _lib.fp8audit_markers_microbatch_end()
         except Exception:
-            pass
-        return False
+            pass  # an exception of the block goes on (None: not swallowed)
 
 
 def step() -> None:

@@ -123,4 +123,4 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
 
     for cls in classes:
         if not getattr(cls.__dict__.get("__call__"), "__fp8audit_recompute__", False):
-            cls.__call__ = wrap(cls.__call__)
+            setattr(cls, "__call__", wrap(cls.__call__))

@@ -73,11 +73,11 @@ class MegatronRouting(Frames):
 
         FP8CheckpointFunction.__fp8audit__ = True
         self.original = original
-        module.CheckpointFunction = FP8CheckpointFunction
+        setattr(module, "CheckpointFunction", FP8CheckpointFunction)
 
     def remove(self) -> None:
         if self.module is not None and self.original is not None:
-            self.module.CheckpointFunction = self.original
+            setattr(self.module, "CheckpointFunction", self.original)
         self.module = self.original = None
 
     def installed(self) -> bool:

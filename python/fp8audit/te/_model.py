@@ -109,7 +109,7 @@ class Model:
         handle = self._lib.fp8audit_model_new(semantics.encode())
         if not handle:
             raise ValueError(f"unknown semantics {semantics!r}")
-        self._h = ctypes.c_void_p(handle)
+        self._h: Optional[ctypes.c_void_p] = ctypes.c_void_p(handle)
         self._pushed = (ctypes.c_uint32 * 16)()
 
     def __del__(self) -> None:

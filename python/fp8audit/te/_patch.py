@@ -575,7 +575,7 @@ class Controller:
         }
         for raw_new in new.values():
             inner = getattr(raw_new, "__func__", raw_new)
-            inner.__fp8audit__ = True
+            setattr(inner, "__fp8audit__", True)
         del mlp
         return [(_resolve(self.mods, t)[0], _resolve(self.mods, t)[1], new[t])
                 for t in _targets.REPLACED]
