@@ -41,7 +41,7 @@ struct RunArgs {
   std::string on_full = "wait";
   std::string patterns;
   uint32_t max_rows = 50;
-  bool quiet = false;
+  int quiet = 0;  // -q: the summary; -qq: nothing after the command but problem lines
   bool verbose = false;
   ReportFiles files;
   ProgressFlags progress;
@@ -226,9 +226,11 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
   render.verbose = args.verbose;
-  std::cerr << "\n"
-            << (args.quiet ? reports::RenderSummary(result.report, kQuietViolations)
-                           : reports::RenderText(result.report, render));
+  if (args.quiet < 2) {
+    std::cerr << "\n"
+              << (args.quiet == 1 ? reports::RenderSummary(result.report, kQuietViolations)
+                                  : reports::RenderText(result.report, render));
+  }
   PrintProblems("run", result);
   std::vector<std::string> unwritten;
   const bool written = WriteReportFiles(result.report, args.files, &unwritten);
@@ -243,8 +245,10 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
           "version): nothing was patched");
     }
   }
-  Say("full report: fp8audit report " + out.string() +
-      " (holds the traces of every run that wrote there)");
+  if (args.quiet < 2) {
+    Say("full report: fp8audit report " + out.string() +
+        " (holds the traces of every run that wrote there)");
+  }
   if (command_code != 0) {
     Say(ended + ": returning its exit code");
     return command_code;
@@ -307,7 +311,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       ->type_name("N");
   sub->add_flag("--quiet,-q", args->quiet,
                 "print a summary instead of the report: the failing traces, their first "
-                "violations, the verdict line and the next step (`fp8audit report DIR` shows all)");
+                "violations, the verdict line and the next step (`fp8audit report DIR` shows "
+                "all); twice (-qq): nothing after the command but problems (exit status only)");
   sub->add_flag("-v,--verbose", args->verbose,
                 "every violation of each microbatch with its events, instead of identical "
                 "problems collapsed into one line per cause");

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,8 +46,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "not make 1 forward / 1 backward FP8 state update (or what its "
                          "fp8audit marker declares)")
     group.addoption("--fp8audit-out", metavar="DIR", default=None,
-                    help="directory for the traces (default: a new temporary directory, named "
-                         "at the end of the session)")
+                    help="directory for the traces, kept (default: a temporary directory, "
+                         "removed at the end of the session unless --fp8audit-keep)")
+    group.addoption("--fp8audit-keep", action="store_true", default=False,
+                    help="keep the temporary trace directory and name it at the end")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -54,6 +57,16 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", f"{MARKER}(forward=1, backward=1): FP8 state updates each microbatch of this "
                    "test must make under --fp8audit; the test must record a microbatch")
     if config.getoption("fp8audit"):
+        if not _agent.loaded():
+            # Loaded by a conftest (a checkout's examples/), after the initial-conftest hook
+            # that re-runs the session: re-run from here.
+            try:
+                _rerun_under_agent(config, config.getoption("fp8audit_out"),
+                                   bool(config.getoption("fp8audit_keep")))
+            except SystemExit as done:  # pytest's main loop would take it for an error here
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(int(done.code or 0))
         config.pluginmanager.register(_Judge(config), "fp8audit-judge")
 
 
@@ -62,11 +75,12 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
                                   args: List[str]) -> Generator[None, None, None]:
     options = early_config.known_args_namespace
     if getattr(options, "fp8audit", False) and not _agent.loaded():
-        _rerun_under_agent(early_config, getattr(options, "fp8audit_out", None))
+        _rerun_under_agent(early_config, getattr(options, "fp8audit_out", None),
+                           bool(getattr(options, "fp8audit_keep", False)))
     yield
 
 
-def _rerun_under_agent(config: pytest.Config, out: Optional[str]) -> None:
+def _rerun_under_agent(config: pytest.Config, out: Optional[str], keep: bool) -> None:
     if os.environ.get(STATUS_ENV):
         raise pytest.UsageError("--fp8audit: the session that `fp8audit run` started has no "
                                 "agent (FP8AUDIT_DISABLE=1? its line on stderr says why)")
@@ -74,10 +88,13 @@ def _rerun_under_agent(config: pytest.Config, out: Optional[str]) -> None:
     if binary is None:
         raise pytest.UsageError("--fp8audit: the fp8audit executable was not found (looked at "
                                 f"{_paths.looked_at('bin', 'fp8audit', 'FP8AUDIT_BIN')})")
+    temporary = out is None
     out = out or tempfile.mkdtemp(prefix="fp8audit-pytest-")
     fd, status_file = tempfile.mkstemp(prefix="fp8audit-pytest-status-")
     os.close(fd)
-    command = [str(binary), "run", "--out", out, "--", sys.executable, "-m", "pytest",
+    # -qq: the tests' failures are in pytest's own report; run says nothing after the session
+    # but problems (a trace it cannot read, a command that could not start).
+    command = [str(binary), "run", "-qq", "--out", out, "--", sys.executable, "-m", "pytest",
                *config.invocation_params.args]
     env = dict(os.environ, **{STATUS_ENV: status_file})
     child = subprocess.Popen(command, env=env, cwd=str(config.invocation_params.dir))
@@ -96,7 +113,10 @@ def _rerun_under_agent(config: pytest.Config, out: Optional[str]) -> None:
         pass  # the session ended before pytest did (killed): run's status stands
     finally:
         os.unlink(status_file)
-    print(f"fp8audit: traces in {out}", file=sys.stderr, flush=True)
+    if temporary and not keep:
+        shutil.rmtree(out, ignore_errors=True)
+    else:
+        print(f"fp8audit: traces in {out}", file=sys.stderr, flush=True)
     raise SystemExit(code)
 
 

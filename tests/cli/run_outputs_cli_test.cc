@@ -32,6 +32,12 @@ TEST_F(RunOutputsCli, QuietPrintsTheSummaryAndTheNextStepNotTheTables) {
   EXPECT_FALSE(Contains(r.err, "\nviolations:\n")) << Describe(r);
 }
 
+TEST_F(RunOutputsCli, QuietTwicePrintsNothingAfterTheCommandAndKeepsTheExitStatus) {
+  const Result r = Run({"-qq", "--", "sh", "-c", "echo from-the-command >&2"}, "1/1,29/196");
+  EXPECT_EQ(r.code, 3) << Describe(r);
+  EXPECT_EQ(r.err, "from-the-command\n") << Describe(r);
+}
+
 TEST_F(RunOutputsCli, ReportFilesAreWrittenInTheirFormatsWithEveryRow) {
   const Result r = Run({"--max-rows", "1", "--junit", Path("r.xml"), "--html", Path("r.html"),
                         "--json", Path("r.json"), "--markdown", Path("r.md"), "--", "true"},

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, Tuple
 
-from pkgutil_fp8audit import BIN, env, needs_agent
+from pkgutil_fp8audit import BIN, ROOT, env, needs_agent, needs_ops
 
 SUITE = textwrap.dedent("""
     import pytest, fp8audit
@@ -93,6 +93,34 @@ def test_fp8audit_fails_exactly_the_tests_whose_microbatches_miss_their_expectat
     assert "its own failure" in own and "fp8audit:" not in own, own
     assert f"fp8audit: traces in {tmp_path / 't'}" in result.stderr
     assert list((tmp_path / "t").glob("*.fp8trace")), "the session's trace is kept"
+
+
+def test_the_session_report_is_not_repeated_and_temporary_traces_are_removed(tmp_path):
+    needs_agent()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result, outcomes = run_suite(tmp_path, "--fp8audit", TMPDIR=str(scratch))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "test_two_forward_updates_in_the_second" in outcomes
+    assert "fp8audit report:" not in result.stderr + result.stdout  # pytest's report only
+    assert "job total:" not in result.stderr + result.stdout
+    assert "traces in" not in result.stderr
+    assert list(scratch.glob("fp8audit-pytest-*")) == [], "the temporary traces are removed"
+    result, _ = run_suite(tmp_path, "--fp8audit", "--fp8audit-keep", TMPDIR=str(scratch))
+    kept = list(scratch.glob("fp8audit-pytest-*"))
+    assert len(kept) == 1 and list(kept[0].glob("*.fp8trace")), result.stderr
+    assert f"fp8audit: traces in {kept[0]}" in result.stderr
+
+
+def test_in_a_checkout_pytest_fp8audit_examples_works_without_p():
+    needs_agent()
+    needs_ops()
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                             "--fp8audit", "examples"], cwd=ROOT,
+                            env=env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "2 passed" in result.stdout, result.stdout
 
 
 def test_without_the_flag_the_plugin_judges_nothing(tmp_path):
