@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "reports/event_text.h"
+#include "state/semantics.h"
 
 namespace fp8audit::reports {
 
@@ -198,7 +199,7 @@ std::string SemanticsText(const v1::Recording& rec) {
   if (rec.semantics().empty()) {
     if (rec.te_version().empty()) return {};
     return "none: no semantics models TE " + te +
-           " (--semantics chooses one: fixed, te-2.20, te-172bd93)";
+           " (--semantics chooses one: " + std::string(state::kSemanticsNames) + ")";
   }
   if (rec.semantics_from() == "flag") return name + " (--semantics)";
   if (rec.semantics_from() == "patch") {

@@ -22,8 +22,8 @@ typedef struct fp8audit_model fp8audit_model;
 
 int fp8audit_model_abi(void); /* FP8AUDIT_MODEL_ABI of the library */
 
-/* A model under the named semantics ("fixed", "te-2.20", "te-172bd93", "te-legacy"); NULL for an
- * unknown name. Events are not recorded (bounded memory). */
+/* A model under the named semantics ("fixed", "te-2.20", "te-172bd93" or its aliases "te-2.19"
+ * and "te-legacy"); NULL for an unknown name. Events are not recorded (bounded memory). */
 fp8audit_model* fp8audit_model_new(const char* semantics);
 void fp8audit_model_free(fp8audit_model* m);
 

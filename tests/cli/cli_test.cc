@@ -344,15 +344,15 @@ TEST_F(ReportCli, ATeProbeTraceSaysItsProbesTeVersionAndTheSemanticsChosen) {
   EXPECT_TRUE(Contains(r.out, "\nsemantics te-2.20 (chosen from TE 2.20.2; --semantics chooses "))
       << Describe(r);
   EXPECT_TRUE(Contains(r.out, "model semantics te-2.20 (from TE 2.20.2): ")) << Describe(r);
-  for (const std::string given : {"te-172bd93", "te-legacy"}) {
+  for (const std::string given : {"te-172bd93", "te-legacy", "te-2.19"}) {
     r = Fp8audit({"report", path, "--semantics", given});
     EXPECT_EQ(r.code, 3) << Describe(r);
     EXPECT_TRUE(Contains(r.out, "\nsemantics te-172bd93 (--semantics)\n")) << Describe(r);
     EXPECT_TRUE(Contains(r.out, "model semantics te-172bd93 (--semantics): ")) << Describe(r);
   }
-  r = Fp8audit({"report", path, "--semantics", "te-2.19"});
+  r = Fp8audit({"report", path, "--semantics", "te-2.17"});
   EXPECT_EQ(r.code, 2) << Describe(r);
-  EXPECT_TRUE(Contains(r.err, "unknown semantics 'te-2.19' (known: fixed, te-2.20, te-172bd93"))
+  EXPECT_TRUE(Contains(r.err, "unknown semantics 'te-2.17' (known: fixed, te-2.20, te-172bd93"))
       << Describe(r);
   r = Fp8audit({"report", path, "--format", "json"});
   EXPECT_EQ(r.code, 3) << Describe(r);

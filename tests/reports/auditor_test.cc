@@ -787,10 +787,16 @@ TEST(AuditorProbes, SemanticsComeFromTheTeVersionThePatchOrTheUser) {
   EXPECT_TRUE(Contains(AllExplanations(r.microbatches(0)), "model semantics fixed"))
       << AllExplanations(r.microbatches(0));
 
+  TraceBuilder te219;  // 2.19's semantics are 172bd93's (state/SEMANTICS.md)
+  te219.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.19.1");
+  r = audit(te219, "");
+  EXPECT_EQ(r.recording().semantics(), "te-172bd93");
+  EXPECT_EQ(r.recording().semantics_from(), "te_version");
+
   TraceBuilder unknown;
-  unknown.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.19.1");
+  unknown.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.17.1");
   r = audit(unknown, "");
-  EXPECT_EQ(r.recording().te_version(), "2.19.1");
+  EXPECT_EQ(r.recording().te_version(), "2.17.1");
   EXPECT_EQ(r.recording().semantics(), "");
   EXPECT_FALSE(Contains(AllExplanations(r.microbatches(0)), "model semantics"));
 }

@@ -455,12 +455,13 @@ TEST_P(BothSemantics, ModulesAddedLaterAreTrackedLikeTheFirstOnes) {
 }  // namespace
 // ---- Semantics names -------------------------------------------------------------------------
 
-TEST(SemanticsNames, EveryNameParsesAndTeLegacyIsAnAliasOfTheCommit) {
+TEST(SemanticsNames, EveryNameParsesAndTeLegacyAndTe219AreAliasesOfTheCommit) {
   EXPECT_EQ(ParseSemantics("fixed"), Semantics::kFixed);
   EXPECT_EQ(ParseSemantics("te-2.20"), Semantics::kTe220);
   EXPECT_EQ(ParseSemantics("te-172bd93"), Semantics::kTeLegacy);
   EXPECT_EQ(ParseSemantics("te-legacy"), Semantics::kTeLegacy);
-  EXPECT_FALSE(ParseSemantics("te-2.19"));
+  EXPECT_EQ(ParseSemantics("te-2.19"), Semantics::kTeLegacy);
+  EXPECT_FALSE(ParseSemantics("te-2.17"));
   for (Semantics s : {Semantics::kFixed, Semantics::kTeLegacy, Semantics::kTe220}) {
     EXPECT_EQ(ParseSemantics(SemanticsName(s)), s);
   }
@@ -469,6 +470,11 @@ TEST(SemanticsNames, EveryNameParsesAndTeLegacyIsAnAliasOfTheCommit) {
 TEST(SemanticsNames, TeVersionsMapToTheirRelease) {
   EXPECT_EQ(SemanticsForTeVersion("2.20.2"), Semantics::kTe220);
   EXPECT_EQ(SemanticsForTeVersion("2.20.0.dev0+abc"), Semantics::kTe220);
+  // 2.19.0 is 172bd93 where it matters (state/SEMANTICS.md): no 2.20 checkpoint changes.
+  EXPECT_EQ(SemanticsForTeVersion("2.19.0"), Semantics::kTeLegacy);
+  EXPECT_EQ(ParseSemantics("te-2.19"), Semantics::kTeLegacy);
+  EXPECT_FALSE(SemanticsForTeVersion("2.1.9"));
+  EXPECT_FALSE(SemanticsForTeVersion("2.17.1"));
   EXPECT_FALSE(SemanticsForTeVersion("2.2.0"));
   EXPECT_FALSE(SemanticsForTeVersion("2.21.0"));
   EXPECT_FALSE(SemanticsForTeVersion(""));
