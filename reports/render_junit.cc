@@ -1,7 +1,9 @@
-// JUnit XML for CI servers: one testsuite; one testcase per trace, named by its rank alone (stable
-// from run to run: no pid, no path), timed by the trace's duration. A failing trace's failure
-// lists its failing microbatches, capped; an incomplete trace is an error; when nothing was
-// audited the traces are skipped. One more testcase, "job", holds what the ranks say together.
+// JUnit XML for CI servers: one testsuite; one testcase per trace, named by its rank alone, or
+// for a trace of no rank by its command's program and first argument (stable from run to run: no
+// pid, no path), timed by the trace's duration. A failing trace's failure lists its findings (each
+// problem once, with its microbatches), or for a report without them its failing microbatches,
+// capped, and says where it was cut; an incomplete trace is an error; when nothing was audited the
+// traces are skipped. One more testcase, "job", holds what the ranks say together.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "reports/event_text.h"
+#include "reports/findings.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
 
@@ -54,6 +57,20 @@ std::string RowLine(const v1::MicrobatchResult& row) {
          ExpectedText(row);
 }
 
+// "rank 3"; a trace of no rank by its command: "python3 train.py" (program and first argument,
+// their directories left out), else "no rank".
+std::string TestcaseName(const v1::RankReport& r) {
+  const v1::TraceHeader& h = r.header();
+  if (r.rank() >= 0 || h.command_size() == 0) return RankName(r.rank());
+  auto base = [](const std::string& arg) {
+    const size_t slash = arg.rfind('/');
+    return slash == std::string::npos ? arg : arg.substr(slash + 1);
+  };
+  std::string name = base(h.command(0));
+  if (h.command_size() > 1) name += " " + base(h.command(1));
+  return Printable(name, 120);
+}
+
 struct Counts {
   uint64_t tests = 0;
   uint64_t failures = 0;
@@ -78,26 +95,55 @@ std::string Element(const std::string& tag, const std::string& type, const std::
          Xml(Printable(message, kMessageBytes)) + "\">" + Xml(body) + "</" + tag + ">\n";
 }
 
-// The trace's testcase body: its failing microbatches (the first `listed`), then its other
-// violations.
+// The first kExplanations lines, and how many were left out.
+void Explanations(const google::protobuf::RepeatedPtrField<std::string>& lines, std::string* body) {
+  const int n = std::min(lines.size(), kExplanations);
+  for (int i = 0; i < n; ++i) *body += "\n  " + Printable(lines.Get(i), kLineBytes);
+  if (lines.size() > n) {
+    *body += "\n  ... " + std::to_string(lines.size() - n) +
+             " more lines of explanation (fp8audit report shows them all)";
+  }
+}
+
+// The trace's testcase body: its findings (or, in a report without them, its failing
+// microbatches, the first `listed`), then its other violations.
 std::string TraceBody(const v1::RankReport& r, uint64_t listed) {
   std::string body;
-  uint64_t shown = 0;
-  for (const v1::MicrobatchResult& row : r.microbatches()) {
-    if (row.verdict() != v1::FAIL) continue;
-    if (listed != 0 && shown >= listed) break;
-    ++shown;
-    body += "\n" + RowLine(row);
-    const int n = std::min(row.explanations_size(), kExplanations);
-    for (int i = 0; i < n; ++i) body += "\n  " + Printable(row.explanations(i), kLineBytes);
-    for (const std::string& note : row.probe_notes()) {
-      body += "\n  " + Printable(note, kLineBytes);
+  if (r.findings_size() > 0) {
+    int shown = 0;
+    for (const v1::Finding& f : r.findings()) {
+      if (shown++ == kMaxLines) {
+        body += "\n... and " + std::to_string(r.findings_size() - kMaxLines) +
+                " more findings (fp8audit report --format json lists them all)";
+        break;
+      }
+      body += "\n" + FindingWhere(f) + ": " + Printable(f.cause(), kLineBytes);
+      Explanations(f.explanations(), &body);
     }
-  }
-  const uint64_t failing = r.totals().failing_microbatches();
-  if (failing > shown) {
-    body += "\n... and " + std::to_string(failing - shown) +
-            " more failing microbatches (fp8audit report --format json lists them all)";
+    int notes = 0;  // where the probes saw different counts, per microbatch
+    for (const v1::MicrobatchResult& row : r.microbatches()) {
+      for (const std::string& note : row.probe_notes()) {
+        if (notes++ == kMaxLines) break;
+        body += "\nmicrobatch " + std::to_string(row.index()) + ": " + Printable(note, kLineBytes);
+      }
+    }
+  } else {
+    uint64_t shown = 0;
+    for (const v1::MicrobatchResult& row : r.microbatches()) {
+      if (row.verdict() != v1::FAIL) continue;
+      if (listed != 0 && shown >= listed) break;
+      ++shown;
+      body += "\n" + RowLine(row);
+      Explanations(row.explanations(), &body);
+      for (const std::string& note : row.probe_notes()) {
+        body += "\n  " + Printable(note, kLineBytes);
+      }
+    }
+    const uint64_t failing = r.totals().failing_microbatches();
+    if (failing > shown) {
+      body += "\n... and " + std::to_string(failing - shown) +
+              " more failing microbatches (fp8audit report --format json lists them all)";
+    }
   }
   int others = 0;
   for (const v1::Violation& v : r.violations()) {
@@ -228,7 +274,7 @@ std::string RenderJunit(const v1::AuditReport& report, const RenderOptions& opti
   std::map<std::string, int> seen;  // testcase names given so far
   uint64_t longest = 0;
   for (const v1::RankReport& r : report.ranks()) {
-    std::string name = RankName(r.rank());
+    std::string name = TestcaseName(r);
     if (r.header().parent_pid() != 0) name += " forked child";
     const int k = ++seen[name];
     if (k > 1) name += " #" + std::to_string(k);

@@ -28,7 +28,7 @@ TEST_F(UsageCli, AMistypedCommandIsNamedWithTheNearestOneAndAHint) {
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_EQ(r.err,
             "fp8audit: unknown command 'rpeort' (did you mean 'report'?); the commands are model, "
-            "run, report, check\nRun 'fp8audit --help' for usage.\n")
+            "run, report, check, completion\nRun 'fp8audit --help' for usage.\n")
       << Describe(r);
 }
 

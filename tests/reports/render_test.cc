@@ -229,7 +229,7 @@ TEST(RenderJunit, OneTestcasePerTraceWithStableNamesAndATime) {
             Attributes(xml, "name"));
 }
 
-TEST(RenderJunit, FailingMicrobatchesAreListedUpToACap) {
+TEST(RenderJunit, TheSameProblemInEveryMicrobatchIsOneFindingAndTheJunitStaysSmall) {
   // 100,000 microbatches, every one with an extra forward update: the JUnit stays under 1 MB.
   Auditor auditor(AuditorOptions{});
   TraceBuilder head(0, 1, "nvtx");
@@ -264,11 +264,25 @@ TEST(RenderJunit, FailingMicrobatchesAreListedUpToACap) {
                        "message=\"100000 of 100000 microbatches failing: microbatch 0 (step 0): "
                        "2 forward and 1 backward updates, expected 1/1"))
       << xml.substr(0, 4096);
-  EXPECT_EQ(Count(xml, "\nmicrobatch "), 100u) << xml.substr(0, 4096);
+  EXPECT_TRUE(Contains(xml, "\nmicrobatches 0-99999 (100000): 2 forward updates, expected 1\n"))
+      << xml.substr(0, 4096);
+  EXPECT_EQ(Count(xml, "\nmicrobatch "), 0u) << xml.substr(0, 4096);  // no row listed one by one
+}
+
+TEST(RenderJunit, AReportWithoutFindingsListsFailingMicrobatchesAndSaysWhereItWasCut) {
+  v1::AuditReport report = Job({FailingRank()});
+  v1::RankReport& rank = *report.mutable_ranks(0);
+  rank.clear_findings();  // a report from before findings
+  v1::MicrobatchResult& row = *rank.mutable_microbatches(1);
+  while (row.explanations_size() < 5) row.add_explanations("another line");
+  const std::string xml = RenderJunit(report);
   EXPECT_TRUE(Contains(xml,
-                       "... and 99900 more failing microbatches (fp8audit report --format "
-                       "json lists them all)"))
-      << xml.substr(xml.size() - 4096);
+                       "\nmicrobatch 1 (step 0): 1 forward and 2 backward updates, expected "
+                       "1/1\n"))
+      << xml;
+  EXPECT_TRUE(Contains(xml, "\n  ... " + std::to_string(row.explanations_size() - 3) +
+                                " more lines of explanation (fp8audit report shows them all)"))
+      << xml;
 }
 
 TEST(RenderJunit, IncompleteTraceIsAnError) {
@@ -350,9 +364,9 @@ TEST(RenderJunit, TracesOfOneRankGetDistinctStableNames) {
   const std::string xml =
       RenderJunit(Job({PassingRank(0, 1), child.Audit(), solo.Audit(), solo2.Audit()}));
   const std::vector<std::string> names = Attributes(xml, "name");
-  EXPECT_EQ(
-      std::vector<std::string>(names.begin() + 5, names.end()),
-      (std::vector<std::string>{"no rank", "no rank #2", "rank 0", "rank 0 forked child", "job"}))
+  EXPECT_EQ(std::vector<std::string>(names.begin() + 5, names.end()),
+            (std::vector<std::string>{"python train.py", "python train.py #2", "rank 0",
+                                      "rank 0 forked child", "job"}))
       << xml;
 }
 
@@ -625,7 +639,8 @@ TEST(Render, EveryFormatSaysWhichProbesRanTheTeVersionAndWhatTheProbesSaw) {
   EXPECT_TRUE(Contains(junit, "Transformer Engine: 2.20.2\n")) << junit;
   EXPECT_TRUE(Contains(junit, "model semantics: te-2.20 (chosen from TE 2.20.2; ")) << junit;
   EXPECT_TRUE(Contains(junit, "kernel launches not counted (CUPTI not used)")) << junit;
-  EXPECT_TRUE(Contains(junit, "  probes disagree on backward updates: te-call 2, python-hook 1"))
+  EXPECT_TRUE(Contains(
+      junit, "\nmicrobatch 1: probes disagree on backward updates: te-call 2, python-hook 1"))
       << junit;
 }
 
