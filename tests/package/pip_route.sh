@@ -166,7 +166,8 @@ need = ["fp8audit/bin/fp8audit"] + [f"fp8audit/lib/{l}.so" for l in ("libfp8audi
         "fp8audit/pytest_plugin.py", "fp8audit/_build.py"]
 missing = [f for f in need if f not in files]
 eps = {(e.group, e.name) for e in md.distribution("fp8audit").entry_points}
-missing += [f"entry point {e}" for e in [("console_scripts", "fp8audit"), ("pytest11", "fp8audit")]
+missing += [f"entry point {e}" for e in [("console_scripts", "fp8audit"),
+                                         ("pytest11", "fp8audit.pytest_plugin")]
             if e not in eps]
 assert not missing, missing'
 
