@@ -1,10 +1,12 @@
 """`pytest --fp8audit`: runs the session under fp8audit's agent and fails each test whose logical
 microbatches do not make one forward and one backward FP8 state update, or what its marker
 declares: `@pytest.mark.fp8audit(forward=F, backward=B)`. Registered as the pytest11 entry point
-`fp8audit` by a pip install; in a checkout, `-p fp8audit.pytest_plugin`.
+`fp8audit.pytest_plugin` by a pip install; in a checkout, by a conftest's `pytest_plugins` (as
+examples/conftest.py does) or `-p fp8audit.pytest_plugin`.
 
-Not under the agent yet, the session is run again as `fp8audit run --out DIR -- python -m pytest
-ARGS...` (before any output is captured); this process then exits with that session's status.
+Not under the agent yet, the session is run again as `fp8audit run -qq --out DIR -- python -m
+pytest ARGS...` (before any output is captured); this process then exits with that session's
+status, and a temporary DIR is removed unless --fp8audit-keep.
 In the session under the agent, right after each test's call phase the agent writes what it has
 recorded (fp8audit_flush(): synchronous, no waiting on time) and `fp8audit report --format json`
 on this process's trace gives the microbatches recorded since the test's setup ended: those are
