@@ -252,13 +252,13 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
   std::string out;
   uint32_t shown = 0;
   uint64_t hidden = 0;
-  auto show = [&](const v1::Violation& v, const std::string& where) {
+  auto show = [&](const std::string& line) {
     if (max_violations != 0 && shown >= max_violations) {
       ++hidden;
       return;
     }
     ++shown;
-    out += "  " + where + Printable(v.message(), 4096) + "\n";
+    out += "  " + line + "\n";
   };
   for (const v1::RankReport& r : report.ranks()) {
     if (r.verdict() != v1::FAIL) continue;
@@ -266,18 +266,13 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
            std::to_string(r.totals().microbatches()) + " microbatches failing (" +
            Printable(r.path(), 4096) + ")\n";
     for (const v1::Finding& f : r.findings()) {
-      if (max_violations != 0 && shown >= max_violations) {
-        ++hidden;
-        continue;
-      }
-      ++shown;
-      out += "  " + FindingWhere(f) + ": " + Printable(f.cause(), 4096) + "\n";
+      show(FindingWhere(f) + ": " + Printable(f.cause(), 4096));
     }
     for (const v1::Violation& v : r.violations()) {
-      if (r.findings_size() == 0 || !Collapsed(v)) show(v, "");
+      if (r.findings_size() == 0 || !Collapsed(v)) show(Printable(v.message(), 4096));
     }
   }
-  for (const v1::Violation& v : report.violations()) show(v, "job: ");
+  for (const v1::Violation& v : report.violations()) show("job: " + Printable(v.message(), 4096));
   if (hidden > 0) out += "  ... and " + std::to_string(hidden) + " more\n";
   out += OutcomeWord(report) + ": " + traces + TotalsLine(t) + "\n";
   if (!report.next_step().empty()) out += report.next_step() + "\n";

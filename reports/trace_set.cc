@@ -71,20 +71,15 @@ void NotJudged(v1::RankReport* r) {
   r->clear_verdict();
   r->mutable_totals()->clear_failing_microbatches();
   for (v1::MicrobatchResult& row : *r->mutable_microbatches()) row.clear_verdict();
+  // Violations and findings of the counts go; the others stand.
+  auto counted = [](const auto& v) {
+    return v.kind() == v1::Violation::FORWARD_COUNT || v.kind() == v1::Violation::BACKWARD_COUNT;
+  };
   auto* violations = r->mutable_violations();
-  violations->erase(std::remove_if(violations->begin(), violations->end(),
-                                   [](const v1::Violation& v) {
-                                     return v.kind() == v1::Violation::FORWARD_COUNT ||
-                                            v.kind() == v1::Violation::BACKWARD_COUNT;
-                                   }),
+  violations->erase(std::remove_if(violations->begin(), violations->end(), counted),
                     violations->end());
   auto* findings = r->mutable_findings();
-  findings->erase(std::remove_if(findings->begin(), findings->end(),
-                                 [](const v1::Finding& f) {
-                                   return f.kind() == v1::Violation::FORWARD_COUNT ||
-                                          f.kind() == v1::Violation::BACKWARD_COUNT;
-                                 }),
-                  findings->end());
+  findings->erase(std::remove_if(findings->begin(), findings->end(), counted), findings->end());
 }
 
 // The job-level audit of traces already read: ranks, totals, outcome. `problems`: the lines of

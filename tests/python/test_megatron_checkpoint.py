@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from checkpoint_training import train_blocks
 
 STANDIN_MEGATRON = Path(__file__).resolve().parent / "standin_megatron"
 
@@ -29,37 +30,10 @@ def megatron(monkeypatch):
     forget()
 
 
-def _train(random, use_checkpoint: bool, microbatches: int = 3):
-    """TE's autocast around the forward only, backward outside it; each of two blocks under
-    Megatron's checkpoint. Returns per-call FP8 flags, counts, gradients, stash entries held."""
-    import transformer_engine.pytorch as te
-    from te_driver import Counter
-    from transformer_engine.common import recipe
-    from transformer_engine.pytorch.quantization import FP8GlobalStateManager as manager
-
-    torch.manual_seed(0)
-    blocks = torch.nn.ModuleList(
-        [torch.nn.Sequential(te.Linear(16, 16), torch.nn.ReLU(), te.Linear(16, 16))
-         for _ in range(2)])
-    flags = []
-    for m in blocks.modules():
-        if isinstance(m, te.Linear):
-            m.register_forward_pre_hook(lambda mod, inp: flags.append(manager.is_fp8_enabled()))
-    counter = Counter(manager)
-    counts, gen = [], torch.Generator().manual_seed(1)
-    try:
-        for _ in range(microbatches):
-            x = torch.randn(8, 16, generator=gen, requires_grad=True)
-            with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
-                for block in blocks:
-                    x = random.checkpoint(block, False, x) if use_checkpoint else block(x)
-            x.float().pow(2).mean().backward()
-            counts.append(counter.take())
-    finally:
-        counter.remove()
-    grads = [p.grad.clone() for p in blocks.parameters()]
-    held = sum(len(q) for q in manager.quantization_state.fp8_tensors_recompute_buffer)
-    return flags, counts, grads, held
+def _train(random, use_checkpoint: bool):
+    """Each block under Megatron's checkpoint (`random`: its random.py), or not."""
+    return train_blocks((lambda block, x: random.checkpoint(block, False, x))
+                        if use_checkpoint else None)
 
 
 def test_unpatched_megatron_checkpoint_recomputes_te_modules_without_fp8(megatron):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from checkpoint_training import train_blocks
 from torch.utils.checkpoint import checkpoint  # imported early, as transformers does
 
 
@@ -19,43 +20,10 @@ def _te():
     return te, recipe, FP8GlobalStateManager
 
 
-class Block(torch.nn.Module):
-    def __init__(self, te) -> None:
-        super().__init__()
-        self.fc1, self.fc2 = te.Linear(16, 16), te.Linear(16, 16)
-
-    def forward(self, x):
-        return self.fc2(torch.relu(self.fc1(x)))
-
-
-def _train(use_checkpoint, reentrant: bool, microbatches: int = 3):
-    """Accelerate's shape: TE's autocast around the model's forward, backward outside it; each
-    block under torch's checkpoint. Returns per-call FP8 flags, counts and gradients."""
-    from te_driver import Counter
-
-    te, recipe_mod, manager = _te()
-    torch.manual_seed(0)
-    blocks = torch.nn.ModuleList([Block(te) for _ in range(2)])
-    flags = []
-    for m in blocks.modules():
-        if isinstance(m, te.Linear):
-            m.register_forward_pre_hook(lambda mod, inp: flags.append(manager.is_fp8_enabled()))
-    counter = Counter(manager)
-    counts, gen = [], torch.Generator().manual_seed(1)
-    try:
-        for _ in range(microbatches):
-            x = torch.randn(8, 16, generator=gen, requires_grad=True)
-            with te.autocast(enabled=True, recipe=recipe_mod.DelayedScaling()):
-                for block in blocks:
-                    x = (checkpoint(block, x, use_reentrant=reentrant) if use_checkpoint
-                         else block(x))
-            x.float().pow(2).mean().backward()
-            counts.append(counter.take())
-    finally:
-        counter.remove()
-    grads = [p.grad.clone() for p in blocks.parameters()]
-    held = sum(len(q) for q in manager.quantization_state.fp8_tensors_recompute_buffer)
-    return flags, counts, grads, held
+def _train(use_checkpoint: bool, reentrant: bool):
+    """Each block under torch's checkpoint (imported early, as transformers does), or not."""
+    return train_blocks((lambda block, x: checkpoint(block, x, use_reentrant=reentrant))
+                        if use_checkpoint else None)
 
 
 @pytest.mark.parametrize("reentrant", [True, False])
