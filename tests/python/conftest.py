@@ -14,12 +14,10 @@ sys.path[:0] = [str(ROOT / "python"), str(STANDIN), str(ROOT / "tests" / "live_t
 
 torch = pytest.importorskip("torch")
 
-from fp8audit.te import _fingerprint, _targets  # noqa: E402
+from fp8audit.te import releases  # noqa: E402
 
 STANDIN_VERSION = "2.20.2+standin"
-_targets.VERIFIED[STANDIN_VERSION] = {
-    k: v for k, v in _fingerprint.of_source_tree(
-        STANDIN / "transformer_engine" / "pytorch", _targets.TARGETS).items() if v is not None}
+releases.register_source_tree(STANDIN_VERSION, STANDIN / "transformer_engine" / "pytorch")
 
 
 def reset_te() -> None:

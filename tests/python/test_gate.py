@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import fp8audit.te
-from fp8audit.te import _fingerprint, _targets
+from fp8audit.te import _fingerprint, _targets, releases
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL_TE = ROOT / ".te" / "src" / "transformer_engine" / "pytorch"
@@ -24,14 +24,14 @@ def test_the_table_matches_te_2_20_2s_source():
     if not REAL_TE.is_dir():
         pytest.skip("TE 2.20.2's source is not unpacked under .te/src (tests/live_te/fetch_te.sh)")
     found = _fingerprint.of_source_tree(REAL_TE, _targets.TARGETS)
-    assert found == _targets.VERIFIED["2.20.2"]
+    assert found == releases.get("2.20.2").fingerprints
 
 
 def test_live_objects_fingerprint_like_their_source_files():
     from conftest import STANDIN_VERSION
 
     for target, raw in te_functions().items():
-        assert _fingerprint.of_object(raw) == _targets.VERIFIED[STANDIN_VERSION][target], target
+        assert _fingerprint.of_object(raw) == releases.get(STANDIN_VERSION).fingerprints[target], target
 
 
 def test_fingerprints_ignore_docstrings_and_comments_but_not_code():
@@ -79,7 +79,7 @@ def test_patched_leaves_a_patch_it_did_not_apply_in_place():
 def test_patched_refuses_as_patch_does_and_changes_nothing(monkeypatch):
     import transformer_engine
 
-    monkeypatch.setattr(transformer_engine, "__version__", "2.19.0")
+    monkeypatch.setattr(transformer_engine, "__version__", "2.17.1")
     before = te_functions()
     with pytest.raises(fp8audit.te.PatchRefused):
         with fp8audit.te.patched():
@@ -90,11 +90,11 @@ def test_patched_refuses_as_patch_does_and_changes_nothing(monkeypatch):
 def test_unknown_version_is_refused_and_nothing_changes(monkeypatch):
     import transformer_engine
 
-    monkeypatch.setattr(transformer_engine, "__version__", "2.19.0")
+    monkeypatch.setattr(transformer_engine, "__version__", "2.17.1")
     before = te_functions()
     with pytest.raises(fp8audit.te.PatchRefused) as e:
         fp8audit.te.patch()
-    assert "2.19.0 is not a release fp8audit.te was verified on" in str(e.value)
+    assert "2.17.1 is not a release fp8audit.te was verified on (verified: 2.19.0, 2.20.2" in str(e.value)
     assert "\n" not in str(e.value)
     assert te_functions() == before and not fp8audit.te.is_patched()
 

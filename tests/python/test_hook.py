@@ -52,11 +52,9 @@ CHAINED = textwrap.dedent(f"""
     os.environ["CHAINED_SITECUSTOMIZE"] = "ran"
     if os.environ.get("REGISTER_STANDIN"):
         from pathlib import Path
-        from fp8audit.te import _fingerprint, _targets
-        _targets.VERIFIED["2.20.2+standin"] = {{
-            k: v for k, v in _fingerprint.of_source_tree(
-                Path({str(STANDIN / "transformer_engine" / "pytorch")!r}),
-                _targets.TARGETS).items() if v is not None}}
+        from fp8audit.te import releases
+        releases.register_source_tree(
+            "2.20.2+standin", Path({str(STANDIN / "transformer_engine" / "pytorch")!r}))
 """)
 
 

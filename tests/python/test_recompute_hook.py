@@ -36,10 +36,8 @@ JOB = textwrap.dedent("""
     fp8audit._nvtx.NVTX = Recorder()
     if "--patch" in sys.argv:
         from pathlib import Path
-        from fp8audit.te import _fingerprint, _targets
-        _targets.VERIFIED["2.20.2+standin"] = {
-            k: v for k, v in _fingerprint.of_source_tree(
-                Path(sys.argv[1]), _targets.TARGETS).items() if v is not None}
+        from fp8audit.te import releases
+        releases.register_source_tree("2.20.2+standin", Path(sys.argv[1]))
     import transformer_engine.pytorch as te
     from transformer_engine.common import recipe
     if "--patch" in sys.argv:

@@ -34,7 +34,8 @@ import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
-from . import _fingerprint, _megatron_ckpt, _targets, _torch_ckpt
+from . import _fingerprint, _megatron_ckpt, _targets, _torch_ckpt, releases
+from ._backports import Backports
 from ._model import Model
 
 UNATTRIBUTED = 0  # module id for ownership reads whose module is not known
@@ -95,6 +96,7 @@ class _Tls(threading.local):
         self.replay: Optional[bool] = None  # LayerNormMLP recompute: the forward's decision
         self.mlp_private = False  # inside _LayerNormMLP.forward/_recompute: TE's own stash
         self.pending_ctx: Any = None  # _CheckpointFunction ctx whose frame is being entered
+        self.skip_frame = False  # that ctx opens no frame (a backport: see _backports.py)
         self.recompute_frame: Optional[int] = None  # frame a _CheckpointFunction backward redoes
         self.approved_forward = 0  # forward updates the model decided, not yet performed
         self.module = UNATTRIBUTED  # module of the last stash transition
@@ -163,11 +165,12 @@ def check(version: Optional[str] = None) -> List[str]:
     if fix is not None:
         return [f"transformer_engine {version} already carries an upstream ownership fix ({fix}); "
                 "fp8audit.te leaves it alone"]
-    table = _targets.VERIFIED.get(version)
-    if table is None:
-        known = ", ".join(sorted(_targets.VERIFIED)) or "none"
+    release = releases.get(version)
+    if release is None:
+        known = ", ".join(releases.verified()) or "none"
         return [f"transformer_engine {version} is not a release fp8audit.te was verified on "
                 f"(verified: {known})"]
+    table = release.fingerprints
     problems = []
     for target in _targets.TARGETS:
         try:
@@ -204,6 +207,9 @@ class Controller:
         self.counts = {"forward": 0, "backward": 0}
         self.torch_routing: Optional[_torch_ckpt.Routing] = None
         self.megatron_routing = _megatron_ckpt.MegatronRouting(self)
+        release = releases.get(version)
+        self.backports = Backports(mods, release if release is not None else
+                                   releases.Release(version, {}))
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -432,6 +438,10 @@ class Controller:
         def p_enter(self):
             with c.lock:
                 c.check_globals()
+                if c.tls.skip_frame and not self.recompute_phase:
+                    c.tls.skip_frame = False  # runs in the enclosing frame, as in TE 2.20
+                    self._fp8audit_frame_entered = None
+                    return None
                 if not self.activation_recompute:
                     self._fp8audit_frame_entered = None
                     return None
@@ -513,11 +523,13 @@ class Controller:
             return c.frame_contexts(reentrant=False)
 
         def p_ckpt_forward(ctx, *args, **kwargs):
-            previous, c.tls.pending_ctx = c.tls.pending_ctx, ctx
+            skip = c.backports.skips_frame(ctx)
+            previous = (c.tls.pending_ctx, c.tls.skip_frame)
+            c.tls.pending_ctx, c.tls.skip_frame = (None, True) if skip else (ctx, False)
             try:
                 outputs = ckpt_forward(ctx, *args, **kwargs)
             finally:
-                c.tls.pending_ctx = previous
+                c.tls.pending_ctx, c.tls.skip_frame = previous
             return _own_outputs(outputs, args[6:])
 
         def p_ckpt_backward(ctx, *args):
@@ -595,6 +607,7 @@ class Controller:
                 applied.append((owner, name, owner.__dict__[name] if isinstance(owner, type)
                                 else getattr(owner, name)))
                 setattr(owner, name, value)
+            self.backports.install()
             mgr.quantization_state.__class__ = self.owned_class
         except Exception:
             for owner, name, value in reversed(applied):
@@ -613,6 +626,7 @@ class Controller:
         self.megatron_routing.adopt()
 
     def remove(self) -> None:
+        self.backports.remove()
         self.megatron_routing.remove()
         if self.torch_routing is not None:
             self.torch_routing.remove()

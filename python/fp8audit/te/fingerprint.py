@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import _fingerprint, _targets
+from . import _fingerprint, _targets, releases
 
 
 def main(argv=None) -> int:
@@ -29,10 +29,12 @@ def main(argv=None) -> int:
         for target, fp in found.items():
             print(f'    "{target}": "{fp}",')
         return 0
-    table = _targets.VERIFIED.get(args.check)
-    if table is None:
-        print(f"fp8audit.te.fingerprint: no verified table for {args.check}", file=sys.stderr)
+    release = releases.get(args.check)
+    if release is None:
+        print(f"fp8audit.te.fingerprint: {args.check} is not a verified release (verified: "
+              f"{', '.join(releases.verified())})", file=sys.stderr)
         return 2
+    table = release.fingerprints
     bad = [t for t in _targets.TARGETS if found.get(t) != table.get(t)]
     for t in bad:
         print(f"differs: {t}")

@@ -8,6 +8,7 @@ from typing import Any, Callable, List
 import torch
 from torch.utils.checkpoint import detach_variable, noop_context_fn
 
+from . import _release
 from .quantization import FP8GlobalStateManager, autocast
 
 _USE_REENTRANT_ACTIVATION_RECOMPUTE = True
@@ -58,7 +59,7 @@ class _CheckpointFunction(torch.autograd.Function):
         forward_ctx, recompute_ctx = context_fn()
         recompute_region = (
             activation_recompute_forward(activation_recompute=True, recompute_phase=False)
-            if any(ctx.needs_input_grad) else nullcontext())
+            if any(ctx.needs_input_grad) or _release.BEFORE_PR_3394 else nullcontext())
         with torch.no_grad(), forward_ctx, recompute_region:
             outputs = run_function(*args, **kwargs)
         ctx.inputs = [a if not torch.is_tensor(a) else None for a in args]
@@ -151,7 +152,7 @@ def checkpoint(function: Callable, *args, **kwargs):
         return torch.utils.checkpoint.checkpoint(
             function, *args, use_reentrant=_USE_REENTRANT_ACTIVATION_RECOMPUTE,
             context_fn=context_fn, **kwargs)
-    if not torch.is_grad_enabled():
+    if not torch.is_grad_enabled() and not _release.BEFORE_PR_3394:
         forward_ctx, _ = context_fn()
         with forward_ctx:
             return function(*args, **kwargs)

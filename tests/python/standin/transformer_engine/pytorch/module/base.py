@@ -5,6 +5,7 @@ from typing import Any
 
 import torch
 
+from .. import _release
 from ..distributed import in_fp8_activation_recompute_phase, is_fp8_activation_recompute_enabled
 from ..quantization import FP8GlobalStateManager, _has_delayed_scaling_state
 
@@ -66,7 +67,8 @@ class TransformerEngineBaseModule(torch.nn.Module):
             self.init_fp8_metadata(num_gemms=num_gemms)
             if self.fp8 and _has_delayed_scaling_state(self.fp8_meta):
                 FP8GlobalStateManager.add_fp8_tensors_to_global_buffer(self.fp8_meta)
-                if is_fp8_activation_recompute_enabled():
+                if is_fp8_activation_recompute_enabled() and (
+                        self.training or not _release.BEFORE_PR_3394):
                     FP8GlobalStateManager.copy_forward_fp8_meta_tensors_for_recompute(
                         self.fp8_meta)
         if not allow_non_contiguous and not inp.is_contiguous():

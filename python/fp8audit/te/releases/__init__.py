@@ -1,0 +1,79 @@
+"""The Transformer Engine releases fp8audit.te was verified on: one small module per release
+(te_2_20_2.py, ...), each a `Release` with the fingerprints of every target (_targets.TARGETS)
+read from that release's wheel and the backports its code needs to reach the fixed semantics.
+Adding a release: run `python -m fp8audit.te.fingerprint DIR` on its wheel's
+transformer_engine/pytorch, write te_X_Y_Z.py, add it to _MODULES below, and verify it live
+(tests/live_te/run_fix_live.sh)."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+# Backports: behaviour of TE's PR #3394 (eval-module and no-grad stash pairing, in 2.20) that a
+# release before it lacks and that the fixed semantics relies on; _backports.py applies them.
+EVAL_MODULE_STASH = "eval-module-stash"  # prepare_forward stashes whatever the training mode
+INELIGIBLE_CHECKPOINT = "ineligible-checkpoint"  # a checkpoint no input of which needs grad
+BACKPORTS = (EVAL_MODULE_STASH, INELIGIBLE_CHECKPOINT)  # opens no recompute frame
+
+
+@dataclass(frozen=True)
+class Release:
+    """One verified TE release: its version string as transformer_engine.__version__ gives it,
+    the fingerprints of its targets, and the backports the fix applies there."""
+
+    version: str
+    fingerprints: Mapping[str, str]
+    backports: Tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        unknown = [b for b in self.backports if b not in BACKPORTS]
+        if unknown:
+            raise ValueError(f"release {self.version}: unknown backports {unknown}")
+
+
+_MODULES = ("te_2_19_0", "te_2_20_2")
+_REGISTRY: Dict[str, Release] = {}
+
+
+def _load() -> Dict[str, Release]:
+    if not _REGISTRY:
+        for name in _MODULES:
+            release = importlib.import_module(f"{__name__}.{name}").RELEASE
+            _REGISTRY[release.version] = release
+    return _REGISTRY
+
+
+def get(version: str) -> Optional[Release]:
+    """The verified release of that exact version, else None."""
+    return _load().get(version)
+
+
+def verified() -> Tuple[str, ...]:
+    """Every verified version, oldest first."""
+    return tuple(sorted(_load(), key=lambda v: [int(p) if p.isdigit() else p
+                                                 for p in v.replace("+", ".").split(".")]))
+
+
+def register(release: Release) -> None:
+    """Adds a release at run time (tests register the CPU stand-in of TE this way)."""
+    _load()[release.version] = release
+
+
+def unregister(version: str) -> None:
+    """Removes a release registered at run time."""
+    _load().pop(version, None)
+
+
+def register_source_tree(version: str, package_dir: Any, backports: Tuple[str, ...] = ()) -> Release:
+    """Registers `version` with the fingerprints read from a source tree (the directory
+    transformer_engine/pytorch; targets it lacks are left out): the CPU stand-in of TE in tests."""
+    from pathlib import Path
+
+    from .. import _fingerprint, _targets
+
+    found = _fingerprint.of_source_tree(Path(package_dir), _targets.TARGETS)
+    release = Release(version, {k: v for k, v in found.items() if v is not None}, backports)
+    register(release)
+    return release

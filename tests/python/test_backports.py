@@ -1,0 +1,118 @@
+"""fp8audit.te on a TE release before PR #3394 (TE 2.19.0: stash pairing for eval modules and
+no-grad checkpoints), on the CPU stand-in switched to that release's behaviour: unpatched it
+fails where 2.19.0 fails live, patched with 2.19.0's backports every layout updates once each way
+and equals its no-checkpoint twin bitwise, as on 2.20.2; and the release registry itself."""
+
+import json
+
+import pytest
+
+import te_fix
+from conftest import STANDIN
+from fp8audit.te import _targets, releases
+from te_layouts import LAYOUTS
+
+SMALL = ["--standin", "--hidden", "16", "--tokens", "16", "--microbatches", "3", "--steps", "2",
+         "--verify"]
+CPU_LAYOUTS = [name for name, layout in LAYOUTS.items()
+               if not layout.needs and name != "decoder-28x7"]
+VERSION = "2.19.0+standin"
+
+
+@pytest.fixture
+def te_2_19(monkeypatch):
+    """The stand-in behaving as TE 2.19.0, registered with 2.19.0's backports."""
+    import transformer_engine
+    from transformer_engine.pytorch import _release
+
+    monkeypatch.setattr(_release, "BEFORE_PR_3394", True)
+    monkeypatch.setattr(transformer_engine, "__version__", VERSION)
+    releases.register_source_tree(VERSION, STANDIN / "transformer_engine" / "pytorch",
+                                  releases.get("2.19.0").backports)
+    yield
+    releases.unregister(VERSION)
+
+
+def run(capsys, *args):
+    assert te_fix.main(SMALL + list(args)) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_unpatched_eval_modules_find_no_stash_in_their_recompute_as_te_2_19_does(te_2_19):
+    import torch
+    import transformer_engine.pytorch as te
+
+    layer = te.Linear(16, 16).eval()
+    x = torch.randn(8, 16, requires_grad=True)
+    with te.autocast():
+        y = te.checkpoint(layer, x, use_reentrant=True)
+    with pytest.raises(KeyError, match="global_fp8_buffer_pos_fwd_recompute"):
+        y.sum().backward()
+
+
+@pytest.mark.parametrize("name", CPU_LAYOUTS)
+def test_patched_with_the_backports_every_layout_updates_once_and_equals_its_twin(
+        name, te_2_19, capsys):
+    lines = run(capsys, "--layout", name, "--mode", "patched")
+    layout = LAYOUTS[name]
+    rows = [line for line in lines if line["kind"] == "microbatch"]
+    assert len(rows) == 6
+    for row in rows:
+        expected = layout.patched(row["microbatch"]) if layout.patched else (1, 1)
+        assert (row["forward"], row["backward"]) == tuple(expected), row
+        assert row["stash_left"] == 0, row
+        if layout.twin_comparable:
+            assert row["state_equal"] and row["loss_equal"], row
+            assert row["x_grad_equal"] and row["grads_equal"], row
+
+
+def test_without_the_backports_the_fix_cannot_recompute_an_eval_module(monkeypatch):
+    import torch
+    import transformer_engine
+    import transformer_engine.pytorch as te
+    from transformer_engine.pytorch import _release
+
+    import fp8audit.te
+
+    monkeypatch.setattr(_release, "BEFORE_PR_3394", True)
+    monkeypatch.setattr(transformer_engine, "__version__", "2.19.0+bare")
+    releases.register_source_tree("2.19.0+bare", STANDIN / "transformer_engine" / "pytorch")
+    try:
+        fp8audit.te.patch()
+        layer = te.Linear(16, 16).eval()
+        x = torch.randn(8, 16, requires_grad=True)
+        with te.autocast():
+            y = te.checkpoint(layer, x, use_reentrant=True)
+        with pytest.raises(KeyError, match="updated_amax_history_fwd"):  # TE 2.19.0 live: KeyError
+            y.sum().backward()
+    finally:
+        releases.unregister("2.19.0+bare")
+
+
+def test_the_backports_are_removed_with_the_patch(te_2_19):
+    from transformer_engine.pytorch import distributed
+    from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
+
+    import fp8audit.te
+
+    before = (TransformerEngineBaseModule.__dict__["prepare_forward"],
+              "apply" in distributed._CheckpointFunction.__dict__)
+    fp8audit.te.patch()
+    assert getattr(TransformerEngineBaseModule.prepare_forward, "__fp8audit__", False)
+    assert getattr(distributed._CheckpointFunction.apply, "__fp8audit__", False)
+    assert fp8audit.te.unpatch()
+    assert (TransformerEngineBaseModule.__dict__["prepare_forward"],
+            "apply" in distributed._CheckpointFunction.__dict__) == before
+
+
+def test_every_verified_release_fingerprints_every_target_and_names_known_backports():
+    assert releases.verified()[:2] == ("2.19.0", "2.20.2")
+    for version in releases.verified():
+        release = releases.get(version)
+        assert set(release.fingerprints) == set(_targets.TARGETS), version
+        assert set(release.backports) <= set(releases.BACKPORTS), version
+    assert releases.get("2.19.0").backports == (releases.EVAL_MODULE_STASH,
+                                                releases.INELIGIBLE_CHECKPOINT)
+    assert releases.get("2.20.2").backports == ()
+    with pytest.raises(ValueError, match="unknown backports"):
+        releases.Release("9.9.9", {}, ("no-such-backport",))
