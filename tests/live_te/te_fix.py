@@ -311,6 +311,9 @@ def main(argv=None) -> int:
             print(json.dumps({"kind": "skipped", "layout": name,
                               "why": "needs te." + ", te.".join(layout.needs)}), file=out)
             continue
+        if layout.cuda_only and args.device != "cuda":
+            print(json.dumps({"kind": "skipped", "layout": name, "why": "needs CUDA"}), file=out)
+            continue
         for mode in modes:
             for line in layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode):
                 print(json.dumps(line), file=out, flush=True)

@@ -33,6 +33,7 @@ class Layout:
     backward_fails: Optional[Callable[[int], bool]] = None
     microbatches: Optional[int] = None
     eval_modules: bool = False  # every module in eval mode at forward
+    cuda_only: bool = False  # CUDA graphs, torch.compile of TE modules: not on the CPU stand-in
 
 
 @dataclass
@@ -218,6 +219,60 @@ def _mlp_checkpoint_twin(te, ctx, layers, x, checkpointing):
             mlp.checkpoint = previous
 
 
+# Issue 20's module rows (GPU only): what fp8audit.te leaves out or must refuse.
+
+
+def _grouped(te, h):
+    return [te.GroupedLinear(2, h, h) for _ in range(3)]
+
+
+def _grouped_per_layer(te, ctx, layers, x, checkpointing):
+    x = x.reshape(-1, x.shape[-1])
+    splits = [x.shape[0] // 2, x.shape[0] - x.shape[0] // 2]
+    with ctx.autocast(te):
+        for layer in layers:
+            x = _ckpt(te, lambda t, layer=layer: layer(t, splits), x, checkpointing, True)
+    return x
+
+
+def _ops(te, h):
+    return [te.ops.Sequential(te.ops.Linear(h, h)) for _ in range(3)]
+
+
+def _compiled(te, h):
+    return [torch.compile(te.Linear(h, h)) for _ in range(3)]
+
+
+class _Graphed(torch.nn.Module):
+    """Three te.Linear under te.make_graphed_callables (fp8, the context's recipe), captured at
+    the first forward, with (checkpoint=True) or without a reentrant te.checkpoint per layer
+    inside the graphed callable."""
+
+    def __init__(self, te, h, checkpoint: bool) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(te.Linear(h, h) for _ in range(3))
+        self.checkpoint = checkpoint
+        self.te = te
+        self.graphed: Dict[bool, Any] = {}
+
+    def forward(self, x):
+        use = self.checkpoint and torch.is_grad_enabled() and getattr(self, "_ckpt_now", True)
+        for layer in self.layers:
+            x = _ckpt(self.te, layer, x, use, True)
+        return x
+
+
+def _graphed_forward(te, ctx, layers, x, checkpointing):
+    wrapper = layers[0]
+    wrapper._ckpt_now = checkpointing
+    if checkpointing not in wrapper.graphed:
+        sample = torch.randn_like(x).requires_grad_()
+        wrapper.graphed[checkpointing] = te.make_graphed_callables(
+            wrapper, (sample,), fp8_enabled=True, fp8_recipe=ctx.recipe)
+    with ctx.autocast(te):
+        return wrapper.graphed[checkpointing](x)
+
+
 LAYOUTS: Dict[str, Layout] = {}
 
 
@@ -263,6 +318,21 @@ _add(Layout("transformer-layer-core-attention", _transformer_layers, _transforme
             needs=("TransformerLayer",)))
 _add(Layout("decoder-28x7", lambda te, h: [torch.nn.Sequential(*[te.Linear(h, h) for _ in range(7)])
                                           for _ in range(28)], _per_layer(True), microbatches=4))
+
+_add(Layout("grouped-linear-per-layer", _grouped, _grouped_per_layer, needs=("GroupedLinear",)))
+_add(Layout("ops-sequential-per-layer", _ops, _per_layer(True), needs=("ops",)))
+_add(Layout("compile-per-layer", _compiled, _per_layer(True), cuda_only=True))
+_add(Layout("graphed-plain", lambda te, h: [_Graphed(te, h, False)], _graphed_forward,
+            needs=("make_graphed_callables",), cuda_only=True))
+_add(Layout("graphed-checkpoint", lambda te, h: [_Graphed(te, h, True)], _graphed_forward,
+            needs=("make_graphed_callables",), cuda_only=True))
+
+
+def cpu_layouts() -> List[str]:
+    """The layouts the CPU stand-in runs (no TE attribute it lacks, no CUDA, not the big one)."""
+    return [name for name, layout in LAYOUTS.items()
+            if not layout.needs and not layout.cuda_only and name != "decoder-28x7"]
+
 
 def fp8_state(layers: List[torch.nn.Module]) -> List[torch.Tensor]:
     """Every module's amax histories and scales, in a fixed order (clones)."""

@@ -213,3 +213,62 @@ def test_a_forward_whose_graph_is_dropped_frees_its_frame():
     gc.collect()
     assert not controller.pending and not any(controller.stash.values())
     assert fp8audit.te.unpatch()
+
+
+def test_a_checkpoint_inside_a_cuda_graph_capture_is_refused_with_one_line():
+    """Live (TE 2.20.2, graphed-checkpoint): under the patch a checkpoint inside a callable that
+    te.make_graphed_callables captures recomputes without its stash; TE alone gets 1/1 there. The
+    frame is refused before it opens (TE's autocast marks the capture: _graph=True)."""
+    import torch
+
+    import transformer_engine.pytorch as te
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager
+
+    fp8audit.te.patch(verify=True)
+    layer = te.Linear(16, 16)
+    x = torch.randn(8, 16, requires_grad=True)
+    FP8GlobalStateManager.autocast_enter(enabled=True, _graph=True)  # as make_graphed_callables
+    try:
+        with pytest.raises(fp8audit.te.NotCovered) as e:
+            te.checkpoint(layer, x, use_reentrant=True)
+    finally:
+        FP8GlobalStateManager.autocast_exit(True, _graph=True)
+    assert "make_graphed_callables" in str(e.value) and "\n" not in str(e.value)
+    assert fp8audit.te.status()["open_frames"] == 0
+    with te.autocast():  # outside a capture, the same checkpoint is fixed
+        y = te.checkpoint(layer, x, use_reentrant=True)
+    y.sum().backward()
+    status = fp8audit.te.status()
+    assert (status["forward_updates"], status["backward_updates"]) == (1, 1)
+
+
+def test_a_te_ops_fuser_asking_for_the_flag_in_a_recompute_is_noted_once(capsys):
+    """Live (TE 2.20.2, ops-sequential-per-layer): a te.ops fuser under a checkpoint asks for the
+    first-module flag only in its recompute; neither TE nor the fix then runs the backward update.
+    The patch says so once on stderr."""
+    import torch
+
+    import transformer_engine.pytorch as te
+
+    controller = fp8audit.te.patch()
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager as mgr
+
+    fuser = {"__name__": "transformer_engine.pytorch.ops.fuser", "mgr": mgr}
+    exec("def ask():\n    return mgr.is_first_fp8_module()\n", fuser)
+    layer = te.Linear(16, 16)
+
+    def body(t):
+        fuser["ask"]()
+        return layer(t)
+
+    x = torch.randn(8, 16, requires_grad=True)
+    with te.autocast():
+        y = te.checkpoint(body, x, use_reentrant=True)
+    fuser["ask"]()  # outside a recompute: nothing to say
+    assert "te.ops fuser" not in capsys.readouterr().err
+    y.sum().backward()
+    with te.autocast():
+        y = te.checkpoint(body, x, use_reentrant=True)
+    y.sum().backward()
+    err = capsys.readouterr().err
+    assert err.count("te.ops fuser recomputed under a checkpoint") == 1 and controller.ops_noted

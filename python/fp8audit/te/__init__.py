@@ -10,13 +10,15 @@ layout).
         ...train...
 
 Decisions come from the C++ ownership model (state/, libfp8audit_model.so). patch() checks the
-installed TE against fingerprints of every function it replaces or relies on (TE 2.20.2) and
-changes nothing otherwise. `fp8audit run --fix-te -- CMD` applies it to an unmodified job."""
+installed TE against fingerprints of every function it replaces or relies on (each verified
+release's, releases/) and changes nothing otherwise. `fp8audit run --fix-te -- CMD` applies it
+to an unmodified job."""
 
-from ._patch import PatchRefused, VerifyError, active, check, patch, patched, unpatch
+from ._patch import (NotCovered, PatchRefused, VerifyError, active, check, patch, patched,
+                     unpatch)
 
-__all__ = ["PatchRefused", "VerifyError", "active", "check", "is_patched", "patch", "patched",
-           "status", "unpatch"]
+__all__ = ["NotCovered", "PatchRefused", "VerifyError", "active", "check", "is_patched", "patch",
+           "patched", "status", "unpatch"]
 
 
 def is_patched() -> bool:

@@ -87,6 +87,20 @@ class PatchRefused(RuntimeError):
     """fp8audit.te.patch() changed nothing; the message says why, in one line."""
 
 
+class NotCovered(RuntimeError):
+    """The job does something the fix does not cover (a checkpoint inside a CUDA-graphed
+    callable); raised before that part runs, with one line saying what to do."""
+
+
+GRAPH_CHECKPOINT = ("fp8audit.te: a checkpoint inside a CUDA-graphed callable "
+                    "(te.make_graphed_callables) is not covered by the fix; TE alone updates once "
+                    "per microbatch there (tests/live_te/RESULTS.md): run this job without "
+                    "--fix-te / fp8audit.te.patch()")
+OPS_RECOMPUTE = ("fp8audit.te: a te.ops fuser recomputed under a checkpoint asks for the "
+                 "first-module flag only in its recompute, so neither TE nor the fix runs its "
+                 "backward update (not covered: python/README.md)")
+
+
 class VerifyError(AssertionError):
     """In verify mode: what TE did differs from the ownership model."""
 
@@ -201,6 +215,7 @@ class Controller:
         self.owners = 0  # ownerships granted whose backward update has not run yet
         self.pending: set = set()  # frames (with a known graph) whose recompute has not run
         self.violations: List[str] = []
+        self.ops_noted = False  # OPS_RECOMPUTE said once
         self.originals: List[Tuple[Any, str, Any]] = []
         self.state_class: Any = None
         self.owned_class: Any = None
@@ -357,6 +372,10 @@ class Controller:
         def p_is_first_fp8_module(cls):
             if c.tls.replay is not None:
                 return c.tls.replay
+            if not c.ops_noted and c.model.recompute_phase and sys._getframe(1).f_globals.get(
+                    "__name__", "").startswith(f"{_targets.PACKAGE}.ops."):
+                c.ops_noted = True
+                print(OPS_RECOMPUTE, file=sys.stderr, flush=True)
             # TE asks only where a backward node exists (grad was on at the module's entry; a
             # custom Function's forward itself runs with grad off).
             with c.lock:
@@ -446,6 +465,8 @@ class Controller:
                     self._fp8audit_frame_entered = None
                     return None
                 if not self.recompute_phase:
+                    if mgr.quantization_state.fp8_graph_capturing:
+                        raise NotCovered(GRAPH_CHECKPOINT)
                     grad = c.grad()
                     # TE enters a reentrant frame inside its own no_grad; non-reentrant frames
                     # are entered under the caller's grad mode.
