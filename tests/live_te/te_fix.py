@@ -23,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -103,6 +104,9 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
             outer = ctx.autocast(te) if backward_inside else _null()
             if markers:
                 torch.cuda.nvtx.range_push("fp8audit.microbatch")
+            closed = contextlib.ExitStack()
+            if markers:  # closed whatever happens in the microbatch
+                closed.callback(torch.cuda.nvtx.range_pop)
             try:
                 with outer:
                     y = layout.forward(te, ctx, layers, x, checkpointing)
@@ -115,8 +119,8 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
                     loss.backward()
             except Injected as e:
                 failed = str(e)
-            if markers:
-                torch.cuda.nvtx.range_pop()
+            finally:
+                closed.close()
             if device == "cuda":
                 torch.cuda.synchronize()
             seconds = time.perf_counter() - start
@@ -304,6 +308,7 @@ def main(argv=None) -> int:
         torch.backends.cudnn.allow_tf32 = False
     te_pkg, te, recipe_mod, manager = import_te(args.standin)
     modes = ["unpatched", "patched"] if args.mode == "both" else [args.mode]
+    failures = 0
     out = sys.stdout
     for name in [] if args.skip_layouts else args.layout or list(LAYOUTS):
         layout = LAYOUTS[name]
@@ -315,7 +320,15 @@ def main(argv=None) -> int:
             print(json.dumps({"kind": "skipped", "layout": name, "why": "needs CUDA"}), file=out)
             continue
         for mode in modes:
-            for line in layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode):
+            try:
+                lines = layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode)
+            except Exception as e:  # TE's own failure (2.19.0 unpatched: eval-reentrant)
+                traceback.print_exc()
+                lines = [{"kind": "error", "layout": name, "mode": mode,
+                          "backward_placement": args.backward,
+                          "error": f"{type(e).__name__}: {e}"}]
+                failures += 1
+            for line in lines:
                 print(json.dumps(line), file=out, flush=True)
     if args.scenarios:
         for mode in modes:
@@ -324,7 +337,7 @@ def main(argv=None) -> int:
     if args.time:
         for line in timing(args, te, recipe_mod, manager):
             print(json.dumps(line), file=out, flush=True)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -149,6 +149,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="a te_fix.py --markers run under fp8audit run and its JSON report")
     p.add_argument("--fp8audit", help="the fp8audit command: checks the model's harmful/wasted "
                                       "classification of the unpatched extra updates against TE")
+    p.add_argument("--semantics", default="te-2.20",
+                   help="the model's semantics for the unpatched runs (the release's: te-2.19 for "
+                        "TE 2.19.0)")
     args = p.parse_args(argv)
     agents: Dict[Path, Path] = {}
     for spec in args.agent:
@@ -175,6 +178,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 scenarios.append(line)
             elif line["kind"] in ("timing", "distributed_timing"):
                 timings.append(line)
+            elif line["kind"] == "error":
+                row = rows.setdefault((line["backward_placement"], line["layout"]), {})
+                row.setdefault(line["mode"], {"mbs": [], "layout": None})["error"] = line["error"]
             elif line["kind"] in ("microbatch", "layout"):
                 mode = "patched" if by_hook else line["mode"]
                 row = rows.setdefault((line["backward_placement"], line["layout"]), {})
@@ -185,7 +191,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     row[mode]["layout"] = line
 
     disagreements = 0
-    print("| backward | layout | TE unpatched | model te-2.20 | agent unpatched | TE patched "
+    print(f"| backward | layout | TE unpatched | model {args.semantics} | agent unpatched | TE patched "
           "| model fixed | agent patched | stash left (patched) | = twin (patched) "
           "| unpatched state first differs | unpatched extras harmful f/b wasted f/b: TE (model) "
           "| agree |")
@@ -196,7 +202,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         te_un = [(m["forward"], m["backward"]) for m in un["mbs"]]
         te_pa = [(m["forward"], m["backward"]) for m in pa["mbs"]]
         n = max(len(te_un), len(te_pa))
-        model_un = predict(layout, "te-2.20", n, placement) if te_un else []
+        model_un = predict(layout, args.semantics, n, placement) if te_un else []
         model_pa = predict(layout, "fixed", n, placement) if te_pa else []
         ag_un = agent_counts.get((placement, layout, "unpatched"))
         ag_pa = agent_counts.get((placement, layout, "patched"))
@@ -233,7 +239,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                  and (ag_pa is None or cell(ag_pa) == cell(te_pa))
                  and (stash in (None, 0)) and (twin is not False or not comparable))
         disagreements += not agree
-        print(f"| {placement} | {layout} | {cell(te_un)} | {cell(model_un)} | "
+        te_un_cell = f"TE raises {un['error'].split(':')[0]}" if un.get("error") else cell(te_un)
+        print(f"| {placement} | {layout} | {te_un_cell} | {cell(model_un)} | "
               f"{cell(ag_un) if ag_un is not None else 'not run'} | {cell(te_pa)} | "
               f"{cell(model_pa)} | {cell(ag_pa) if ag_pa is not None else 'not run'} | "
               f"{stash if stash is not None else '-'} | "

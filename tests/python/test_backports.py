@@ -115,3 +115,22 @@ def test_every_verified_release_fingerprints_every_target_and_names_known_backpo
     assert releases.get("2.20.2").backports == ()
     with pytest.raises(ValueError, match="unknown backports"):
         releases.Release("9.9.9", {}, ("no-such-backport",))
+
+
+def test_a_layout_te_itself_fails_is_one_error_line_and_the_run_goes_on(te_2_19, capsys, tmp_path):
+    import te_fix_compare
+
+    assert te_fix.main(SMALL + ["--layout", "eval-reentrant", "--layout", "none"]) == 1
+    out = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.splitlines()]
+    errors = [line for line in lines if line["kind"] == "error"]
+    assert [(e["layout"], e["mode"]) for e in errors] == [("eval-reentrant", "unpatched")]
+    assert errors[0]["error"].startswith("KeyError")
+    patched = [line for line in lines if line["kind"] == "microbatch"
+               and line["layout"] == "eval-reentrant" and line["mode"] == "patched"]
+    assert patched and all((m["forward"], m["backward"]) == (1, 1) for m in patched)
+    results = tmp_path / "fix.jsonl"
+    results.write_text(out)
+    assert te_fix_compare.main([str(results), "--semantics", "te-2.19"]) == 0
+    table = capsys.readouterr().out
+    assert "model te-2.19" in table and "| after | eval-reentrant | TE raises KeyError |" in table
