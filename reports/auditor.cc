@@ -145,11 +145,17 @@ class EventList {
 // The microbatch being built.
 struct Segment {
   bool open = false;
-  bool marked = false;         // opened by a MICROBATCH_BEGIN
-  uint64_t owner = 0;          // that BEGIN's thread (0: none recorded)
-  bool ended = false;          // its MICROBATCH_END was seen
-  bool forward_seen = false;   // forward activity
-  bool backward_seen = false;  // backward activity
+  bool marked = false;  // opened by a MICROBATCH_BEGIN
+  uint64_t owner = 0;   // that BEGIN's thread (0: none recorded)
+  bool ended = false;   // its MICROBATCH_END was seen
+  // Its ranges name a logical microbatch (MICROBATCH_BEGIN's microbatch_id): every range with that
+  // id resumes it (see Resume), also after other microbatches' ranges.
+  bool keyed = false;
+  uint64_t key = 0;
+  bool part_backward = false;    // backward activity since its latest range began
+  uint32_t backward_passes = 0;  // BACKWARD_BEGINs in it
+  bool forward_seen = false;     // forward activity
+  bool backward_seen = false;    // backward activity
   uint32_t step = 0;
   uint64_t start_seq = 0;
   int start_dir = -1;  // when the opening event is an update: its direction (logged with it)
@@ -261,6 +267,46 @@ void AddExplanations(const Segment& seg, const Expectation& expect, bool complet
   }
 }
 
+constexpr char kRemedy[] =
+    "name each microbatch in its ranges, around its forward and its backward alike (`with "
+    "fp8audit.microbatch(id=i):`; Megatron-core: `fp8audit.megatron.mark_microbatches()`)";
+constexpr char kSplitRow[] =
+    "this range holds a backward pass without its forward (microbatch ranges without ids around "
+    "the passes of a pipeline schedule): its updates cannot be attributed to a logical microbatch";
+constexpr char kCrowdedRow[] =
+    "this cut holds several backward passes (a pipeline schedule runs microbatches' forwards ahead "
+    "of their backwards): its updates cannot be attributed to logical microbatches";
+
+// "microbatch 3 (step 0): ", or "microbatch 3 (id 7, step 0): " for a keyed one.
+std::string RowLabel(const v1::MicrobatchResult& row) {
+  std::string out = "microbatch ";
+  AppendNumber(&out, row.index());
+  out += " (";
+  if (row.has_microbatch_id()) {
+    out += "id ";
+    AppendNumber(&out, row.microbatch_id());
+    out += ", ";
+  }
+  out += "step ";
+  AppendNumber(&out, row.step());
+  out += "): ";
+  return out;
+}
+
+// A closed microbatch whose updates belong to logical microbatches the trace cannot tell apart,
+// and why (a row explanation); null when they can be. A marked range without an id that made
+// backward updates and no forward update outside recompute is the backward of a microbatch whose
+// forward ran in another range; a failing cut without markers that holds several backward passes
+// holds several microbatches' backwards.
+const char* Unattributable(const Segment& seg, bool fail) {
+  if (seg.marked && !seg.keyed && seg.count[kBwd] > 0 &&
+      seg.count[kFwd] <= seg.in_recompute[kFwd]) {
+    return kSplitRow;
+  }
+  if (!seg.marked && fail && seg.backward_passes >= 2) return kCrowdedRow;
+  return nullptr;
+}
+
 }  // namespace
 
 struct Auditor::State {
@@ -281,6 +327,15 @@ struct Auditor::State {
   // Other threads' marked microbatches while `seg` is one thread's (see Route): at most one per
   // thread, in the order they were parked.
   std::vector<Segment> parked;
+  // Keyed microbatches between their ranges (in the order they were set aside), at most
+  // kMaxParked: the oldest closes first.
+  std::vector<Segment> waiting;
+  // Microbatches that cannot be told apart (first few listed): ranges without ids that hold a
+  // backward pass without its forward; cuts without markers that hold several backward passes.
+  uint64_t split = 0;
+  std::vector<uint32_t> split_first;
+  uint64_t crowded = 0;
+  std::vector<uint32_t> crowded_first;
   uint32_t next_index = 0;
   uint32_t step = 0;
   bool header_seen = false;
@@ -425,6 +480,7 @@ void Auditor::SetProbes(const google::protobuf::RepeatedPtrField<std::string>& p
   s.active_names = std::move(now);
   s.active = bits;
   s.seg.probes_throughout &= bits;
+  for (Segment& seg : s.waiting) seg.probes_throughout &= bits;
 }
 
 void Auditor::SayMarkers() {
@@ -478,6 +534,7 @@ uint64_t Auditor::OnMissingFooter() {
   };
   tally(s.seg);
   for (const Segment& seg : s.parked) tally(seg);
+  for (const Segment& seg : s.waiting) tally(seg);
   std::string what = "trace ends without a footer (the process was killed?)";
   const uint64_t whole = s.next_index + ended;
   if (unfinished == 1 && ended == 0) {
@@ -537,6 +594,40 @@ void Auditor::Route(uint64_t thread) {
   // its place (or, closed, nowhere).
   std::swap(s.seg, *it);
   if (!it->open) s.parked.erase(it);
+}
+
+void Auditor::SetAside() {
+  State& s = *state_;
+  Segment& seg = s.seg;
+  // Its backward ran in a range that has ended: no later range of it is expected.
+  if (!seg.keyed || (seg.ended && seg.part_backward)) {
+    Close(/*complete=*/true);
+    return;
+  }
+  if (s.waiting.size() >= kMaxParked) CloseWaiting(0);
+  s.waiting.push_back(std::move(seg));
+  seg = Segment();
+}
+
+bool Auditor::Resume(uint64_t key) {
+  State& s = *state_;
+  auto it = std::find_if(s.waiting.begin(), s.waiting.end(),
+                         [key](const Segment& seg) { return seg.key == key; });
+  if (it == s.waiting.end()) return false;
+  s.seg = std::move(*it);
+  s.waiting.erase(it);
+  s.seg.ended = false;
+  s.seg.part_backward = false;
+  return true;
+}
+
+void Auditor::CloseWaiting(size_t i) {
+  State& s = *state_;
+  Segment current = std::move(s.seg);
+  s.seg = std::move(s.waiting[i]);
+  s.waiting.erase(s.waiting.begin() + static_cast<std::ptrdiff_t>(i));
+  Close(/*complete=*/s.seg.ended);
+  s.seg = std::move(current);
 }
 
 void Auditor::Open(const v1::Event& event) {
@@ -665,10 +756,14 @@ void Auditor::Dispatch(const v1::Event& event) {
                               " began while microbatch " + std::to_string(s.next_index) +
                               " had no end marker");
       }
-      Close(/*complete=*/true);
+      SetAside();
     }
-    Open(event);
-    s.seg.marked = true;
+    if (!event.has_microbatch_id() || !Resume(event.microbatch_id())) {
+      Open(event);
+      s.seg.marked = true;
+      s.seg.keyed = event.has_microbatch_id();
+      s.seg.key = event.microbatch_id();
+    }
     s.seg.owner = event.thread_id();
     Remember(event);
     return;
@@ -686,6 +781,7 @@ void Auditor::Dispatch(const v1::Event& event) {
   }
   if (kind == v1::STEP) {
     if (!s.markers) Close(/*complete=*/true);
+    while (!s.waiting.empty()) CloseWaiting(0);  // a step ends its keyed microbatches
     if (s.step < std::numeric_limits<uint32_t>::max()) ++s.step;
     Remember(event);
     return;
@@ -696,6 +792,8 @@ void Auditor::Dispatch(const v1::Event& event) {
     s.in_backward = true;
     if (!s.seg.open) Open(event);
     s.seg.backward_seen = true;
+    s.seg.part_backward = true;
+    if (s.seg.backward_passes < std::numeric_limits<uint32_t>::max()) ++s.seg.backward_passes;
     s.backward_observed = true;
     Remember(event);
     return;
@@ -758,6 +856,7 @@ void Auditor::Dispatch(const v1::Event& event) {
   if (forward_activity) s.seg.forward_seen = true;
   if (backward_activity) {
     s.seg.backward_seen = true;
+    s.seg.part_backward = true;
     s.backward_observed = true;
   }
 
@@ -921,6 +1020,7 @@ void Auditor::Close(bool complete) {
   row.set_index(s.next_index);
   if (s.next_index < std::numeric_limits<uint32_t>::max()) ++s.next_index;
   row.set_step(seg.step);
+  if (seg.keyed) row.set_microbatch_id(seg.key);
   const std::array<uint64_t, 2> expected = {
       options_.expect.forward,
       ExpectedBackward(seg.backward_seen, seg.count[kFwd], options_.expect.backward)};
@@ -936,6 +1036,14 @@ void Auditor::Close(bool complete) {
   row.set_recomputes(Sat32(recompute.recomputes()));
   row.set_recompute_precision_changes(Sat32(recompute.changes()));
   const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0;
+  const char* apart = Unattributable(seg, fail);
+  if (apart != nullptr) {
+    const bool split = apart == kSplitRow;
+    uint64_t& n = split ? s.split : s.crowded;
+    std::vector<uint32_t>& first = split ? s.split_first : s.crowded_first;
+    ++n;
+    if (first.size() < kMaxListed) first.push_back(row.index());
+  }
   const int frozen = FrozenDirection(seg.count, expected, complete);
   row.set_verdict(fail ? v1::FAIL : v1::PASS);
   const bool detail = fail && s.detailed < options_.max_detailed;
@@ -953,6 +1061,7 @@ void Auditor::Close(bool complete) {
       if (std::string line = SemanticsLine(); !line.empty()) row.add_explanations(std::move(line));
     }
     if (recompute.changes() > 0) row.add_explanations(recompute.Explanation());
+    if (apart != nullptr) row.add_explanations(apart);
   }
   CompareProbes(words, &row);
   if (detail) {
@@ -977,12 +1086,7 @@ void Auditor::Close(bool complete) {
     v1::Violation v;
     v.set_kind(kind);
     v.set_microbatch(row.index());
-    std::string message = "microbatch ";
-    AppendNumber(&message, row.index());
-    message += " (step ";
-    AppendNumber(&message, row.step());
-    message += "): ";
-    v.set_message(message + cause);
+    v.set_message(RowLabel(row) + cause);
     v.set_cause(std::move(cause));
     if (detail) {
       if (seg.start_dir != dir) *v.add_context() = seg.start;
@@ -998,8 +1102,7 @@ void Auditor::Close(bool complete) {
       v1::Violation v;
       v.set_kind(v1::Violation::RECOMPUTE_PRECISION);
       v.set_microbatch(row.index());
-      v.set_message("microbatch " + std::to_string(row.index()) + " (step " +
-                    std::to_string(row.step()) + "): " + cause);
+      v.set_message(RowLabel(row) + cause);
       v.set_cause(std::move(cause));
       AddViolation(std::move(v));
     } else {
@@ -1213,6 +1316,24 @@ void Auditor::FinishRecording() {
                    "(NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax or scale algorithm), where the "
                    "te-call and cupti probes see nothing");
   }
+  if (s.split > 0) {
+    rec->add_notes("microbatches cannot be told apart: " +
+                   Plural(s.split, "microbatch range", "microbatch ranges") + " (" +
+                   Listed(s.split_first, s.split) + (s.split == 1 ? ") holds" : ") hold") +
+                   " a backward pass without its forward, as a pipeline schedule (1F1B, "
+                   "interleaved) runs a later microbatch's forward before this one's backward, "
+                   "and the ranges name no microbatch: their counts are not per logical "
+                   "microbatch; " +
+                   kRemedy);
+  }
+  if (s.crowded > 0) {
+    rec->add_notes("microbatches cannot be told apart: " + Plural(s.crowded, "cut", "cuts") + " (" +
+                   Listed(s.crowded_first, s.crowded) + (s.crowded == 1 ? ") holds" : ") hold") +
+                   " several backward passes, as a pipeline schedule (1F1B, interleaved) "
+                   "runs later microbatches' forwards before earlier ones' backwards: without "
+                   "markers the counts are not per logical microbatch; " +
+                   kRemedy);
+  }
   if (!s.markers && report_.totals().failing_microbatches() > 0) {
     rec->add_notes(
         "no fp8audit.microbatch markers in this trace: microbatches were cut where work returned "
@@ -1248,6 +1369,8 @@ void Auditor::Finish() {
   if (s.finished) return;
   // Every microbatch still open, the parked ones too, in the order they began.
   if (s.seg.open) s.parked.push_back(std::move(s.seg));
+  for (Segment& seg : s.waiting) s.parked.push_back(std::move(seg));
+  s.waiting.clear();
   std::stable_sort(s.parked.begin(), s.parked.end(),
                    [](const Segment& a, const Segment& b) { return a.start_seq < b.start_seq; });
   for (Segment& seg : s.parked) {

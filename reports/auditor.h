@@ -76,6 +76,16 @@ struct MicrobatchSpan {
 //     that thread's next BEGIN (or the end). A BEGIN while the same thread's microbatch is open
 //     without END, or an END with no open microbatch, is an UNBALANCED violation. STEP only
 //     advances the step number.
+//     A BEGIN that names a logical microbatch (microbatch_id: "fp8audit.microbatch id=7") resumes
+//     that id's microbatch when it waits: each range with the same id counts in one microbatch, so
+//     a pipeline schedule's forward of 8 between forward and backward of 7 counts in 8. A keyed
+//     microbatch waits, once another range begins, until a range of it with backward activity
+//     has ended (then the next BEGIN closes it, and its id may be used again), a STEP, or the end
+//     (the oldest of more than 256 waiting closes first). Rows close in that order and carry the
+//     id (MicrobatchResult.microbatch_id). Where the trace cannot tell microbatches apart, the
+//     row and the Recording say so: a range without an id that holds backward updates and no
+//     forward update outside recompute (a schedule's backward marked apart from its forward), or,
+//     without markers, a failing cut that holds several backward passes (BACKWARD_BEGINs).
 //  2. Before the first marker, the agent's pass boundaries (BACKWARD_BEGIN/BACKWARD_END, from
 //     launches on autograd threads vs the training thread) segment: once a segment has seen
 //     backward activity, the first forward activity outside backward and outside checkpoint
@@ -172,6 +182,12 @@ class Auditor {
   // With microbatches of several threads open at once: `thread`'s own microbatch, when one is
   // parked, becomes the current one (and the current one is parked).
   void Route(uint64_t thread);
+  // At a MICROBATCH_BEGIN on the current microbatch's thread: a keyed microbatch whose backward
+  // has not ended waits for its next range, any other closes.
+  void SetAside();
+  // The waiting keyed microbatch `key` becomes the current one; false when none waits.
+  bool Resume(uint64_t key);
+  void CloseWaiting(size_t i);
   void Open(const v1::Event& event);
   void Close(bool complete);
   void Count(const v1::Event& event, int dir, bool inferred);

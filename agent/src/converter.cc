@@ -117,6 +117,10 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
                                                         : v1::MICROBATCH_BEGIN);
       e->set_source(v1::NVTX);
       e->set_detail(std::string(raw.Text()));
+      if (uint64_t id = 0;
+          raw.kind == RawKind::kMicrobatchBegin && ParseMicrobatchId(raw.Text(), &id)) {
+        e->set_microbatch_id(id);
+      }
       return true;
     case RawKind::kBackwardBegin:
     case RawKind::kBackwardEnd:

@@ -83,4 +83,20 @@ bool ParseStructuredMessage(std::string_view message, v1::Event* event) {
   return true;
 }
 
+bool IsMicrobatchRange(std::string_view text, std::string_view range) {
+  if (range.empty() || text.substr(0, range.size()) != range) return false;
+  return text.size() == range.size() || text[range.size()] == ' ';
+}
+
+bool ParseMicrobatchId(std::string_view text, uint64_t* id) {
+  size_t end = text.find(' ');
+  while (end != std::string_view::npos) {
+    text.remove_prefix(end + 1);
+    end = text.find(' ');
+    const std::string_view token = text.substr(0, end);
+    if (token.substr(0, 3) == "id=") return ParseU64(token.substr(3), id);
+  }
+  return false;
+}
+
 }  // namespace fp8audit::agent

@@ -14,6 +14,7 @@
 
 #include "agent/src/hook_probe.h"
 #include "agent/src/kernel_probe.h"
+#include "agent/src/nvtx_grammar.h"
 #include "agent/src/probe_control.h"
 #include "agent/src/recorder.h"
 #include "agent/src/self_profile.h"
@@ -173,7 +174,7 @@ int OnPush(nvtxDomainHandle_t domain, Message message) {
   if (ts == nullptr) return 0;
   ThreadState::RangeStack* st = StackFor(ts, domain);
   const uint32_t level = st->depth++;
-  const bool microbatch = text == a.config().microbatch_range;
+  const bool microbatch = IsMicrobatchRange(text, a.config().microbatch_range);
   if (level < 64) {
     const uint64_t bit = 1ull << level;
     st->microbatch_bits = microbatch ? (st->microbatch_bits | bit) : (st->microbatch_bits & ~bit);
@@ -215,7 +216,7 @@ nvtxRangeId_t OnStart(nvtxDomainHandle_t domain, Message message) {
   if (!a.enabled()) return id;
   const Text message_text(message);
   const std::string_view text = message_text.view();
-  const bool microbatch = text == a.config().microbatch_range;
+  const bool microbatch = IsMicrobatchRange(text, a.config().microbatch_range);
   if (!microbatch && !Ours(domain)) return id;
   ThreadState* ts = a.Self();
   if (ts == nullptr) return id;

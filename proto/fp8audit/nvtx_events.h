@@ -14,7 +14,10 @@
 //
 // e.g. "checkpoint.enter frame=3 phase=2 kind=reentrant", "update.forward", "stash.pop
 // module=layers.1.fc2 frame=3". Unknown keys are ignored. Logical microbatches are the range
-// kMicrobatchRange (any domain) and optimizer steps the mark kStepMark (any domain).
+// kMicrobatchRange (any domain), optionally naming the logical microbatch: "fp8audit.microbatch
+// id=7" (id: uint; every range with the same id is one microbatch, e.g. its forward and, after
+// other microbatches' forwards, its backward in a pipeline schedule); optimizer steps are the
+// mark kStepMark (any domain).
 //
 // Emit update.* only for state updates that launch no kernel the agent already classifies (e.g. a
 // CPU-side update); a classified update kernel is counted from its launch.
@@ -158,9 +161,22 @@ inline void StashPop(const char* module, uint64_t frame) {
   Mark(FormatStash(false, module, frame));
 }
 
+// "fp8audit.microbatch id=<id>": a range of the logical microbatch `id`.
+inline Message FormatMicrobatch(uint64_t id) {
+  Message m;
+  std::snprintf(m.text, sizeof(m.text), "%s id=%llu", kMicrobatchRange,
+                static_cast<unsigned long long>(id));
+  return m;
+}
+
 // Logical microbatch boundaries and optimizer steps (same names the agent expects by default).
 inline void MicrobatchBegin() {
   const nvtxEventAttributes_t a = Attributes(kMicrobatchRange);
+  nvtxDomainRangePushEx(Domain(), &a);
+}
+inline void MicrobatchBegin(uint64_t id) {
+  const Message m = FormatMicrobatch(id);
+  const nvtxEventAttributes_t a = Attributes(m.c_str());
   nvtxDomainRangePushEx(Domain(), &a);
 }
 inline void MicrobatchEnd() { nvtxDomainRangePop(Domain()); }

@@ -37,9 +37,9 @@ try:
 except ImportError:
     __version__ = _source_version()
 
-__all__ = ["microbatch", "step", "update", "ops", "te", "hook", "__version__"]
+__all__ = ["microbatch", "step", "update", "ops", "te", "megatron", "hook", "__version__"]
 
-_LAZY = ("ops", "te", "hook", "pytest_plugin")
+_LAZY = ("ops", "te", "megatron", "hook", "pytest_plugin")
 
 
 def __getattr__(name: str) -> Any:

@@ -22,7 +22,7 @@ from typing import Any, Optional, Type
 from fp8audit import _paths
 
 LIBRARY = "libfp8audit_markers.so"
-ABI = 1
+ABI = 2
 RANGE = "fp8audit.microbatch"  # the agent's default (FP8AUDIT_MICROBATCH_RANGE)
 STEP = "fp8audit.step"  # the agent's default (FP8AUDIT_STEP_MARK)
 
@@ -67,7 +67,9 @@ def _load() -> Optional[ctypes.CDLL]:
         if lib.fp8audit_markers_abi() != ABI:
             return None
         lib.fp8audit_markers_update.argtypes = [ctypes.c_int, ctypes.c_uint64]
-        for name in ("microbatch_begin", "microbatch_end", "step", "update"):
+        lib.fp8audit_markers_microbatch_begin_id.argtypes = [ctypes.c_uint64]
+        for name in ("microbatch_begin", "microbatch_begin_id", "microbatch_end", "step",
+                     "update"):
             getattr(lib, f"fp8audit_markers_{name}").restype = None
     except (OSError, AttributeError):
         return None
@@ -99,9 +101,18 @@ def _torch_failed() -> None:
 class microbatch(contextlib.ContextDecorator):
     """Marks one logical microbatch: `with fp8audit.microbatch(): ...` (or as a decorator). The
     NVTX range `fp8audit.microbatch` on the calling thread, which the agent reads as the
-    microbatch's bounds. Never raises; exceptions of the body pass through unchanged."""
+    microbatch's bounds. With `id` (an int >= 0) the range names its logical microbatch
+    (`fp8audit.microbatch id=7`): every range with the same id counts in one microbatch, so a
+    pipeline schedule marks a microbatch's forward and, later, its backward apart (ids may be
+    used again once a microbatch's backward range has ended). Raises ValueError for an id that is
+    not a non-negative int; otherwise never raises, and exceptions of the body pass through
+    unchanged."""
 
-    def __init__(self) -> None:
+    def __init__(self, id: Optional[int] = None) -> None:
+        if id is not None and (not isinstance(id, int) or isinstance(id, bool) or
+                               not 0 <= id < 2**64):
+            raise ValueError(f"microbatch id must be an int in [0, 2**64), not {id!r}")
+        self._id = id
         self._route: Optional[str] = None
 
     def __enter__(self) -> "microbatch":
@@ -109,7 +120,7 @@ class microbatch(contextlib.ContextDecorator):
         nvtx = _torch()
         if nvtx is not None:
             try:
-                nvtx.range_push(RANGE)
+                nvtx.range_push(RANGE if self._id is None else f"{RANGE} id={self._id}")
                 self._route = "torch"
                 return self
             except Exception:
@@ -117,7 +128,10 @@ class microbatch(contextlib.ContextDecorator):
         lib = library()
         if lib is not None:
             try:
-                lib.fp8audit_markers_microbatch_begin()
+                if self._id is None:
+                    lib.fp8audit_markers_microbatch_begin()
+                else:
+                    lib.fp8audit_markers_microbatch_begin_id(self._id)
                 self._route = "library"
             except Exception:
                 pass

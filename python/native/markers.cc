@@ -11,11 +11,15 @@ namespace ev = fp8audit::nvtx;
 
 #define FP8AUDIT_MARKERS_API extern "C" __attribute__((visibility("default")))
 
-FP8AUDIT_MARKERS_API int fp8audit_markers_abi() { return 1; }
+FP8AUDIT_MARKERS_API int fp8audit_markers_abi() { return 2; }
 
 // The logical microbatch range (fp8audit.microbatch, in the fp8audit domain) on this thread.
 FP8AUDIT_MARKERS_API void fp8audit_markers_microbatch_begin() { ev::MicrobatchBegin(); }
 FP8AUDIT_MARKERS_API void fp8audit_markers_microbatch_end() { ev::MicrobatchEnd(); }
+// The same range naming the logical microbatch `id` ("fp8audit.microbatch id=<id>"; ABI 2).
+FP8AUDIT_MARKERS_API void fp8audit_markers_microbatch_begin_id(uint64_t id) {
+  ev::MicrobatchBegin(id);
+}
 
 // The optimizer-step mark (fp8audit.step).
 FP8AUDIT_MARKERS_API void fp8audit_markers_step() { ev::Step(); }

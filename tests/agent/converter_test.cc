@@ -163,6 +163,25 @@ TEST(AgentConverter, MarkersAndStructuredMessages) {
   EXPECT_EQ(out[1].pass(), v1::BACKWARD);
 }
 
+TEST(AgentConverter, AMicrobatchRangeNamingItsMicrobatchKeepsTheIdAndOneNamingNoneHasNone) {
+  EventConverter c(FormatHint::kAuto);
+  RawEvent keyed = Boundary(RawKind::kMicrobatchBegin);
+  keyed.SetText("fp8audit.microbatch id=42");
+  RawEvent plain = Boundary(RawKind::kMicrobatchBegin);
+  plain.SetText("fp8audit.microbatch");
+  RawEvent bad = Boundary(RawKind::kMicrobatchBegin);
+  bad.SetText("fp8audit.microbatch id=seven");
+  std::vector<v1::Event> out;
+  for (const RawEvent& e : {keyed, plain, bad}) c.Push(e, &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].kind(), v1::MICROBATCH_BEGIN);
+  ASSERT_TRUE(out[0].has_microbatch_id());
+  EXPECT_EQ(out[0].microbatch_id(), 42u);
+  EXPECT_EQ(out[0].detail(), "fp8audit.microbatch id=42");
+  EXPECT_FALSE(out[1].has_microbatch_id());
+  EXPECT_FALSE(out[2].has_microbatch_id());
+}
+
 TEST(AgentConverter, KernelNamesAndMessagesThatAreNotUtf8AreEscapedAndMarked) {
   FunctionInfo odd;
   odd.name = "my_kernel<\xff\\>";

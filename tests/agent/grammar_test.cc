@@ -75,5 +75,26 @@ TEST(AgentGrammar, UnknownEventsAreNotEventsAndBadValuesAreIgnored) {
   EXPECT_EQ(e.pass(), v1::BACKWARD);
 }
 
+TEST(AgentGrammar, MicrobatchRangesMayNameTheirLogicalMicrobatch) {
+  const std::string range = ev::kMicrobatchRange;
+  EXPECT_TRUE(IsMicrobatchRange("fp8audit.microbatch", range));
+  EXPECT_TRUE(IsMicrobatchRange(ev::FormatMicrobatch(7).c_str(), range));
+  EXPECT_FALSE(IsMicrobatchRange("fp8audit.microbatches", range));
+  EXPECT_FALSE(IsMicrobatchRange("fp8audit.micro", range));
+  EXPECT_FALSE(IsMicrobatchRange("fp8audit.microbatch", ""));
+  uint64_t id = 0;
+  EXPECT_STREQ(ev::FormatMicrobatch(18446744073709551615ull).c_str(),
+               "fp8audit.microbatch id=18446744073709551615");
+  ASSERT_TRUE(ParseMicrobatchId(ev::FormatMicrobatch(18446744073709551615ull).c_str(), &id));
+  EXPECT_EQ(id, 18446744073709551615ull);
+  ASSERT_TRUE(ParseMicrobatchId("train.mb phase=x id=3", &id));
+  EXPECT_EQ(id, 3u);
+  EXPECT_FALSE(ParseMicrobatchId("fp8audit.microbatch", &id));
+  EXPECT_FALSE(ParseMicrobatchId("fp8audit.microbatch id=", &id));
+  EXPECT_FALSE(ParseMicrobatchId("fp8audit.microbatch id=-1", &id));
+  EXPECT_FALSE(ParseMicrobatchId("fp8audit.microbatch id=18446744073709551616", &id));
+  EXPECT_FALSE(ParseMicrobatchId("fp8audit.microbatch xid=4", &id));
+}
+
 }  // namespace
 }  // namespace fp8audit::agent

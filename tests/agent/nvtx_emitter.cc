@@ -5,7 +5,7 @@
 // Modes: basic | cuda-injection | wait | fork | failfast | flood N | probe-toggle
 //        | stress THREADS MILLISECONDS | bytes ARG [HOSTNAME]  (ARG: only for argv)
 //        | plant VICTIM | hook | hook-facts (what fp8audit's Python hook sends)
-//        | fork-exit _exit|_Exit|silent | vfork-exit
+//        | fork-exit _exit|_Exit|silent | vfork-exit | ids (ranges naming their microbatch)
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -240,6 +240,23 @@ int main(int argc, char** argv) {
       nvtxRangePop();
       nvtxRangePop();
     });
+    nvtxRangePop();
+    return 0;
+  }
+  if (mode == "ids") {  // forward 0, forward 1, backward 0, backward 1: each route's range
+    nvtxRangePushA("fp8audit.microbatch id=0");  // as torch.cuda.nvtx.range_push
+    ev::UpdateForward();
+    nvtxRangePop();
+    ev::MicrobatchBegin(1);  // as libfp8audit_markers.so: the fp8audit domain
+    ev::UpdateForward();
+    ev::MicrobatchEnd();
+    const nvtxRangeId_t r = nvtxRangeStartA("fp8audit.microbatch id=0");
+    ev::UpdateBackward();
+    nvtxRangeEnd(r);
+    nvtxRangePushA("fp8audit.microbatch id=1");
+    ev::UpdateBackward();
+    nvtxRangePop();
+    nvtxRangePushA("fp8audit.microbatchx id=2");  // another range
     nvtxRangePop();
     return 0;
   }

@@ -145,6 +145,21 @@ TEST(AgentRoutes, ThePythonHooksMarksAndUpdateRangesAreRecordedAsFactsAndUpdates
   EXPECT_EQ(Kinds(facts.traces[0]), (K{v1::TE_VERSION, v1::TE_PATCHED}));
 }
 
+TEST(AgentRoutes, MicrobatchRangesNamingTheirMicrobatchAreRecordedWithTheId) {
+  const RunResult run = Emit("ids", {{"NVTX_INJECTION64_PATH", AgentPath()}});
+  ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
+  ASSERT_EQ(run.traces.size(), 1u);
+  const auto begins = OfKind(run.traces[0], v1::MICROBATCH_BEGIN);
+  ASSERT_EQ(begins.size(), 4u);
+  std::vector<uint64_t> ids;
+  for (const v1::Event& e : begins) {
+    ASSERT_TRUE(e.has_microbatch_id()) << e.detail();
+    ids.push_back(e.microbatch_id());
+  }
+  EXPECT_EQ(ids, (std::vector<uint64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(OfKind(run.traces[0], v1::MICROBATCH_END).size(), 4u);
+}
+
 TEST(AgentRoutes, LaunchProbeToggleWithoutAProbeSaysSoAndRecordsAsBefore) {
   const RunResult run = Emit("probe-toggle", {{"NVTX_INJECTION64_PATH", AgentPath()}});
   ExpectBasicTrace(run, "probe-toggle");
