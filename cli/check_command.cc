@@ -5,6 +5,7 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/help_examples.h"
 #include "cli/progress_flags.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -58,8 +59,11 @@ void AddCheckCommand(CLI::App& app, int* exit_code) {
       ->type_name("");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->progress.Add(sub);
-  sub->footer(std::string("`fp8audit report` shows the same audit in full.\n\nExit codes:\n") +
-              kAuditExitCodes);
+  sub->footer(WithExamples(
+      std::string("`fp8audit report` shows the same audit in full.\n\nExit codes:\n") +
+          kAuditExitCodes,
+      {"fp8audit check fp8audit-traces        # in CI, after the job: 0 pass, 2, 3 (above)",
+       "fp8audit check traces --expect-backward 2   # a job whose backward updates twice"}));
   sub->callback([args, exit_code] { *exit_code = RunCheck(*args); });
 }
 

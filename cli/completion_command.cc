@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/help_examples.h"
 
 namespace fp8audit::cli {
 namespace {
@@ -134,10 +135,10 @@ void AddCompletionCommand(CLI::App& app, int* exit_code) {
       ->required()
       ->check(CLI::IsMember({"bash", "zsh"}))
       ->type_name("");
-  sub->footer(
-      "Examples:\n"
-      "  source <(fp8audit completion bash)          # this shell; or add it to ~/.bashrc\n"
-      "  fp8audit completion zsh > ~/.zfunc/_fp8audit  # with ~/.zfunc on $fpath, then compinit");
+  sub->footer(WithExamples(
+      "",
+      {"source <(fp8audit completion bash)          # this shell; or add it to ~/.bashrc",
+       "fp8audit completion zsh > ~/.zfunc/_fp8audit  # with ~/.zfunc on $fpath, then compinit"}));
   CLI::App* root = &app;
   sub->callback([root, shell, exit_code] {
     const std::vector<Command> commands = Commands(*root);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -116,6 +117,48 @@ std::vector<pid_t> DescendantsWith(const std::string& library) {
   return found;
 }
 
+// Waits until one of `fds` is readable (a pidfd: its process ended), calling options.on_heartbeat
+// every options.heartbeat_ms meanwhile (none set: waits without a time limit). A signal
+// (EINTR) resumes the wait; the next heartbeat stays due when it was.
+void PollBeating(std::vector<pollfd>& fds, const LaunchOptions& options) {
+  const bool beats = options.heartbeat_ms > 0 && options.on_heartbeat;
+  using Clock = std::chrono::steady_clock;
+  const auto interval = std::chrono::milliseconds(options.heartbeat_ms);
+  auto due = Clock::now() + interval;
+  while (true) {
+    int timeout = -1;
+    if (beats) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(due - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
+    }
+    const int ready = ::poll(fds.data(), fds.size(), timeout);
+    if (ready > 0) return;
+    if (ready < 0 && errno != EINTR) return;
+    if (ready == 0 && beats) {
+      options.on_heartbeat();
+      due = std::max(due + interval, Clock::now());
+    }
+  }
+}
+
+// Waits for the command `pid` to end and reaps it (waitpid), beating meanwhile as PollBeating.
+pid_t WaitForCommand(pid_t pid, int* status, const LaunchOptions& options) {
+  if (options.heartbeat_ms > 0 && options.on_heartbeat) {
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd >= 0) {  // else (an old kernel) no heartbeat: waitpid alone
+      std::vector<pollfd> fds = {pollfd{fd, POLLIN, 0}};
+      PollBeating(fds, options);
+      ::close(fd);
+    }
+  }
+  pid_t waited;
+  do {
+    waited = ::waitpid(pid, status, 0);
+  } while (waited < 0 && errno == EINTR);
+  return waited;
+}
+
 // Reaps every child that has ended, without waiting.
 void ReapEnded() {
   int status = 0;
@@ -147,8 +190,7 @@ void WaitForDescendants(const LaunchOptions& options) {
       if (errno != ESRCH && ::waitpid(-1, &status, 0) < 0 && errno == ECHILD) return;
       continue;
     }
-    while (::poll(fds.data(), fds.size(), -1) < 0 && errno == EINTR) {
-    }
+    PollBeating(fds, options);
     for (const pollfd& p : fds) ::close(p.fd);
   }
 }
@@ -284,10 +326,7 @@ LaunchResult LaunchAndWait(const std::vector<std::string>& argv,
   const bool exec_failed = n == static_cast<ssize_t>(sizeof exec_errno);
 
   int status = 0;
-  pid_t waited;
-  do {
-    waited = ::waitpid(pid, &status, 0);
-  } while (waited < 0 && errno == EINTR);
+  const pid_t waited = WaitForCommand(pid, &status, options);
   const int wait_errno = errno;
   g_child = 0;
   if (!exec_failed && !options.wait_for_library.empty()) WaitForDescendants(options);

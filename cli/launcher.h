@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -44,6 +45,10 @@ struct LaunchOptions {
   std::string wait_for_library;
   // Called once, when the command has ended and such processes still run (their pids).
   std::function<void(const std::vector<int>&)> on_waiting;
+  // Above 0 (and on_heartbeat set): on_heartbeat is called every heartbeat_ms milliseconds while
+  // the command, or a descendant waited for, runs (in this thread, between waits).
+  uint64_t heartbeat_ms = 0;
+  std::function<void()> on_heartbeat;
 };
 
 // Runs argv (PATH lookup as execvp) with `env` set on top of this process's environment, passes

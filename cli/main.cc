@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/help_examples.h"
 #include "cli/usage_error.h"
 #include "cli/version.h"
 
@@ -17,6 +18,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", fp8audit::cli::VersionText(),
                        "print the version, the commit, and the CUDA, CUPTI and PyTorch it was "
                        "built with, then exit");
+  app.footer(fp8audit::cli::WithExamples(
+      "`fp8audit COMMAND --help` shows a command's flags, exit codes and examples.",
+      {"fp8audit run -- torchrun --nproc-per-node 8 train.py    # audit a job: report on stderr",
+       "fp8audit run --fix-te -- torchrun --nproc-per-node 8 train.py  # the same under the fix"}));
   int exit_code = fp8audit::cli::kExitOk;
   fp8audit::cli::AddModelCommand(app, &exit_code);
   fp8audit::cli::AddRunCommand(app, &exit_code);

@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/help_examples.h"
 #include "reports/event_text.h"
 #include "reports/output.h"
 #include "state/predict.h"
@@ -194,21 +195,25 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
                   "Explanation lines shown in text output")
       ->capture_default_str();
   scenario->excludes(layers);
-  sub->footer(
+  sub->footer(WithExamples(
       std::string("Give either SCENARIO (several with --compare) or --layers.\n") +
-      "Limits: a scenario file of at most " + std::to_string(state::kMaxScenarioBytes >> 20) +
-      " MiB, ops nested at most " + std::to_string(state::kMaxOpNesting) +
-      " deep, module names of at most " + std::to_string(state::kMaxNameBytes) +
-      " bytes;\nat most " + std::to_string(state::kMaxExpandedOps) +
-      " ops executed per run (repeats, recomputes, microbatches and modules included).\n"
-      "--trace-out FILE replaces a regular file (or a symbolic link at FILE) atomically and "
-      "writes\n"
-      "a device or FIFO in place. Text output shows control characters of the scenario's names\n"
-      "as '?'.\n"
-      "Exit codes: 0 prediction printed; 2 bad flags, malformed scenario (one line naming\n"
-      "file:line:column), a limit exceeded, or the output could not be written (--trace-out,\n"
-      "standard output: a full disk, a directory, the scenario itself); 3 with --check when a\n"
-      "microbatch differs from the expectation.");
+          "Limits: a scenario file of at most " + std::to_string(state::kMaxScenarioBytes >> 20) +
+          " MiB, ops nested at most " + std::to_string(state::kMaxOpNesting) +
+          " deep, module names of at most " + std::to_string(state::kMaxNameBytes) +
+          " bytes;\nat most " + std::to_string(state::kMaxExpandedOps) +
+          " ops executed per run (repeats, recomputes, microbatches and modules included).\n"
+          "--trace-out FILE replaces a regular file (or a symbolic link at FILE) atomically and "
+          "writes\n"
+          "a device or FIFO in place. Text output shows control characters of the scenario's "
+          "names\n"
+          "as '?'.\n"
+          "Exit codes: 0 prediction printed; 2 bad flags, malformed scenario (one line naming\n"
+          "file:line:column), a limit exceeded, or the output could not be written (--trace-out,\n"
+          "standard output: a full disk, a directory, the scenario itself); 3 with --check when a\n"
+          "microbatch differs from the expectation.",
+      {"fp8audit model --layers 28 --linears-per-layer 7 --checkpoint reentrant --segments "
+       "per-layer --semantics te-2.20",
+       "fp8audit model --compare state/scenarios/*.textproto   # every TE release and fixed"}));
   sub->callback([flags, exit_code, sub] {
     if (flags->scenarios.empty() && flags->layers == 0) {
       throw CLI::RequiredError("SCENARIO or --layers");

@@ -7,6 +7,7 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/help_examples.h"
 #include "cli/progress_flags.h"
 #include "reports/output.h"
 #include "reports/render.h"
@@ -158,14 +159,17 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
   args->semantics.Add(sub);
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->progress.Add(sub);
-  sub->footer(std::string("Reads each trace once, record by record (chrome-trace first reads the "
-                          "first records of each\nto place the traces on one time line). A damaged "
-                          "trace is reported up to its last whole record,\nand one line on stderr "
-                          "names the file, the "
-                          "record number and the byte offset of the damage. In a\ndirectory, "
-                          "symbolic links named *.fp8trace are skipped (one line says so); name "
-                          "one to read it.\n\nExit codes:\n") +
-              kAuditExitCodes);
+  sub->footer(WithExamples(
+      std::string("Reads each trace once, record by record (chrome-trace first reads the "
+                  "first records of each\nto place the traces on one time line). A damaged "
+                  "trace is reported up to its last whole record,\nand one line on stderr "
+                  "names the file, the "
+                  "record number and the byte offset of the damage. In a\ndirectory, "
+                  "symbolic links named *.fp8trace are skipped (one line says so); name "
+                  "one to read it.\n\nExit codes:\n") +
+          kAuditExitCodes,
+      {"fp8audit report fp8audit-traces             # the traces `fp8audit run` wrote, per rank",
+       "fp8audit report fp8audit-traces --format html -o fp8audit.html"}));
   sub->callback([args, exit_code] { *exit_code = RunReport(*args); });
 }
 

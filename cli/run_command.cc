@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +17,8 @@
 #include "cli/audit_common.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/heartbeat.h"
+#include "cli/help_examples.h"
 #include "cli/launcher.h"
 #include "cli/progress_flags.h"
 #include "cli/python_hook.h"
@@ -41,6 +45,7 @@ struct RunArgs {
   std::string on_full = "wait";
   std::string patterns;
   uint32_t max_rows = 50;
+  double heartbeat = kDefaultHeartbeatSeconds;
   int quiet = 0;  // -q: the summary; -qq: nothing after the command but problem lines
   bool verbose = false;
   ReportFiles files;
@@ -182,6 +187,24 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
         " it started that still run with the agent and may still write traces (signals to "
         "fp8audit are passed on to them)");
   };
+  std::unique_ptr<Heartbeat> heartbeat;
+  if (HeartbeatWanted(args.heartbeat, args.quiet, ::isatty(STDERR_FILENO) == 1)) {
+    heartbeat = std::make_unique<Heartbeat>(
+        [] {
+          return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           std::chrono::steady_clock::now().time_since_epoch())
+                                           .count());
+        },
+        [&] { return RecordedSince(out.string(), before, run_id); },
+        [](const std::string& line) {
+          // One write: the line stays whole among the lines the command writes to the terminal.
+          const std::string text = "fp8audit run: " + line + "\n";
+          ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
+          (void)ignored;
+        });
+    launch.heartbeat_ms = std::max<uint64_t>(1, static_cast<uint64_t>(args.heartbeat * 1000));
+    launch.on_heartbeat = [&heartbeat] { heartbeat->Beat(); };
+  }
   const LaunchResult launched = LaunchAndWait(command, env, launch);
   if (launched.status == LaunchResult::Status::kExecFailed ||
       launched.status == LaunchResult::Status::kForkFailed) {
@@ -316,6 +339,12 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("-v,--verbose", args->verbose,
                 "every violation of each microbatch with its events, instead of identical "
                 "problems collapsed into one line per cause");
+  sub->add_option("--heartbeat", args->heartbeat,
+                  "while CMD runs and standard error is a terminal, one line every SECONDS "
+                  "(default 60; 0: never; never with --quiet) with the time elapsed and this "
+                  "run's traces so far and their size")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("SECONDS");
   sub->add_option("--junit", args->files.junit,
                   "also write the report as JUnit XML to FILE (for CI: one testcase per trace)")
       ->type_name("FILE");
@@ -331,7 +360,7 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   auto command = std::make_shared<std::vector<std::string>>();
   sub->add_option("CMD", *command, "the command to run, and its arguments")->type_name("");
   sub->positionals_at_end();
-  sub->footer(
+  sub->footer(WithExamples(
       "Everything from CMD on is CMD's own, flags included (a -- before CMD is optional).\n"
       "CMD runs with LD_PRELOAD (prepended), CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH set\n"
       "to the agent: $FP8AUDIT_AGENT, else ../lib/libfp8audit.so next to this executable, and\n"
@@ -357,7 +386,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "       killed), lost events or shows no backward pass: the audit is incomplete; there is\n"
       "       nothing to judge (no microbatch, or not one FP8 state update)\n"
       "  3    CMD succeeded and the audit found violations (also where another trace is\n"
-      "       incomplete)\n");
+      "       incomplete)\n",
+      {"fp8audit run -- torchrun --nproc-per-node 8 train.py   # the report on stderr at the end",
+       "fp8audit run --fix-te --quiet --junit fp8audit.xml -- python train.py  # fixed, for CI"}));
   sub->callback([args, command, exit_code] { *exit_code = RunRun(*args, *command); });
 }
 

@@ -12,6 +12,8 @@ from fp8audit import _paths
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Replaces this process with `fp8audit ARGS...` (argv, else sys.argv[1:]); returns 2 when the
+    executable is not found, 126 when it cannot be run."""
     args = sys.argv[1:] if argv is None else argv
     binary = _paths.binary()
     if binary is None:

@@ -41,6 +41,7 @@ _COUNTED = ("FORWARD_COUNT", "BACKWARD_COUNT", "TRACE_DAMAGED")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Adds --fp8audit, --fp8audit-out DIR and --fp8audit-keep."""
     group = parser.getgroup("fp8audit")
     group.addoption("--fp8audit", action="store_true", default=False,
                     help="run the tests under fp8audit's agent (re-running the session under "
@@ -55,6 +56,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Declares the fp8audit marker; under --fp8audit, re-runs the session under the agent when it
+    is not loaded yet, and registers the judge that fails tests whose microbatches do not make
+    the expected updates."""
     config.addinivalue_line(
         "markers", f"{MARKER}(forward=1, backward=1): FP8 state updates each microbatch of this "
                    "test must make under --fp8audit; the test must record a microbatch")
@@ -75,6 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
                                   args: List[str]) -> Generator[None, None, None]:
+    """Under --fp8audit without the agent loaded, re-runs the whole session under `fp8audit run`
+    before the conftests load."""
     options = early_config.known_args_namespace
     if getattr(options, "fp8audit", False) and not _agent.loaded():
         _rerun_under_agent(early_config, getattr(options, "fp8audit_out", None),

@@ -186,6 +186,88 @@ TEST(Launcher, WaitsForDescendantsThatOutliveTheCommandAndHaveTheLibraryMapped) 
   fs::remove_all(dir);
 }
 
+// The command (or its late child) goes on only once `go` is opened for writing: Release opens it,
+// once; a watchdog does after 60 s should nothing else (the test then fails on what it saw).
+class Gate {
+ public:
+  explicit Gate(const std::string& name)
+      : dir_(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    EXPECT_EQ(::mkfifo((dir_ / "go").c_str(), 0600), 0);
+    EXPECT_EQ(::mkfifo((dir_ / "gate").c_str(), 0600), 0);
+    watchdog_ = std::thread([this] {
+      for (int i = 0; !done_; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (i >= 6000) Release();
+      }
+    });
+  }
+  ~Gate() {
+    done_ = true;
+    watchdog_.join();
+    fs::remove_all(dir_);
+  }
+  // Non-blocking: before the reader has opened `go` nothing happens, and a later call tries again.
+  void Release() {
+    if (released_) return;
+    const int fd = ::open((dir_ / "go").c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd < 0) return;
+    released_ = true;
+    ::close(fd);
+  }
+  std::string Dir() const { return dir_.string(); }
+
+ private:
+  fs::path dir_;
+  std::atomic<bool> released_{false};
+  std::atomic<bool> done_{false};
+  std::thread watchdog_;
+};
+
+TEST(Launcher, HeartbeatIsCalledWhileTheCommandRuns) {
+  Gate gate("fp8audit-beat-");
+  LaunchOptions options;
+  options.heartbeat_ms = 5;
+  int beats = 0;
+  options.on_heartbeat = [&] {
+    ++beats;
+    gate.Release();  // the command can end only after a heartbeat
+  };
+  const LaunchResult r =
+      LaunchAndWait({"sh", "-c", "read x < '" + gate.Dir() + "/go'; exit 0"}, {}, options);
+  EXPECT_EQ(r.ShellCode(), 0);
+  EXPECT_GE(beats, 1);
+}
+
+TEST(Launcher, HeartbeatGoesOnWhileWaitingForDescendants) {
+  Gate gate("fp8audit-beat-late-");
+  const std::string libc = MappedLibc();
+  ASSERT_FALSE(libc.empty());
+  LaunchOptions options;
+  options.wait_for_library = libc;
+  options.heartbeat_ms = 5;
+  bool waiting = false;
+  int beats_while_waiting = 0;
+  options.on_waiting = [&](const std::vector<int>&) { waiting = true; };
+  options.on_heartbeat = [&] {
+    if (!waiting) return;
+    ++beats_while_waiting;
+    gate.Release();  // the late child can end only after a heartbeat while it is waited for
+  };
+  const std::string d = gate.Dir();
+  const LaunchResult r = LaunchAndWait(
+      {"sh", "-c",
+       "cd '" + d + "' || exit 9; ( read x < gate; read y < go; echo late > out ) & " +
+           "exec 3>gate; exit 0"},
+      {}, options);
+  EXPECT_EQ(r.ShellCode(), 0);
+  std::ifstream out(d + "/out");
+  std::string line;
+  EXPECT_TRUE(std::getline(out, line) && line == "late") << "the late child was not waited for";
+  EXPECT_GE(beats_while_waiting, 1);
+}
+
 TEST(Launcher, PreloadPutsTheAgentFirst) {
   EXPECT_EQ(PrependPreload(nullptr, "/a/lib.so"), "/a/lib.so");
   EXPECT_EQ(PrependPreload("", "/a/lib.so"), "/a/lib.so");

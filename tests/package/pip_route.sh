@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# tests/package/pip_route.sh MODE: the pip route, in a fresh virtual environment in a temporary
-# directory, then the same checks in every mode (one PASS or FAIL line each; exit 1 if any fails):
+# tests/package/pip_route.sh MODE: the README's pip route, word for word, in a fresh copy of the
+# checkout (its tracked and unignored files, as a clone of this working tree has them) in a
+# temporary directory: the commands are read from README.md, from the fenced block after the line
+# `<!-- pip_route.sh: ... -->` (a comment a reader of the README does not see), one step a line:
+# `python3 -m venv v && v/bin/pip install .`, `v/bin/python -m fp8audit run -- ...` (its traces in
+# ./fp8audit-traces), `v/bin/pytest --fp8audit examples/`. Then the same checks in every mode (one
+# PASS or FAIL line each; exit 1 if any fails):
 #   the wheel's contents (the command, the agent, the libraries, fp8audit.te, the hook, the plugin),
 #   `fp8audit --version`, `import fp8audit` without torch, fp8audit.microbatch() never raising on
 #   this torch, fp8audit.ops, fp8audit.te's model, `python -m fp8audit run -- python
@@ -9,10 +14,13 @@
 #   with the report's explanation.
 #
 # MODE says how the venv gets torch and how the wheel is built:
-#   user  python3 -m venv v && v/bin/pip install .  -- the README's route, as it is: pip's isolated
+#   commands  print the README's route as read, one command a line, and check it has the three
+#         steps (no install: CTest readme_pip_route runs this, so README and route cannot drift)
+#   user  python3 -m venv v && v/bin/pip install .  -- the README's first line, as it is: pip's isolated
 #         build installs scikit-build-core and torch==2.11.0 into a build environment, then torch
 #         again into v (4.6 GB each, about 6 min each on 2 cores). Wheels from the wheelhouse
-#         (FP8AUDIT_WHEELHOUSE, default ~/.cache/fp8audit/wheels) when it has them all, else PyPI.
+#         (FP8AUDIT_WHEELHOUSE, default ~/.cache/fp8audit/wheels; PIP_FIND_LINKS and PIP_NO_INDEX,
+#         the line unchanged) when it has them all, else PyPI.
 #   ci    what ./test.sh runs, to spare those two torch installs: v reuses the torch and pytest of
 #         the interpreter fp8audit builds with (FP8AUDIT_PYTHON, else ./.venv/bin/python, else
 #         python3, as cmake/Fp8auditTorch.cmake chooses) through a .pth file naming its
@@ -26,24 +34,54 @@
 #         own), `pip install --no-build-isolation --no-deps --no-index .`; pytest must be python3's. The example job runs on the GPU, where
 #         the agent counts the update kernels' launches. Build dependencies the machine lacks
 #         (Protobuf, CLI11, ...) from FP8AUDIT_DEVKIT, default ./.devkit when present (tests/README.md).
+# ci and gpu replace the README's first line by their install into v (the line's own venv and
+# pip install are user's), and where v has no pytest script, v/bin/pytest runs v's python -m pytest.
 # Extra pip arguments: FP8AUDIT_PIP_ARGS (e.g. "-C cmake.define.FP8AUDIT_CUDA=ON"). Build jobs:
 # FP8AUDIT_JOBS (default: the number of cores). Prints the time of each step.
 set -uo pipefail
 mode=${1:-}
 case "$mode" in
-  user | ci | gpu) ;;
+  commands | user | ci | gpu) ;;
   *)
-    echo "usage: tests/package/pip_route.sh user|ci|gpu" >&2
+    echo "usage: tests/package/pip_route.sh commands|user|ci|gpu" >&2
     exit 2
     ;;
 esac
 cd "$(dirname "$0")/../.."
 src=$PWD
+
+# ---- the route, from README.md ------------------------------------------------------------------
+route=()
+while IFS= read -r line; do route+=("$line"); done < <(awk '
+  /^<!-- pip_route\.sh:/ { marked = 1; next }
+  marked && /^```/ { if (inside) exit; inside = 1; next }
+  inside { print }' README.md)
+install_line=${route[0]:-} run_line=${route[1]:-} pytest_line=${route[2]:-}
+if ((${#route[@]} != 3)) || [[ "$install_line" != "python3 -m venv v && v/bin/pip install ."* ||
+  "$run_line" != "v/bin/python -m fp8audit run -- "* ||
+  "$pytest_line" != "v/bin/pytest --fp8audit examples/"* ]]; then
+  echo "FAIL: pip route ($mode): README.md's route (the block after <!-- pip_route.sh: -->) is not" \
+    "the three steps this test follows: venv and pip install, fp8audit run, pytest --fp8audit:" >&2
+  printf '    %s\n' "${route[@]}" >&2
+  exit 1
+fi
+if [[ "$mode" == commands ]]; then
+  printf '%s\n' "${route[@]}"
+  exit 0
+fi
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/fp8audit-pip.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 read -r -a extra <<<"${FP8AUDIT_PIP_ARGS:-}"
 export CMAKE_BUILD_PARALLEL_LEVEL=${FP8AUDIT_JOBS:-$(nproc)}
-v=$work/v
+# The fresh checkout: this working tree's tracked and unignored files, nothing built, no .venv.
+checkout=$work/checkout
+mkdir -p "$checkout"
+git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do
+    [[ "$f" == .venv* || ! -e "$f" ]] || printf '%s\0' "$f"
+  done | tar -c --null -T - | tar -x -C "$checkout"
+v=$checkout/v
 failed=()
 pass() { echo "PASS: pip route ($mode): $1"; }
 fail() {  # WHAT [DETAILS FILE]: one FAIL line, then the details
@@ -70,14 +108,18 @@ case "$mode" in
   user)
     wheels=${wheels:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit/wheels}
     mkdir -p "$wheels"
-    timed "python3 -m venv" python3 -m venv "$v" || stop "python3 -m venv" "$work/log"
-    pip=("$v/bin/pip" install --find-links "$wheels")
-    if ! timed "pip install . (wheels from the wheelhouse)" "${pip[@]}" --no-index "${extra[@]}" .; then
-      grep -q "No matching distribution found" "$work/log" || stop "pip install ." "$work/log"
+    # README's line as it is, in the checkout; pip's options from the environment (and
+    # FP8AUDIT_PIP_ARGS after it, its comment then cut).
+    if ((${#extra[@]})); then install_line="${install_line%%#*} ${extra[*]}"; fi
+    if ! (cd "$checkout" && PIP_FIND_LINKS=$wheels PIP_NO_INDEX=1 \
+      timed "$install_line (wheels from the wheelhouse)" bash -c "$install_line"); then
+      grep -q "No matching distribution found" "$work/log" || stop "$install_line" "$work/log"
       echo "   pip route ($mode): the wheelhouse lacks a wheel; from PyPI, kept in $wheels"
       "$v/bin/pip" download -q -d "$wheels" --find-links "$wheels" "scikit-build-core>=0.10" \
         "torch==2.11.0" "pytest>=7" || stop "pip download into $wheels"
-      timed "pip install ." "${pip[@]}" "${extra[@]}" . || stop "pip install ." "$work/log"
+      rm -rf "$v"
+      (cd "$checkout" && PIP_FIND_LINKS=$wheels timed "$install_line" \
+        bash -c "$install_line") || stop "$install_line" "$work/log"
     fi
     ;;
   ci)
@@ -105,7 +147,7 @@ case "$mode" in
       cuda=(--config-settings cmake.define.FP8AUDIT_CUDA=OFF)
     fi
     timed "pip install --no-build-isolation --no-index . ${cuda[*]}" "$v/bin/pip" install \
-      --no-build-isolation --no-index --find-links "$wheels" "${cuda[@]}" "${extra[@]}" . ||
+      --no-build-isolation --no-index --find-links "$wheels" "${cuda[@]}" "${extra[@]}" "$checkout" ||
       stop "pip install --no-build-isolation ." "$work/log"
     ;;
   gpu)
@@ -137,17 +179,22 @@ case "$mode" in
         --config-settings "cmake.define.Protobuf_LIBRARY=$pblib")
     fi
     timed "pip install --no-build-isolation --no-deps --no-index ." "$v/bin/pip" install \
-      --no-build-isolation --no-deps --no-index "${extra[@]}" . ||
+      --no-build-isolation --no-deps --no-index "${extra[@]}" "$checkout" ||
       stop "pip install --no-build-isolation --no-deps ." "$work/log"
     ;;
 esac
 pass "installed ($("$v/bin/python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
 
-# ---- the checks (outside the checkout: the installed package, not python/) ----------------------
+# ci, gpu: pytest is the torch interpreter's, without a script in v/bin: one that runs it.
+if [[ ! -x "$v/bin/pytest" ]]; then
+  printf '#!/bin/sh\nexec "%s" -m pytest "$@"\n' "$v/bin/python" >"$v/bin/pytest"
+  chmod +x "$v/bin/pytest"
+fi
+
+# ---- the checks (outside the source tree: the installed package, not python/) -------------------
 cd "$work"
 py=$v/bin/python
-pytest=("$py" -m pytest)  # ci, gpu: pytest is the torch interpreter's, without a script in v/bin
-if [[ -x "$v/bin/pytest" ]]; then pytest=("$v/bin/pytest"); fi
+pytest=("$v/bin/pytest")
 check_py() {  # WHAT CODE: PASS when CODE exits 0 (with the first line it prints on stdout)
   if "$py" -c "$2" >"$work/out" 2>"$work/log"; then
     pass "$1$([[ -s "$work/out" ]] && echo ": $(head -n 1 "$work/out")")"
@@ -234,11 +281,11 @@ counts = [(m.get("forward_updates", 0), m.get("backward_updates", 0)) for m in r
 assert len(ranks) == 1 and counts == [(1, 1)] * 4, (len(ranks), counts)
 PY
 }
-if timed "python -m fp8audit run -- python examples/fp8_job.py" "$py" -m fp8audit run \
-  --out traces -- "$py" "$src/examples/fp8_job.py" && counts_check traces; then
-  pass "python -m fp8audit run -- python examples/fp8_job.py: 4 microbatches, 1/1 each"
+if (cd "$checkout" && timed "$run_line" bash -c "$run_line") &&
+  counts_check "$checkout/fp8audit-traces"; then
+  pass "$run_line: 4 microbatches, 1/1 each"
 else
-  fail "python -m fp8audit run -- python examples/fp8_job.py: 4 microbatches, 1/1 each" "$work/log"
+  fail "$run_line: 4 microbatches, 1/1 each" "$work/log"
 fi
 if timed "python -m fp8audit run -- torchrun --standalone --nproc-per-node 1 examples/fp8_job.py" \
   "$py" -m fp8audit run --out traces-torchrun -- "$py" -m torch.distributed.run --standalone \
@@ -249,12 +296,11 @@ else
   fail "python -m fp8audit run -- torchrun ... examples/fp8_job.py" "$work/log"
 fi
 
-cp -r "$src/examples" examples
-if timed "pytest --fp8audit examples/" "${pytest[@]}" --fp8audit -p no:cacheprovider examples/ &&
-  grep -q "2 passed" "$work/log"; then
-  pass "pytest --fp8audit examples/: 2 passed"
+if (cd "$checkout" && timed "$pytest_line" bash -c "$pytest_line") && grep -q "2 passed" "$work/log"
+then
+  pass "$pytest_line: 2 passed"
 else
-  fail "pytest --fp8audit examples/" "$work/log"
+  fail "$pytest_line" "$work/log"
 fi
 
 # A test whose microbatch updates the forward state twice (as a checkpoint's recompute does in TE):

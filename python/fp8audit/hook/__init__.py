@@ -41,6 +41,7 @@ def set_recording(on: bool) -> None:
 
 
 def recording() -> bool:
+    """Whether the armed features record (True unless set_recording(False))."""
     return _recording
 
 
@@ -237,6 +238,8 @@ def install(features: List[str]) -> List[str]:
 
 
 def install_from_environment() -> None:
+    """Arms the features FP8AUDIT_PYHOOK names (comma-separated; what `fp8audit run` sets), as
+    install() does; none named: nothing."""
     names = [n.strip() for n in os.environ.get(ENV, "").split(",") if n.strip()]
     if names:
         install(names)

@@ -45,6 +45,8 @@ def checkpoint_on_stack(frame: Optional[Any] = None) -> str:
 
 
 def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str = "") -> str:
+    """The NVTX mark the agent reads for a TE module recomputed in backward: its name, whether it
+    computes in FP8 now and did in its forward ("?": not seen), and the checkpoint recomputing it."""
     text = f"{MARK} module={name} fp8={int(fp8)}"
     text += f" forward_fp8={int(forward_fp8)}" if forward_fp8 is not None else " forward_fp8=?"
     return text + (f" checkpoint={checkpoint}" if checkpoint else "")
