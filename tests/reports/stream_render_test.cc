@@ -137,7 +137,7 @@ TEST_F(StreamRenderTest, ChromeTraceIsValidWithAProcessPerRankAndATrackPerThread
 
   // Processes 1 and 2 in reading order, named by rank, host, pid and verdict.
   EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (testhost, pid 4242): FAIL");
-  EXPECT_EQ(MetaName(doc, "process_name", 2), "rank 1 (testhost, pid 5001): ok");
+  EXPECT_EQ(MetaName(doc, "process_name", 2), "rank 1 (testhost, pid 5001): PASS");
   // Per process: the audit's track (tid = pid) and one per recording thread, named by its role.
   EXPECT_EQ(MetaName(doc, "thread_name", 1, 1), "fp8audit: microbatches and passes");
   std::vector<std::string> names;
@@ -208,13 +208,13 @@ TEST_F(StreamRenderTest, MicrobatchesAndTheirPassesAreNestedSlicesWithTheVerdict
   ASSERT_EQ(mbs.size(), 2u);
   // Events 0.25 ms apart from the first (ts 0): microbatch 0 is its 9 events, begin to end;
   // forward until the backward begins (event 5), backward until it ends (event 7).
-  EXPECT_EQ(mbs[0]["name"], "microbatch 0 (step 0): ok");
+  EXPECT_EQ(mbs[0]["name"], "microbatch 0 (step 0): PASS");
   EXPECT_EQ(Ts(mbs[0]), 0);
   EXPECT_EQ(Dur(mbs[0]), 2000);
   EXPECT_EQ(mbs[0]["tid"], 1);
   EXPECT_EQ(mbs[1]["name"], "microbatch 1 (step 0): FAIL");
   EXPECT_EQ(mbs[1]["cat"], "microbatch,fail");
-  EXPECT_EQ(mbs[1]["args"]["verdict"], "fail");
+  EXPECT_EQ(mbs[1]["args"]["verdict"], "FAIL");
   EXPECT_EQ(mbs[1]["args"]["backward"], 2);
   EXPECT_EQ(mbs[1]["args"]["expected_backward"], 1);
   const std::string why = mbs[1]["args"]["explanations"][0];
@@ -317,7 +317,7 @@ TEST_F(StreamRenderTest, TraceTextIsEscapedAndEscapedFieldsAreNamed) {
   const std::string text = Render(Format::kChromeTrace);
   OrderedJson doc;
   ASSERT_EQ(ChromeTraceProblem(text, &doc), "");
-  EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (node\\xfe01, pid 7): ok");
+  EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (node\\xfe01, pid 7): PASS");
   const auto updates = Events(doc, "i", "update");
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_EQ(updates[0]["args"]["kernel"], "gemm\\xff_kernel");
@@ -402,8 +402,8 @@ TEST_F(StreamRenderTest, MetricsAreOneJsonLinePerMicrobatch) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[1].dump(),
             "{\"rank\":0,\"step\":0,\"microbatch\":1,\"forward\":1,\"backward\":2,"
-            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"fail\"}");
-  EXPECT_EQ(lines[0]["verdict"], "pass");
+            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"FAIL\"}");
+  EXPECT_EQ(lines[0]["verdict"], "PASS");
   EXPECT_EQ(lines[2]["rank"], -1);
   EXPECT_EQ(lines[3]["step"], 1);
   EXPECT_EQ(lines[3]["microbatch"], 1);
@@ -435,7 +435,7 @@ TEST_F(StreamRenderTest, NothingAuditedMicrobatchesAreNotShownFailingInChromeTra
   EXPECT_EQ(slices.size(), 6u);
   for (const OrderedJson& e : slices) {
     EXPECT_EQ(e["cat"], "microbatch") << e.dump();
-    EXPECT_EQ(e["args"]["verdict"], "not audited") << e.dump();
+    EXPECT_EQ(e["args"]["verdict"], "NOTHING AUDITED") << e.dump();
     EXPECT_TRUE(Contains(e["name"].get<std::string>(), "NOTHING AUDITED")) << e.dump();
   }
   EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (testhost, pid 1): NOTHING AUDITED");
@@ -443,7 +443,7 @@ TEST_F(StreamRenderTest, NothingAuditedMicrobatchesAreNotShownFailingInChromeTra
   EXPECT_FALSE(Contains(doc.dump(), "FAIL")) << doc.dump();
   const std::vector<nlohmann::ordered_json> lines = Lines(Render(Format::kMetrics));
   ASSERT_EQ(lines.size(), 6u);
-  for (const auto& line : lines) EXPECT_EQ(line["verdict"], "not audited") << line.dump();
+  for (const auto& line : lines) EXPECT_EQ(line["verdict"], "NOTHING AUDITED") << line.dump();
 }
 
 TEST_F(StreamRenderTest, ARankWithoutUpdatesAmongRanksWithThemStillFailsInChromeTraceAndMetrics) {
@@ -463,10 +463,10 @@ TEST_F(StreamRenderTest, ARankWithoutUpdatesAmongRanksWithThemStillFailsInChrome
   const std::vector<nlohmann::ordered_json> lines = Lines(Render(Format::kMetrics));
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0]["rank"], 0);
-  EXPECT_EQ(lines[0]["verdict"], "fail");
-  EXPECT_EQ(lines[1]["verdict"], "fail");
+  EXPECT_EQ(lines[0]["verdict"], "FAIL");
+  EXPECT_EQ(lines[1]["verdict"], "FAIL");
   EXPECT_EQ(lines[2]["rank"], 1);
-  EXPECT_EQ(lines[2]["verdict"], "pass");
+  EXPECT_EQ(lines[2]["verdict"], "PASS");
 }
 
 TEST_F(StreamRenderTest, ChromeTraceShowsCrossChecksAndFactsAsInstantsAndWhatEachProbeSaw) {
