@@ -142,6 +142,8 @@ struct RankView {
   uint32_t max_event_tables;
   bool open_metadata;                          // few ranks: each rank's metadata shown unfolded
   std::unordered_map<uint32_t, bool> drilled;  // failing rows listed in the microbatch table
+  // Microbatches whose explanations the violations table shows (the microbatch table links there).
+  std::unordered_map<uint32_t, bool> explained;
 };
 
 void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::string* out) {
@@ -358,7 +360,7 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   *out += "</table></details>\n";
 }
 
-void Violations(const RankView& view,
+void Violations(RankView& view,
                 const std::unordered_map<uint32_t, const v1::MicrobatchResult*>& rows,
                 const RenderOptions& options, std::string* out) {
   const v1::RankReport& r = *view.rank;
@@ -375,7 +377,10 @@ void Violations(const RankView& view,
   for (int i = 0; i < n; ++i) {
     const v1::Violation& v = r.violations(i);
     const bool count = IsCountViolation(v);
-    *out += "<tr class=\"violation\" data-kind=\"" + ViolationKindName(v.kind()) + "\">";
+    const bool explains = count && static_cast<int64_t>(v.microbatch()) != explained &&
+                          rows.count(v.microbatch()) > 0;
+    *out += "<tr class=\"violation\" data-kind=\"" + ViolationKindName(v.kind()) + "\"" +
+            (explains ? " id=\"" + view.id + "-v" + Num(v.microbatch()) + "\"" : "") + ">";
     std::string where = Num(v.microbatch());
     if (count && view.drilled.count(v.microbatch()) > 0) {
       where = "<a href=\"#" + view.id + "-mb" + where + "\">" + where + "</a>";
@@ -387,7 +392,10 @@ void Violations(const RankView& view,
     if (count && static_cast<int64_t>(v.microbatch()) != explained) {
       auto it = rows.find(v.microbatch());
       // The first microbatches' explanations are open; later ones are folded.
-      if (it != rows.end()) Explanations(*it->second, ++explained_rows > kOpenExplanations, out);
+      if (it != rows.end()) {
+        Explanations(*it->second, ++explained_rows > kOpenExplanations, out);
+        if (it->second->explanations_size() > 0) view.explained[v.microbatch()] = true;
+      }
       explained = v.microbatch();
     }
     if (v.context_size() > 0 && view.max_event_tables != 0 && tables >= view.max_event_tables) {
@@ -454,7 +462,13 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
       }
       *out += "<td>";
       // Folded: the violations above show them too.
-      Explanations(*m, r.violations_size() > 0, out);
+      if (view.explained.count(m->index()) > 0) {
+        *out += "<a href=\"#" + view.id + "-v" + Num(m->index()) + "\">" +
+                PluralNum(m->explanations_size(), "explanation", "explanations") +
+                " with its violations</a>";
+      } else {
+        Explanations(*m, r.violations_size() > 0, out);
+      }
       if (m->updates_size() > 0 && (view.max_event_tables == 0 || tables < view.max_event_tables)) {
         ++tables;
         *out += "<details><summary>" +

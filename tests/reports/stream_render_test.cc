@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/event_text.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -444,6 +445,45 @@ TEST_F(StreamRenderTest, NothingAuditedMicrobatchesAreNotShownFailingInChromeTra
   const std::vector<nlohmann::ordered_json> lines = Lines(Render(Format::kMetrics));
   ASSERT_EQ(lines.size(), 6u);
   for (const auto& line : lines) EXPECT_EQ(line["verdict"], "NOTHING AUDITED") << line.dump();
+}
+
+// Every format names a trace's verdict with the same word (reports/verdict_words.h): the passing,
+// the failing and the not judged trace each say one word in text, markdown, HTML, JUnit, metrics
+// and chrome trace alike.
+TEST_F(StreamRenderTest, EveryFormatUsesTheSameVerdictWordForTheSameTrace) {
+  struct Case {
+    TraceBuilder trace;
+    std::string word;
+  };
+  std::vector<Case> cases = {{PassingTrace(0, 1, 2), "PASS"},
+                             {FailingTrace(0, 2), "FAIL"},
+                             {PlainTrace(0, 3, 2), "NOTHING AUDITED"}};
+  for (Case& c : cases) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    Write("a.fp8trace", c.trace);
+    TraceSetResult result;
+    const OrderedJson doc = Chrome(&result);
+    const std::string title = RankTitle(result.report.ranks(0));
+    EXPECT_EQ(MetaName(doc, "process_name", 1), title + ": " + c.word);
+    EXPECT_EQ(doc["otherData"]["outcome"], c.word);
+    // Its microbatches: the failing trace's first passes, its second fails.
+    bool said = false;
+    for (const auto& line : Lines(Render(Format::kMetrics)))
+      said = said || line["verdict"] == c.word;
+    EXPECT_TRUE(said) << c.word;
+    const std::string text = RenderText(result.report, RenderOptions{});
+    EXPECT_TRUE(Contains(text, "== " + title + ": " + c.word + "\n")) << text;
+    EXPECT_TRUE(Contains(text, "fp8audit report: " + c.word + ", 1 trace")) << text;
+    const std::string md = RenderMarkdown(result.report, RenderOptions{});
+    EXPECT_TRUE(Contains(md, "## " + title + ": " + c.word + "\n")) << md;
+    const std::string page = RenderHtml(result.report, RenderOptions{});
+    EXPECT_TRUE(Contains(page, "<span id=\"verdict\">" + c.word + "</span>")) << page;
+    EXPECT_TRUE(Contains(page, "\">" + c.word + "</span></h2>")) << page;
+    const std::string xml = RenderJunit(result.report);
+    EXPECT_TRUE(Contains(xml, "<property name=\"outcome\" value=\"" + c.word + "\"/>")) << xml;
+    EXPECT_TRUE(Contains(xml, "verdict: " + c.word + "\n")) << xml;
+  }
 }
 
 TEST_F(StreamRenderTest, ARankWithoutUpdatesAmongRanksWithThemStillFailsInChromeTraceAndMetrics) {
