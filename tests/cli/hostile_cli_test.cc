@@ -71,7 +71,7 @@ TEST_F(FrozenCli, AFrozenBackwardInATrainingJobExits3InEveryFormat) {
   EXPECT_EQ(metrics.code, 3) << Describe(metrics);
   EXPECT_TRUE(Contains(metrics.out,
                        "\"microbatch\":1,\"forward\":1,\"backward\":0,\"expected_forward\":1,"
-                       "\"expected_backward\":1,\"verdict\":\"fail\""))
+                       "\"expected_backward\":1,\"verdict\":\"FAIL\""))
       << metrics.out;
 }
 
