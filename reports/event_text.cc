@@ -3,6 +3,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "reports/verdict_words.h"
+
 namespace fp8audit::reports {
 
 std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
@@ -317,11 +319,11 @@ std::string ExpectedText(const v1::MicrobatchResult& row) {
 std::string VerdictWord(v1::Verdict verdict) {
   switch (verdict) {
     case v1::FAIL:
-      return "FAIL";
+      return std::string(kWordFail);
     case v1::PASS:
-      return "ok";
+      return std::string(kWordPass);
     default:
-      return "-";  // not judged (nothing audited)
+      return std::string(kWordNothingAudited);  // not judged (nothing audited)
   }
 }
 

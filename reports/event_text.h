@@ -59,7 +59,8 @@ std::string RankName(int32_t rank);
 std::string RankTitle(const v1::RankReport& rank);
 // "1/1": expected forward/backward of a row.
 std::string ExpectedText(const v1::MicrobatchResult& row);
-// "ok", "FAIL", "-" (not judged: VERDICT_UNSPECIFIED, as in a report with nothing audited).
+// "PASS", "FAIL", "NOTHING AUDITED" (not judged: VERDICT_UNSPECIFIED, as in a report with
+// nothing audited): the words of reports/verdict_words.h.
 std::string VerdictWord(v1::Verdict verdict);
 
 }  // namespace fp8audit::reports

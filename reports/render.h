@@ -80,13 +80,15 @@ class StreamRenderer : public TraceObserver {
 // state update as an instant event (direction, kernel or call, count, the audit's explanation for
 // an extra one); the outcome, problems and anything cut to keep the file valid in "otherData".
 // Times: microseconds from the first event, the processes of one host on their shared monotonic
-// clock, hosts aligned by the start times their traces record.
+// clock, hosts aligned by the start times their traces record (AlignClocks, reports/verdicts.h:
+// the trace set hands them over in TraceObserver::OnClocks).
 std::unique_ptr<StreamRenderer> MakeChromeTraceRenderer(OutputStream* out);
 // One JSON object per line and per microbatch, as each closes: {"rank", "step", "microbatch",
-// "forward", "backward", "expected_forward", "expected_backward", "verdict": "pass"|"fail"|"not
-// audited"} (rank -1: not a distributed job), traces in reading order; for a trace whose header
-// names the agent's probes also "by_source" (the tallies that are not 0, as in report.proto) and
-// "probe_notes". "not audited": the job's outcome is nothing audited (RankReport.outcome). Until
+// "forward", "backward", "expected_forward", "expected_backward", "verdict": "PASS"|"FAIL"|"NOTHING
+// AUDITED"} (reports/verdict_words.h; rank -1: not a distributed job), traces in reading order;
+// for a trace whose header names the agent's probes also "by_source" (the tallies that are not 0,
+// as in report.proto) and "probe_notes". "NOTHING AUDITED": the trace's outcome is nothing audited
+// (RankReport.outcome). Until
 // some microbatch has an update the lines wait for the outcome (at most 16,384 of them, then they
 // are written as the audit judged each); chrome-trace's microbatch slices likewise (4,096).
 std::unique_ptr<StreamRenderer> MakeMetricsRenderer(OutputStream* out);

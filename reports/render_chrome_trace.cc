@@ -17,22 +17,20 @@
 // UTF-8) stay escaped, and the args list them.
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
-#include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
-#include "proto/trace_io.h"
 #include "reports/event_text.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
+#include "reports/verdicts.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -43,7 +41,6 @@ namespace pb = ::google::protobuf;
 constexpr size_t kMaxThreads = 256;         // thread tracks per trace; later threads share one
 constexpr size_t kMaxDepth = 64;            // open slices per thread track
 constexpr size_t kMaxPendingBackward = 64;  // backward passes waiting for their microbatch
-constexpr uint64_t kProbeRecords = 1024;    // records read per trace to find its first time
 constexpr int kMaxListed = 100;             // problems and job violations in otherData
 constexpr uint32_t kFirstThreadTid = 1u << 24;
 constexpr size_t kMaxName = 160;  // bytes of trace text in an event's name
@@ -175,6 +172,8 @@ class ChromeTrace final : public StreamRenderer {
   explicit ChromeTrace(OutputStream* out) : out_(out) {}
 
   void Begin(const std::vector<std::string>& files) override;
+  bool WantsClocks() const override { return true; }
+  void OnClocks(const ClockAlignment& clocks) override;
   void OnTrace(size_t index, const std::string& path) override;
   void OnEvent(const v1::Event& event) override;
   void OnUpdate(const CountedUpdate& update) override;
@@ -223,7 +222,6 @@ class ChromeTrace final : public StreamRenderer {
     uint32_t pid = 0;
     std::string path;
     std::string title;  // without the verdict
-    bool damaged = false;
     v1::Verdict verdict = v1::VERDICT_UNSPECIFIED;
   };
 
@@ -236,10 +234,10 @@ class ChromeTrace final : public StreamRenderer {
   void CloseAbove(Thread& t, size_t keep, uint64_t ts);
   void Slice(Thread& t, const v1::Event& e, uint64_t ts, bool checkpoint, bool enter);
   void MicrobatchSlice(uint32_t pid, uint64_t ts, uint64_t dur, const std::string& name, Json* args,
-                       v1::Verdict verdict, bool not_audited);
-  // Writes the held slices: "not audited" where their trace's outcome is nothing audited
-  // (`outcomes`: by path), else as the audit judged them. Holds nothing more.
-  void Flush(const std::unordered_map<std::string, v1::AuditReport::Outcome>* outcomes);
+                       VerdictName verdict);
+  // Writes the held slices, with the verdict the audit gave each in its trace (`outcomes`: each
+  // file's trace outcome; null: not known yet). Holds nothing more.
+  void Flush(const std::vector<v1::AuditReport::Outcome>* outcomes);
 
   OutputStream* out_;
   bool first_ = true;
@@ -272,75 +270,31 @@ class ChromeTrace final : public StreamRenderer {
   uint64_t backward_dropped_ = 0;
 };
 
-void ChromeTrace::Begin(const std::vector<std::string>& files) {
-  // The first timestamps and start times of each trace, from its first records.
-  struct Probe {
-    bool header = false;
-    std::string host;
-    uint64_t start_unix_ns = 0;
-    uint64_t first_ns = 0;
-  };
-  std::vector<Probe> probes(files.size());
-  google::protobuf::LogSilencer quiet;  // damage is reported by the audit, once
-  for (size_t i = 0; i < files.size(); ++i) {
-    std::string error;
-    auto reader = TraceFileReader::Open(files[i], &error);
-    if (reader == nullptr) continue;
-    v1::TraceRecord record;
-    for (uint64_t n = 0; n < kProbeRecords; ++n) {
-      if (reader->Next(&record) != TraceFileReader::Status::kRecord) break;
-      if (record.has_header() && n == 0) {
-        probes[i].header = true;
-        probes[i].host = record.header().host();
-        probes[i].start_unix_ns = record.header().start_unix_ns();
-      } else if (record.has_event() && record.event().timestamp_ns() != 0) {
-        const uint64_t ts = record.event().timestamp_ns();
-        if (probes[i].first_ns == 0 || ts < probes[i].first_ns) probes[i].first_ns = ts;
-      }
-    }
-  }
-  // One host's processes share its monotonic clock; hosts are aligned by their start times.
-  std::map<std::string, Probe> hosts;
-  for (const Probe& p : probes) {
-    if (!p.header) continue;  // not a trace: no events to place
-    Probe& h = hosts[p.host];
-    if (p.first_ns != 0 && (h.first_ns == 0 || p.first_ns < h.first_ns)) h.first_ns = p.first_ns;
-    if (p.start_unix_ns != 0 && (h.start_unix_ns == 0 || p.start_unix_ns < h.start_unix_ns)) {
-      h.start_unix_ns = p.start_unix_ns;
-    }
-  }
-  uint64_t first_start = 0;
-  bool unaligned = false;
-  for (const auto& [name, h] : hosts) {
-    if (h.start_unix_ns == 0) unaligned = true;
-    if (h.start_unix_ns != 0 && (first_start == 0 || h.start_unix_ns < first_start)) {
-      first_start = h.start_unix_ns;
-    }
-  }
-  clocks_.resize(files.size());
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (!probes[i].header) continue;
-    const Probe& h = hosts[probes[i].host];
-    clocks_[i].base_ns = h.first_ns;
-    clocks_[i].offset_ns = h.start_unix_ns != 0 ? h.start_unix_ns - first_start : 0;
-  }
-  if (hosts.size() <= 1) {
+void ChromeTrace::Begin(const std::vector<std::string>& /*files*/) {
+  out_->Write("{\"traceEvents\":[\n");
+}
+
+void ChromeTrace::OnClocks(const ClockAlignment& clocks) {
+  clocks_.clear();
+  for (const TraceClock& c : clocks.traces) clocks_.push_back(Clock{c.base_ns, c.offset_ns});
+  if (clocks.hosts <= 1) {
     clock_note_ =
         "microseconds from the first event; the traces' monotonic clock, which the processes of "
         "one host share";
   } else {
-    clock_note_ = "microseconds from the first event; " + std::to_string(hosts.size()) +
+    clock_note_ = "microseconds from the first event; " + std::to_string(clocks.hosts) +
                   " hosts, each on its own monotonic clock, aligned by the start times their "
                   "traces record (to within how long each took from its start to its first "
                   "event)";
-    if (unaligned) clock_note_ += "; a host whose traces record no start time is not aligned";
+    if (clocks.unaligned_host) {
+      clock_note_ += "; a host whose traces record no start time is not aligned";
+    }
   }
-  out_->Write("{\"traceEvents\":[\n");
 }
 
 void ChromeTrace::OnTrace(size_t index, const std::string& path) {
   pid_ = static_cast<uint32_t>(index + 1);
-  processes_.push_back(Process{pid_, path, "", false, v1::VERDICT_UNSPECIFIED});
+  processes_.push_back(Process{pid_, path, "", v1::VERDICT_UNSPECIFIED});
   clock_ = index < clocks_.size() ? clocks_[index] : Clock{};
   threads_.clear();
   shared_ = Thread{};
@@ -567,7 +521,8 @@ void ChromeTrace::OnMicrobatch(const v1::MicrobatchResult& row, const Microbatch
   if (held == nullptr) {
     // An update (or too many held): the job's outcome is not nothing audited, or too late to wait.
     Flush(nullptr);
-    MicrobatchSlice(pid_, a, dur, name, &args, row.verdict(), false);
+    MicrobatchSlice(pid_, a, dur, name, &args,
+                    MicrobatchVerdict(row, v1::AuditReport::OUTCOME_UNSPECIFIED));
   }
   mb_end_ = b;
 
@@ -612,25 +567,25 @@ void ChromeTrace::OnMicrobatch(const v1::MicrobatchResult& row, const Microbatch
 }
 
 void ChromeTrace::MicrobatchSlice(uint32_t pid, uint64_t ts, uint64_t dur, const std::string& name,
-                                  Json* args, v1::Verdict verdict, bool not_audited) {
-  const bool fail = !not_audited && verdict == v1::FAIL;
-  (*args)["verdict"] = not_audited ? "not audited" : fail ? "fail" : "pass";
+                                  Json* args, VerdictName verdict) {
+  const bool fail = verdict == VerdictName::kFail;
+  (*args)["verdict"] = std::string(Word(verdict));
   const uint32_t current = pid_;
   pid_ = pid;
-  Emit('X', ts, pid, name + ": " + (not_audited ? "NOTHING AUDITED" : VerdictWord(verdict)),
+  Emit('X', ts, pid, name + ": " + std::string(Word(verdict)),
        fail ? "microbatch,fail" : "microbatch", args, &dur);
   pid_ = current;
 }
 
-void ChromeTrace::Flush(const std::unordered_map<std::string, v1::AuditReport::Outcome>* outcomes) {
+void ChromeTrace::Flush(const std::vector<v1::AuditReport::Outcome>* outcomes) {
   holding_ = false;
   for (Held& h : held_) {
-    bool not_audited = false;
-    if (outcomes != nullptr && h.trace < processes_.size()) {
-      auto it = outcomes->find(processes_[h.trace].path);
-      not_audited = it != outcomes->end() && it->second == v1::AuditReport::OUTCOME_NOTHING_AUDITED;
-    }
-    MicrobatchSlice(h.pid, h.ts, h.dur, h.name, &h.args, h.verdict, not_audited);
+    const auto outcome = outcomes != nullptr && h.trace < outcomes->size()
+                             ? (*outcomes)[h.trace]
+                             : v1::AuditReport::OUTCOME_UNSPECIFIED;
+    v1::MicrobatchResult row;
+    row.set_verdict(h.verdict);
+    MicrobatchSlice(h.pid, h.ts, h.dur, h.name, &h.args, MicrobatchVerdict(row, outcome));
     out_->Write(h.passes);
   }
   held_.clear();
@@ -664,7 +619,6 @@ void ChromeTrace::OnTraceEnd(const v1::RankReport& report) {
   if (!processes_.empty()) {
     Process& p = processes_.back();
     p.title = RankTitle(report);
-    p.damaged = !report.damage().empty();
     p.verdict = report.verdict();
   }
   Meta(pid_, "process_sort_index", {{"sort_index", report.rank()}});
@@ -694,22 +648,18 @@ void ChromeTrace::OnTraceEnd(const v1::RankReport& report) {
 
 void ChromeTrace::Finish(const TraceSetResult& result) {
   const v1::AuditReport& report = result.report;
-  std::unordered_map<std::string, v1::AuditReport::Outcome> outcomes;
-  for (const v1::RankReport& r : report.ranks()) outcomes[r.path()] = r.outcome();
-  Flush(&outcomes);
-  for (const Process& p : processes_) {
-    auto it = outcomes.find(p.path);
-    const bool not_audited =
-        it != outcomes.end() && it->second == v1::AuditReport::OUTCOME_NOTHING_AUDITED;
-    const std::string word = p.damaged     ? "INCOMPLETE"
-                             : not_audited ? "NOTHING AUDITED"
-                                           : VerdictWord(p.verdict);
+  Flush(&result.file_outcomes);
+  for (size_t i = 0; i < processes_.size(); ++i) {
+    const Process& p = processes_[i];
+    const auto outcome = i < result.file_outcomes.size() ? result.file_outcomes[i]
+                                                         : v1::AuditReport::OUTCOME_UNSPECIFIED;
     pid_ = p.pid;
-    Meta(p.pid, "process_name", {{"name", p.title + ": " + word}});
+    Meta(p.pid, "process_name",
+         {{"name", p.title + ": " + std::string(Word(OutcomeVerdict(outcome, p.verdict)))}});
   }
   Json other = Json::object();
   other["fp8audit"] = FP8AUDIT_VERSION;
-  other["outcome"] = OutcomeWord(report);
+  other["outcome"] = std::string(Word(JobVerdict(report)));
   other["totals"] = TotalsLine(report.totals());
   other["time"] = clock_note_;
   other["tracks"] =

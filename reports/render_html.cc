@@ -13,12 +13,19 @@
 #include <vector>
 
 #include "reports/event_text.h"
+#include "reports/html_chart.h"
 #include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
+#include "reports/verdicts.h"
 
 namespace fp8audit::reports {
 namespace {
+
+using html::Bucket;
+using html::Coord;
+using html::kLeft;
+using html::kWidth;
 
 // Text from a trace, safe as HTML text and inside quoted attribute values: control characters
 // neutralised, cut to `max_bytes`, markup characters escaped.
@@ -27,16 +34,6 @@ std::string Esc(std::string_view s, size_t max_bytes = 4096) {
 }
 
 std::string Num(uint64_t n) { return std::to_string(n); }
-
-// SVG coordinates with at most two decimals, trailing zeros dropped.
-std::string Coord(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  std::string s = buf;
-  while (s.back() == '0') s.pop_back();
-  if (s.back() == '.') s.pop_back();
-  return s == "-0" ? "0" : s;
-}
 
 // As Plural (event_text.h), with the thousands separated.
 std::string PluralNum(uint64_t n, const char* one, const char* many) {
@@ -77,17 +74,19 @@ word-break:break-all}
 .badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;
 color:#fff;vertical-align:middle;margin-left:6px}
 .b-pass{background:var(--okd)}.b-fail{background:var(--bad)}.b-warn{background:#9a6700}.b-dis{background:#8250df}
-.b-nothing{background:#6e7781}
+.b-nothing{background:#6e7781}.b-incomplete{background:#8d6e00}
 .note{color:var(--mute);font-size:13px;margin:2px 0}.probe-note{color:#8250df;font-weight:600}
 section.rank{border-top:2px solid var(--line);margin-top:28px}
 svg{display:block;width:100%;height:auto;max-width:1200px}
 svg text{font:9px ui-monospace,monospace;fill:var(--ink)}
 .v.p{fill:var(--okd)}.v.x{fill:var(--bad)}.v.n,.h.no{fill:var(--none)}
 .h.ok{fill:var(--ok)}.h.dup{fill:var(--dup)}.h.miss{fill:var(--miss)}
-.c:hover rect{opacity:.7}.dm{fill:#8250df}.mk{fill:#000}
+.c:hover .hit{fill:#00000022}.dm{fill:#8250df}.mk{fill:#000}
 .fb{fill:#1565c0}.bb{fill:#ef6c00}.fl,.bl{fill:none;stroke-width:1.5}.fr{fill:#1565c0;opacity:.25}.br{fill:#ef6c00;opacity:.25}.fl{stroke:#1565c0}
 .bl{stroke:#ef6c00}.ef{stroke:#0d47a1}.eb{stroke:#e65100}
 .ef,.eb{fill:none;stroke-width:1;stroke-dasharray:4 3}.ax{fill:none;stroke:#8c959f;stroke-width:.6}
+.grid{fill:none;stroke:#eaeef2;stroke-width:.6}.fm{fill:var(--bad)}.hit{fill:transparent}
+.bin:hover .hit{fill:#0000000f}svg text.axis-title{font:600 10px system-ui,sans-serif;fill:var(--mute)}
 .legend span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;
 vertical-align:-2px;border-radius:2px}
 td.dup{background:#ffebee;color:var(--bad);font-weight:700}td.miss{background:#e3f2fd}
@@ -97,19 +96,10 @@ details{margin:4px 0}summary{cursor:pointer}ul.problems{color:#8d6e00;font-weigh
 table.ctx td{font:12px/1.35 ui-monospace,monospace;padding:1px 6px}
 )css";
 
-// The job's verdict as one word, with its CSS class.
-struct JobVerdict {
-  const char* word;
-  const char* css;
-};
-
-JobVerdict VerdictOf(const v1::AuditReport& report) {
-  // As the audit decided (AuditReport.outcome).
-  const std::string word = OutcomeWord(report);
-  if (word == "INCOMPLETE") return {"INCOMPLETE", "v-incomplete"};
-  if (word == "NOTHING AUDITED") return {"NOTHING AUDITED", "v-nothing"};
-  if (word == "FAIL") return {"FAIL", "v-fail"};
-  return {"PASS", "v-pass"};
+// A verdict's word, and its CSS class with `prefix` ("v-fail", "b-nothing").
+std::string WordOf(VerdictName v) { return std::string(Word(v)); }
+std::string ClassOf(const char* prefix, VerdictName v) {
+  return prefix + std::string(ClassName(v));
 }
 
 // "disagrees: 5 microbatches; updates differ in 3 microbatches (first: 7)", or "": the trace's
@@ -127,60 +117,6 @@ std::string DisagreementText(const v1::RankReport& r) {
   return text.empty() ? text : "disagrees: " + text;
 }
 
-// One timeline and chart column: a run of consecutive microbatch indices.
-struct Bucket {
-  uint32_t first = 0;
-  uint32_t last = 0;
-  uint32_t rows = 0;  // microbatch rows the report kept in this range
-  uint32_t failing = 0;
-  uint32_t judged = 0;  // rows with a verdict (none where nothing was audited)
-  uint32_t max_f = 0, max_b = 0;
-  uint32_t min_f = UINT32_MAX, min_b = UINT32_MAX;
-  uint32_t exp_f = 0, exp_b = 0;  // the largest expectations in the range
-  bool dup_f = false, dup_b = false, miss_f = false, miss_b = false;
-  const v1::MicrobatchResult* first_failing = nullptr;
-  uint32_t differing = 0;  // microbatches in which this rank disagrees with most ranks
-};
-
-std::vector<Bucket> MakeBuckets(const v1::RankReport& r, uint64_t span, uint32_t columns) {
-  std::vector<Bucket> buckets(columns);
-  for (uint32_t b = 0; b < columns; ++b) {
-    buckets[b].first = static_cast<uint32_t>((b * span + columns - 1) / columns);
-    buckets[b].last = static_cast<uint32_t>(((b + 1) * span + columns - 1) / columns - 1);
-  }
-  for (const v1::MicrobatchResult& row : r.microbatches()) {
-    if (row.index() >= span) continue;
-    Bucket& b = buckets[static_cast<uint64_t>(row.index()) * columns / span];
-    ++b.rows;
-    b.max_f = std::max(b.max_f, row.forward_updates());
-    b.max_b = std::max(b.max_b, row.backward_updates());
-    b.min_f = std::min(b.min_f, row.forward_updates());
-    b.min_b = std::min(b.min_b, row.backward_updates());
-    b.exp_f = std::max(b.exp_f, row.expected_forward());
-    b.exp_b = std::max(b.exp_b, row.expected_backward());
-    b.dup_f = b.dup_f || row.forward_updates() > row.expected_forward();
-    b.dup_b = b.dup_b || row.backward_updates() > row.expected_backward();
-    b.miss_f = b.miss_f || row.forward_updates() < row.expected_forward();
-    b.miss_b = b.miss_b || row.backward_updates() < row.expected_backward();
-    if (row.verdict() != v1::VERDICT_UNSPECIFIED) ++b.judged;
-    if (row.verdict() == v1::FAIL) {
-      if (b.first_failing == nullptr) b.first_failing = &row;
-      ++b.failing;
-    }
-  }
-  // Where the trace differs from most ranks: each range's microbatches, column by column.
-  for (const v1::MicrobatchRange& d : r.standing().differing()) {
-    if (d.first() >= span || d.last() < d.first()) continue;
-    const uint64_t last = std::min<uint64_t>(d.last(), span - 1);
-    for (uint64_t b = uint64_t{d.first()} * columns / span; b <= last * columns / span; ++b) {
-      const uint64_t from = std::max<uint64_t>(d.first(), buckets[b].first);
-      const uint64_t to = std::min<uint64_t>(last, buckets[b].last);
-      if (to >= from) buckets[b].differing += static_cast<uint32_t>(to - from + 1);
-    }
-  }
-  return buckets;
-}
-
 const char* HalfClass(const Bucket& b, bool dup, bool miss) {
   if (b.rows == 0) return "no";
   if (dup) return "dup";
@@ -188,23 +124,12 @@ const char* HalfClass(const Bucket& b, bool dup, bool miss) {
   return "ok";
 }
 
-std::string RangeText(const Bucket& b) {
-  return b.first == b.last ? "microbatch " + Num(b.first)
-                           : "microbatches " + Num(b.first) + "\xe2\x80\x93" + Num(b.last);
-}
-
-// Violations given a context table, and failing rows given an update-event table, per rank: as
-// many as the auditor details by default (AuditorOptions::max_detailed).
-constexpr uint32_t kEventTables = 100;
+// Violations given a context table, and failing rows given an update-event table, per rank: the
+// first ones (a table is some kB; the rest are in --format json), so that a long trace's page
+// stays well under 1 MB.
+constexpr uint32_t kEventTables = 25;
 // Microbatches whose explanations the violations table shows unfolded, per rank.
 constexpr uint32_t kOpenExplanations = 10;
-
-// Layout shared by the timeline and the chart: a label margin, then the columns.
-constexpr double kLeft = 28;
-constexpr double kWidth = 1000;
-
-// The chart draws bars while a column is at least 4 units wide, else lines and bands.
-bool ChartBars(size_t columns) { return kWidth / static_cast<double>(columns) >= 4; }
 
 // Per-rank render context.
 struct RankView {
@@ -217,6 +142,8 @@ struct RankView {
   uint32_t max_event_tables;
   bool open_metadata;                          // few ranks: each rank's metadata shown unfolded
   std::unordered_map<uint32_t, bool> drilled;  // failing rows listed in the microbatch table
+  // Microbatches whose explanations the violations table shows (the microbatch table links there).
+  std::unordered_map<uint32_t, bool> explained;
 };
 
 void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::string* out) {
@@ -232,6 +159,21 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"6\" text-anchor=\"end\">V</text>";
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"20\" text-anchor=\"end\">F</text>";
   *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"38\" text-anchor=\"end\">B</text>";
+  // Each row's cells as runs of one class: (class, first column, columns).
+  struct Run {
+    std::string cls;
+    size_t first, count;
+  };
+  std::vector<Run> v_runs, f_runs, b_runs;
+  auto AddRun = [&](std::vector<Run>* runs, std::string cls, size_t i) {
+    // Wide columns stay apart (each its own run); narrow ones merge.
+    if (w < 4 && !runs->empty() && runs->back().cls == cls) {
+      ++runs->back().count;
+    } else {
+      runs->push_back(Run{std::move(cls), i, 1});
+    }
+  };
+  std::string cells;
   for (size_t i = 0; i < buckets.size(); ++i) {
     const Bucket& b = buckets[i];
     const std::string x = Coord(kLeft + static_cast<double>(i) * w);
@@ -241,7 +183,7 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
     if (b.failing > 0) cls += " fail";
     if (b.dup_f || b.dup_b) cls += " dup";
     if (b.differing > 0) cls += " dis";
-    std::string title = RangeText(b);
+    std::string title = html::RangeText(b.first, b.last);
     if (b.rows == 0) {
       title += b.first < view.rank->totals().microbatches() ? ": not kept in this report"
                                                             : ": none on this rank";
@@ -260,15 +202,15 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
                        Num(b.last) + "\"";
     if (b.first == b.last) cell += " data-mb=\"" + Num(b.first) + "\"";
     cell += "><title>" + title + "</title>";
-    cell += "<rect class=\"v " +
-            std::string(b.rows == 0 || b.judged == 0 ? "n"
-                        : b.failing > 0              ? "x"
-                                                     : "p") +
-            "\" x=\"" + x + "\" y=\"0\" width=\"" + cw + "\" height=\"6\"/>";
-    cell += "<rect class=\"h f " + std::string(HalfClass(b, b.dup_f, b.miss_f)) + "\" x=\"" + x +
-            "\" y=\"9\" width=\"" + cw + "\" height=\"16\"/>";
-    cell += "<rect class=\"h b " + std::string(HalfClass(b, b.dup_b, b.miss_b)) + "\" x=\"" + x +
-            "\" y=\"27\" width=\"" + cw + "\" height=\"16\"/>";
+    // The colours are drawn below, run by run; the cell holds what hovering and links need.
+    cell += "<rect class=\"hit\" x=\"" + x + "\" width=\"" + cw + "\" height=\"43\"/>";
+    AddRun(&v_runs,
+           "v " + std::string(b.rows == 0 || b.judged == 0 ? "n"
+                              : b.failing > 0              ? "x"
+                                                           : "p"),
+           i);
+    AddRun(&f_runs, "h f " + std::string(HalfClass(b, b.dup_f, b.miss_f)), i);
+    AddRun(&b_runs, "h b " + std::string(HalfClass(b, b.dup_b, b.miss_b)), i);
     if (b.differing > 0) {
       cell += "<rect class=\"dm\" x=\"" + x + "\" y=\"46\" width=\"" + cw + "\" height=\"7\"/>";
     }
@@ -285,132 +227,26 @@ void Timeline(const RankView& view, const std::vector<Bucket>& buckets, std::str
     cell += "</g>";
     // A failing column links to the first failing microbatch listed in the table below.
     if (b.first_failing != nullptr && view.drilled.count(b.first_failing->index()) > 0) {
-      *out +=
+      cells +=
           "<a href=\"#" + view.id + "-mb" + Num(b.first_failing->index()) + "\">" + cell + "</a>";
     } else {
-      *out += cell;
+      cells += cell;
     }
   }
-  *out += "</svg>\n";
-}
-
-void Chart(const std::vector<Bucket>& buckets, uint32_t y_max, std::string* out) {
-  constexpr double kTop = 8, kBottom = 104, kHeight = 118;
-  const double w = kWidth / static_cast<double>(buckets.size());
-  const double scale = (kBottom - kTop) / std::max<uint32_t>(1, y_max);
-  auto y = [&](uint32_t v) { return kBottom - scale * v; };
-  *out += "<svg class=\"chart\" role=\"img\" viewBox=\"0 0 " + Coord(kLeft + kWidth) + " " +
-          Coord(kHeight) + "\" aria-label=\"updates per microbatch\">";
-  // Axis and y labels at 0, the expectations and the top.
-  *out += "<path class=\"ax\" d=\"M" + Coord(kLeft) + " " + Coord(kTop) + "V" + Coord(kBottom) +
-          "H" + Coord(kLeft + kWidth) + "\"/>";
-  std::vector<uint32_t> ticks = {0, y_max};
-  for (const Bucket& b : buckets) {
-    if (b.rows == 0) continue;
-    ticks.push_back(b.exp_f);
-    ticks.push_back(b.exp_b);
-  }
-  std::sort(ticks.begin(), ticks.end());
-  ticks.erase(std::unique(ticks.begin(), ticks.end()), ticks.end());
-  double last_label = 1e9;
-  for (auto it = ticks.rbegin(); it != ticks.rend(); ++it) {
-    const double ty = y(*it);
-    if (last_label - ty < 9 && *it != 0) continue;  // too close to the label above
-    *out += "<text x=\"" + Coord(kLeft - 4) + "\" y=\"" + Coord(ty + 3) +
-            "\" text-anchor=\"end\">" + Num(*it) + "</text>";
-    last_label = ty;
-  }
-  // Few columns: bars, forward in the left half of a column and backward in the right half.
-  // Many (narrower than 4 units): steps through each column's largest count, which stay legible
-  // where bars would be thinner than a pixel.
-  const bool bars = ChartBars(buckets.size());
-  std::string fwd, bwd;
-  const double bar = w * 0.42;
-  for (size_t i = 0; bars && i < buckets.size(); ++i) {
-    const Bucket& b = buckets[i];
-    if (b.rows == 0) continue;
-    const double x = kLeft + static_cast<double>(i) * w;
-    if (b.max_f > 0) {
-      fwd += "M" + Coord(x + w * 0.06) + " " + Coord(kBottom) + "V" + Coord(y(b.max_f)) + "h" +
-             Coord(bar) + "V" + Coord(kBottom) + "Z";
+  // One path per row and class, of rectangles (a hair narrower than wide columns).
+  auto Row = [&](const std::vector<Run>& runs, const char* y, const char* h) {
+    std::map<std::string, std::string> paths;
+    for (const Run& r : runs) {
+      const double width = static_cast<double>(r.count) * w - (w >= 4 ? 1 : 0);
+      paths[r.cls] += "M" + Coord(kLeft + static_cast<double>(r.first) * w) + " " + y + "h" +
+                      Coord(width) + "v" + h + "h-" + Coord(width) + "Z";
     }
-    if (b.max_b > 0) {
-      bwd += "M" + Coord(x + w * 0.52) + " " + Coord(kBottom) + "V" + Coord(y(b.max_b)) + "h" +
-             Coord(bar) + "V" + Coord(kBottom) + "Z";
-    }
-  }
-  // A step line through one value per column; columns without rows break it.
-  auto steps = [&](uint32_t Bucket::*field) {
-    std::string d;
-    bool open = false;
-    uint32_t at = 0;
-    for (size_t i = 0; i <= buckets.size(); ++i) {
-      const double x = kLeft + static_cast<double>(i) * w;
-      const bool has = i < buckets.size() && buckets[i].rows > 0;
-      if (open && (!has || buckets[i].*field != at)) d += "H" + Coord(x);
-      if (!has) {
-        open = false;
-        continue;
-      }
-      const uint32_t v = buckets[i].*field;
-      if (!open) {
-        d += "M" + Coord(x) + " " + Coord(y(v));
-      } else if (v != at) {
-        d += "V" + Coord(y(v));
-      }
-      open = true;
-      at = v;
-    }
-    return d;
+    for (const auto& [cls, d] : paths) *out += "<path class=\"" + cls + "\" d=\"" + d + "\"/>";
   };
-  // The range from the fewest to the most updates in each column, one rectangle per run of
-  // columns with the same range.
-  auto band = [&](uint32_t Bucket::*lo, uint32_t Bucket::*hi) {
-    std::string d;
-    size_t i = 0;
-    while (i < buckets.size()) {
-      if (buckets[i].rows == 0) {
-        ++i;
-        continue;
-      }
-      size_t j = i + 1;
-      while (j < buckets.size() && buckets[j].rows > 0 && buckets[j].*lo == buckets[i].*lo &&
-             buckets[j].*hi == buckets[i].*hi) {
-        ++j;
-      }
-      // A column whose microbatches all agree still gets a visible band.
-      const double top = y(buckets[i].*hi) - 1;
-      const double bottom = y(buckets[i].*lo) + 1;
-      d += "M" + Coord(kLeft + static_cast<double>(i) * w) + " " + Coord(top) + "H" +
-           Coord(kLeft + static_cast<double>(j) * w) + "V" + Coord(bottom) + "H" +
-           Coord(kLeft + static_cast<double>(i) * w) + "Z";
-      i = j;
-    }
-    return d;
-  };
-  auto path = [&](const char* cls, const std::string& d, const char* title) {
-    if (d.empty()) return;
-    *out += "<path class=\"" + std::string(cls) + "\" d=\"" + d + "\"><title>" + title +
-            "</title></path>";
-  };
-  if (bars) {
-    path("fb", fwd, "forward updates");
-    path("bb", bwd, "backward updates");
-  } else {
-    path("fr", band(&Bucket::min_f, &Bucket::max_f), "forward updates (range in each column)");
-    path("br", band(&Bucket::min_b, &Bucket::max_b), "backward updates (range in each column)");
-    path("fl", steps(&Bucket::max_f), "forward updates (the most in each column)");
-    path("bl", steps(&Bucket::max_b), "backward updates (the most in each column)");
-  }
-  path("ef", steps(&Bucket::exp_f), "expected forward");
-  path("eb", steps(&Bucket::exp_b), "expected backward");
-  if (!buckets.empty()) {
-    *out += "<text x=\"" + Coord(kLeft) + "\" y=\"" + Coord(kHeight - 3) + "\">" +
-            Num(buckets.front().first) + "</text>";
-    *out += "<text x=\"" + Coord(kLeft + kWidth) + "\" y=\"" + Coord(kHeight - 3) +
-            "\" text-anchor=\"end\">" + Num(buckets.back().last) + "</text>";
-  }
-  *out += "</svg>\n";
+  Row(v_runs, "0", "6");
+  Row(f_runs, "9", "16");
+  Row(b_runs, "27", "16");
+  *out += cells + "</svg>\n";
 }
 
 // Context events as a table: time, thread, pass, what happened, checkpoint phase, source.
@@ -524,7 +360,7 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   *out += "</table></details>\n";
 }
 
-void Violations(const RankView& view,
+void Violations(RankView& view,
                 const std::unordered_map<uint32_t, const v1::MicrobatchResult*>& rows,
                 const RenderOptions& options, std::string* out) {
   const v1::RankReport& r = *view.rank;
@@ -541,7 +377,10 @@ void Violations(const RankView& view,
   for (int i = 0; i < n; ++i) {
     const v1::Violation& v = r.violations(i);
     const bool count = IsCountViolation(v);
-    *out += "<tr class=\"violation\" data-kind=\"" + ViolationKindName(v.kind()) + "\">";
+    const bool explains = count && static_cast<int64_t>(v.microbatch()) != explained &&
+                          rows.count(v.microbatch()) > 0;
+    *out += "<tr class=\"violation\" data-kind=\"" + ViolationKindName(v.kind()) + "\"" +
+            (explains ? " id=\"" + view.id + "-v" + Num(v.microbatch()) + "\"" : "") + ">";
     std::string where = Num(v.microbatch());
     if (count && view.drilled.count(v.microbatch()) > 0) {
       where = "<a href=\"#" + view.id + "-mb" + where + "\">" + where + "</a>";
@@ -553,7 +392,10 @@ void Violations(const RankView& view,
     if (count && static_cast<int64_t>(v.microbatch()) != explained) {
       auto it = rows.find(v.microbatch());
       // The first microbatches' explanations are open; later ones are folded.
-      if (it != rows.end()) Explanations(*it->second, ++explained_rows > kOpenExplanations, out);
+      if (it != rows.end()) {
+        Explanations(*it->second, ++explained_rows > kOpenExplanations, out);
+        if (it->second->explanations_size() > 0) view.explained[v.microbatch()] = true;
+      }
       explained = v.microbatch();
     }
     if (v.context_size() > 0 && view.max_event_tables != 0 && tables >= view.max_event_tables) {
@@ -596,19 +438,21 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
         std::string(probes ? "<th>seen by each probe</th>" : "") + "<th>explanations</th></tr>\n";
     uint32_t tables = 0;
     for (const v1::MicrobatchResult* m : shown) {
-      const bool fail = m->verdict() == v1::FAIL;
+      const VerdictName verdict = MicrobatchVerdict(*m, r.outcome());
+      const bool fail = verdict == VerdictName::kFail;
+      const std::string word = WordOf(verdict);
       auto count = [](uint32_t got, uint32_t want) {
         const char* cls = got > want ? " dup" : got < want ? " miss" : "";
         return "<td class=\"n" + std::string(cls) + "\">" + Num(got) + "</td>";
       };
-      const char* cls = fail ? "fail" : m->verdict() == v1::PASS ? "pass" : "none";
+      const char* cls = fail ? "fail" : verdict == VerdictName::kPass ? "pass" : "none";
       *out += "<tr id=\"" + view.id + "-mb" + Num(m->index()) + "\" class=\"mb " + cls +
               "\" data-mb=\"" + Num(m->index()) + "\"><td class=\"n\">" + Num(m->index()) +
               "</td><td class=\"n\">" + Num(m->step()) + "</td>" +
               count(m->forward_updates(), m->expected_forward()) +
               count(m->backward_updates(), m->expected_backward()) + "<td class=\"n\">" +
-              ExpectedText(*m) + "</td><td>" +
-              (fail ? "<strong>FAIL</strong>" : VerdictWord(m->verdict())) + "</td>";
+              ExpectedText(*m) + "</td><td>" + (fail ? "<strong>" + word + "</strong>" : word) +
+              "</td>";
       if (probes) {
         *out += "<td class=\"probes\">" + Esc(BySourceText(m->by_source()));
         for (const std::string& n : m->probe_notes()) {
@@ -618,7 +462,13 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
       }
       *out += "<td>";
       // Folded: the violations above show them too.
-      Explanations(*m, r.violations_size() > 0, out);
+      if (view.explained.count(m->index()) > 0) {
+        *out += "<a href=\"#" + view.id + "-v" + Num(m->index()) + "\">" +
+                PluralNum(m->explanations_size(), "explanation", "explanations") +
+                " with its violations</a>";
+      } else {
+        Explanations(*m, r.violations_size() > 0, out);
+      }
       if (m->updates_size() > 0 && (view.max_event_tables == 0 || tables < view.max_event_tables)) {
         ++tables;
         *out += "<details><summary>" +
@@ -672,11 +522,8 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
 
   const bool damaged = IsDamaged(r);
   *out += "<section class=\"rank\" id=\"" + view.id + "\" data-rank=\"" + std::to_string(r.rank()) +
-          "\"><h2>" + Esc(RankTitle(r)) + "<span class=\"badge " +
-          (r.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED ? "b-nothing\">NOTHING AUDITED"
-           : r.verdict() == v1::FAIL                               ? "b-fail\">FAIL"
-                                                                   : "b-pass\">PASS") +
-          "</span>";
+          "\"><h2>" + Esc(RankTitle(r)) + "<span class=\"badge " + ClassOf("b-", TraceVerdict(r)) +
+          "\">" + WordOf(TraceVerdict(r)) + "</span>";
   if (damaged) *out += "<span class=\"badge b-warn\">incomplete trace</span>";
   const std::string disagreement = DisagreementText(r);
   if (!disagreement.empty()) {
@@ -696,7 +543,7 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
         "<p class=\"note\">no microbatches: no FP8 state update and no pass boundary was "
         "recorded</p>\n";
   } else {
-    const std::vector<Bucket> buckets = MakeBuckets(r, view.span, view.columns);
+    const std::vector<Bucket> buckets = html::MakeBuckets(r, view.span, view.columns);
     const uint64_t per = (view.span + view.columns - 1) / view.columns;
     *out +=
         "<p class=\"note\">" +
@@ -716,18 +563,16 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
     }
     *out += "</p>\n";
     Timeline(view, buckets, out);
-    *out +=
-        "<h3>Updates per microbatch</h3>\n<p class=\"note legend\">"
-        "<span style=\"background:#1565c0\"></span>forward"
-        "<span style=\"background:#ef6c00\"></span>backward"
-        "<span style=\"border-top:2px dashed #0d47a1;height:0\"></span>expected forward"
-        "<span style=\"border-top:2px dashed #e65100;height:0\"></span>expected backward" +
-        std::string(!ChartBars(buckets.size())
-                        ? " (lines: the most in each column; bands: from the fewest to the most)"
-                    : per > 1 ? " (bars: the most in each column)"
-                              : "") +
-        "</p>\n";
-    Chart(buckets, y_max, out);
+    *out += "<h3>Updates per microbatch</h3>\n";
+    const html::ChartBins bins = html::ChooseChartBins(view.span, view.columns);
+    const std::vector<Bucket> chart =
+        bins.per == 0 ? buckets : html::MakeBuckets(r, view.span, bins.columns, bins.per);
+    html::Chart(
+        chart, bins, y_max,
+        [&](uint32_t mb) {
+          return view.drilled.count(mb) > 0 ? "#" + view.id + "-mb" + Num(mb) : std::string();
+        },
+        out);
   }
 
   std::unordered_map<uint32_t, const v1::MicrobatchResult*> rows;
@@ -740,7 +585,7 @@ void Rank(RankView& view, uint32_t y_max, const RenderOptions& options, std::str
 }  // namespace
 
 std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& options) {
-  const JobVerdict verdict = VerdictOf(report);
+  const VerdictName verdict = JobVerdict(report);
   const int nranks = report.ranks_size();
 
   // Every rank shares one timeline length (the longest rank) so that columns line up. Ranks share
@@ -772,9 +617,9 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
       "<title>fp8audit report: " +
-      std::string(verdict.word) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
-  out += "<header class=\"verdict " + std::string(verdict.css) +
-         "\"><h1>fp8audit report: <span id=\"verdict\">" + verdict.word + "</span></h1><div>" +
+      WordOf(verdict) + "</title>\n<style>" + kStyle + "</style></head>\n<body>\n";
+  out += "<header class=\"verdict " + ClassOf("v-", verdict) +
+         "\"><h1>fp8audit report: <span id=\"verdict\">" + WordOf(verdict) + "</span></h1><div>" +
          PluralNum(nranks, "trace", "traces") + "; " + TotalsLine(report.totals()) +
          "</div></header>\n";
   if (!report.next_step().empty()) {
@@ -849,18 +694,16 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
       if (!disagreement.empty()) notes.push_back(disagreement);
       std::string note;
       for (const std::string& n : notes) note += (note.empty() ? "" : "; ") + n;
-      out +=
-          "<tr class=\"rank-row" + std::string(r.verdict() == v1::FAIL ? " fail" : "") +
-          "\"><td><a href=\"#" + v.id + "\">" + Esc(RankTitle(r)) + "</a></td><td class=\"n\">" +
-          Num(r.totals().microbatches()) + "</td><td class=\"n\">" +
-          Num(r.totals().failing_microbatches()) + "</td><td class=\"n\">" +
-          Num(r.totals().forward_updates()) + "</td><td class=\"n\">" +
-          Num(r.totals().backward_updates()) + "</td><td>" +
-          (r.outcome() == v1::AuditReport::OUTCOME_VIOLATIONS ||
-                   (r.outcome() == v1::AuditReport::OUTCOME_UNSPECIFIED && r.verdict() == v1::FAIL)
-               ? "<strong>FAIL</strong>"
-               : RankVerdictWord(r)) +
-          "</td><td>" + note + "</td></tr>\n";
+      out += "<tr class=\"rank-row" + std::string(r.verdict() == v1::FAIL ? " fail" : "") +
+             "\"><td><a href=\"#" + v.id + "\">" + Esc(RankTitle(r)) + "</a></td><td class=\"n\">" +
+             Num(r.totals().microbatches()) + "</td><td class=\"n\">" +
+             Num(r.totals().failing_microbatches()) + "</td><td class=\"n\">" +
+             Num(r.totals().forward_updates()) + "</td><td class=\"n\">" +
+             Num(r.totals().backward_updates()) + "</td><td>" +
+             (TraceVerdict(r) == VerdictName::kFail
+                  ? "<strong>" + WordOf(VerdictName::kFail) + "</strong>"
+                  : WordOf(TraceVerdict(r))) +
+             "</td><td>" + note + "</td></tr>\n";
     }
     const int missing = std::min(report.missing_ranks_size(), static_cast<int>(kMaxListedRanges));
     for (int i = 0; i < missing; ++i) {

@@ -176,6 +176,7 @@ std::string TraceFacts(const v1::RankReport& r) {
   for (const std::string& note : rec.notes()) out += "note: " + Printable(note, kLineBytes) + "\n";
   out += "microbatches: " + std::to_string(r.totals().microbatches()) + ", failing " +
          std::to_string(r.totals().failing_microbatches()) + "\n";
+  out += "verdict: " + RankVerdictWord(r) + "\n";
   return out;
 }
 

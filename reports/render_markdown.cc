@@ -7,6 +7,7 @@
 #include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
+#include "reports/verdicts.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -138,13 +139,14 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
   out +=
       "| trace | microbatches | failing | forward updates | backward updates | verdict | note |\n";
   out += "|:---|---:|---:|---:|---:|:---|:---|\n";
-  auto line = [&](const std::string& name, const v1::Totals& t, const std::string& verdict,
+  auto line = [&](const std::string& name, const v1::Totals& t, VerdictName verdict,
                   const std::string& note) {
     out += "| " + name + " | " + std::to_string(t.microbatches()) + " | " +
            std::to_string(t.failing_microbatches()) + " | " + std::to_string(t.forward_updates()) +
            " | " + std::to_string(t.backward_updates()) + " | " +
-           (verdict == "FAIL" ? "**FAIL**" : verdict) + " |" +
-           (note.empty() ? "" : " " + Md(note)) + " |\n";
+           (verdict == VerdictName::kFail ? "**" + std::string(Word(verdict)) + "**"
+                                          : std::string(Word(verdict))) +
+           " |" + (note.empty() ? "" : " " + Md(note)) + " |\n";
   };
   // One row per trace, and per rank without one.
   const RankRowList list = RankRows(report);
@@ -157,12 +159,9 @@ std::string RenderMarkdown(const v1::AuditReport& report, const RenderOptions& o
       continue;
     }
     const v1::RankReport& r = report.ranks(row.trace);
-    line(Md(RankTitle(r)), r.totals(), RankVerdictWord(r), row.note);
+    line(Md(RankTitle(r)), r.totals(), TraceVerdict(r), row.note);
   }
-  line("**job**", report.totals(),
-       report.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED ? OutcomeWord(report)
-                                                                    : VerdictWord(report.verdict()),
-       "");
+  line("**job**", report.totals(), JobVerdict(report), "");
   if (!list.missing_note.empty()) out += "\n" + Md(list.missing_note) + "\n";
   if (report.violations_size() > 0) {
     out += "\n## Job violations\n\n";

@@ -2,11 +2,11 @@
 // wandb.log, TensorBoard and the like (see render.h).
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "reports/render.h"
+#include "reports/verdicts.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -23,10 +23,8 @@ class Metrics final : public StreamRenderer {
   explicit Metrics(OutputStream* out) : out_(out) {}
 
   void Begin(const std::vector<std::string>& /*files*/) override {}
-  void OnTrace(size_t index, const std::string& path) override {
+  void OnTrace(size_t index, const std::string& /*path*/) override {
     trace_ = index;
-    if (paths_.size() <= index) paths_.resize(index + 1);
-    paths_[index] = path;
     rank_ = -1;
     probes_ = false;
   }
@@ -47,13 +45,9 @@ class Metrics final : public StreamRenderer {
     }
     // An update (or too many held): the job's outcome is not nothing audited, or too late to wait.
     Flush(nullptr);
-    Write(rank_, probes_, row, Word(row.verdict()));
+    Write(rank_, probes_, row, MicrobatchVerdict(row, v1::AuditReport::OUTCOME_UNSPECIFIED));
   }
-  void Finish(const TraceSetResult& result) override {
-    std::unordered_map<std::string, const v1::RankReport*> by_path;
-    for (const v1::RankReport& r : result.report.ranks()) by_path[r.path()] = &r;
-    Flush(&by_path);
-  }
+  void Finish(const TraceSetResult& result) override { Flush(&result.file_outcomes); }
 
  private:
   struct Held {
@@ -63,28 +57,21 @@ class Metrics final : public StreamRenderer {
     v1::MicrobatchResult row;
   };
 
-  static const char* Word(v1::Verdict verdict) { return verdict == v1::FAIL ? "fail" : "pass"; }
-
-  // The held lines, each with its verdict: "not audited" where its trace's outcome (by path) is
-  // nothing audited, else the audit's. Holds nothing more.
-  void Flush(const std::unordered_map<std::string, const v1::RankReport*>* by_path) {
+  // The held lines, each with the verdict the audit gave it in its trace (`outcomes`: each file's
+  // trace outcome; null: not known yet). Holds nothing more.
+  void Flush(const std::vector<v1::AuditReport::Outcome>* outcomes) {
     holding_ = false;
     for (const Held& h : held_) {
-      const char* word = Word(h.row.verdict());
-      if (by_path != nullptr && h.trace < paths_.size()) {
-        auto it = by_path->find(paths_[h.trace]);
-        if (it != by_path->end() &&
-            it->second->outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
-          word = "not audited";
-        }
-      }
-      Write(h.rank, h.probes, h.row, word);
+      const auto outcome = outcomes != nullptr && h.trace < outcomes->size()
+                               ? (*outcomes)[h.trace]
+                               : v1::AuditReport::OUTCOME_UNSPECIFIED;
+      Write(h.rank, h.probes, h.row, MicrobatchVerdict(h.row, outcome));
     }
     held_.clear();
     held_.shrink_to_fit();
   }
 
-  void Write(int32_t rank, bool probes, const v1::MicrobatchResult& row, const char* verdict) {
+  void Write(int32_t rank, bool probes, const v1::MicrobatchResult& row, VerdictName verdict) {
     Json line = Json::object();
     line["rank"] = rank;
     line["step"] = row.step();
@@ -93,7 +80,7 @@ class Metrics final : public StreamRenderer {
     line["backward"] = row.backward_updates();
     line["expected_forward"] = row.expected_forward();
     line["expected_backward"] = row.expected_backward();
-    line["verdict"] = verdict;
+    line["verdict"] = std::string(Word(verdict));
     if (probes && row.has_by_source()) {
       Json by = Json::object();
       const v1::SourceTallies& s = row.by_source();
@@ -129,8 +116,7 @@ class Metrics final : public StreamRenderer {
   int32_t rank_ = -1;
   bool probes_ = false;
   size_t trace_ = 0;
-  std::vector<std::string> paths_;  // of each trace, by its index
-  bool holding_ = true;             // no microbatch with an update yet
+  bool holding_ = true;  // no microbatch with an update yet
   std::vector<Held> held_;
 };
 

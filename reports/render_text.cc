@@ -8,6 +8,7 @@
 #include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
+#include "reports/verdicts.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -218,7 +219,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 }  // namespace
 
 std::string RenderText(const v1::AuditReport& report, const RenderOptions& options) {
-  const std::string word = OutcomeWord(report) == "PASS" ? "ok" : OutcomeWord(report);
+  const std::string word = OutcomeWord(report);
   std::string out = "fp8audit report: " + word + ", " + std::to_string(report.ranks_size()) +
                     (report.ranks_size() == 1 ? " trace" : " traces") + "\n\n";
   // Several traces: the ranks side by side, and what the job's ranks say together, before each

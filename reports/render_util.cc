@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "reports/event_text.h"
+#include "reports/verdicts.h"
 #include "state/semantics.h"
 
 namespace fp8audit::reports {
@@ -43,24 +44,11 @@ RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows) {
 }
 
 std::string OutcomeWord(const v1::AuditReport& report) {
-  switch (report.outcome()) {
-    case v1::AuditReport::OUTCOME_INCOMPLETE:
-      return "INCOMPLETE";
-    case v1::AuditReport::OUTCOME_NOTHING_AUDITED:
-      return "NOTHING AUDITED";
-    case v1::AuditReport::OUTCOME_VIOLATIONS:
-      return "FAIL";
-    case v1::AuditReport::OUTCOME_PASS:
-      return "PASS";
-    default:
-      return report.verdict() == v1::FAIL ? "FAIL" : "PASS";
-  }
+  return std::string(Word(JobVerdict(report)));
 }
 
 std::string RankVerdictWord(const v1::RankReport& rank) {
-  if (rank.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) return "NOTHING AUDITED";
-  if (rank.outcome() == v1::AuditReport::OUTCOME_INCOMPLETE) return "INCOMPLETE";
-  return VerdictWord(rank.verdict());
+  return std::string(Word(TraceVerdict(rank)));
 }
 
 bool IsCountViolation(const v1::Violation& v) {

@@ -38,12 +38,11 @@ ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max);
 // report; the rest are counted (JSON has them all).
 inline constexpr int kMaxProblems = 100;
 
-// The job's outcome for a headline: "PASS", "FAIL" (violations), "INCOMPLETE", "NOTHING AUDITED";
-// a report without an outcome (OUTCOME_UNSPECIFIED) is its verdict, "PASS" or "FAIL".
+// The job's verdict word (JobVerdict): "PASS", "FAIL" (violations), "INCOMPLETE", "NOTHING
+// AUDITED"; a report without an outcome (OUTCOME_UNSPECIFIED) is its verdict, "PASS" or "FAIL".
 std::string OutcomeWord(const v1::AuditReport& report);
 
-// A trace's verdict in one word: "NOTHING AUDITED" where the audit judged nothing in it
-// (RankReport.outcome), else its verdict's (VerdictWord).
+// A trace's verdict word (TraceVerdict: its RankReport.outcome), one of the same four.
 std::string RankVerdictWord(const v1::RankReport& rank);
 
 bool IsCountViolation(const v1::Violation& v);

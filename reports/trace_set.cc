@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 
 #include "proto/trace_io.h"
 #include "reports/event_text.h"
@@ -345,6 +346,9 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
   std::vector<v1::RankReport> ranks;
   ranks.reserve(files.size());
   RankAgreement agreement;
+  if (options.observer != nullptr && options.observer->WantsClocks()) {
+    options.observer->OnClocks(AlignClocks(files));
+  }
   for (size_t i = 0; i < files.size(); ++i) {
     TraceSetOptions one = options;
     uint64_t read = 0;
@@ -367,7 +371,16 @@ TraceSetResult AuditTraceFiles(const std::vector<std::string>& files,
     if (options.on_progress) options.on_progress(i, read, true);
     if (!problem.empty()) problems.push_back(std::move(problem));
   }
-  return Conclude(std::move(ranks), agreement, std::move(problems), options);
+  TraceSetResult result = Conclude(std::move(ranks), agreement, std::move(problems), options);
+  std::unordered_map<std::string, v1::AuditReport::Outcome> by_path;
+  for (const v1::RankReport& r : result.report.ranks()) by_path.emplace(r.path(), r.outcome());
+  result.file_outcomes.reserve(files.size());
+  for (const std::string& file : files) {
+    auto it = by_path.find(file);
+    result.file_outcomes.push_back(it != by_path.end() ? it->second
+                                                       : v1::AuditReport::OUTCOME_UNSPECIFIED);
+  }
+  return result;
 }
 
 TraceSetResult AuditRankReports(std::vector<v1::RankReport> ranks, const TraceSetOptions& options) {

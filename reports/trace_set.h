@@ -14,6 +14,7 @@
 #include "fp8audit/report.pb.h"
 #include "reports/auditor.h"
 #include "reports/trace_paths.h"
+#include "reports/verdicts.h"
 
 namespace fp8audit::reports {
 
@@ -24,6 +25,10 @@ namespace fp8audit::reports {
 class TraceObserver {
  public:
   virtual ~TraceObserver() = default;
+  // Observers that place events in time: AuditTraceFiles aligns the traces' clocks (reading each
+  // file's first records) and hands them over in OnClocks, before the first OnTrace.
+  virtual bool WantsClocks() const { return false; }
+  virtual void OnClocks(const ClockAlignment& /*clocks*/) {}
   virtual void OnTrace(size_t /*index*/, const std::string& /*path*/) {}
   virtual void OnHeader(const v1::TraceHeader& /*header*/) {}
   virtual void OnEvent(const v1::Event& /*event*/) {}
@@ -75,6 +80,8 @@ struct TraceSetResult {
   // problems), for its renderers.
   std::vector<std::string> problems;
   Outcome outcome = Outcome::kPass;
+  // AuditTraceFiles: each file's trace outcome (RankReport.outcome), in the files' order.
+  std::vector<v1::AuditReport::Outcome> file_outcomes;
 };
 
 // Audits one file. Never fails: a trace that cannot be read in full still yields a RankReport of

@@ -44,7 +44,7 @@ using RunCli = CliTest;
 TEST_F(ReportCli, PassingTraceExits0AndPrintsTheTable) {
   const Result r = Fp8audit({"report", WriteTrace("a.fp8trace", Passing())});
   EXPECT_EQ(r.code, 0) << Describe(r);
-  EXPECT_TRUE(Contains(r.out, "fp8audit report: ok, 1 trace")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, "fp8audit report: PASS, 1 trace")) << Describe(r);
   EXPECT_TRUE(Contains(r.out, "microbatch  step  forward  backward  expected  verdict"));
   EXPECT_TRUE(Contains(r.out, "job total: 2 microbatches, 0 failing")) << Describe(r);
   EXPECT_EQ(r.err, "");
@@ -174,7 +174,7 @@ TEST_F(ReportCli, DirectoryGivesOneSectionPerRankAndAJobTotal) {
   const Result r = Fp8audit({"report", Path("traces")});
   EXPECT_EQ(r.code, 3) << Describe(r);
   const size_t rank0 = r.out.find("== rank 0 (testhost, pid 200): FAIL");
-  const size_t rank1 = r.out.find("== rank 1 (testhost, pid 300): ok");
+  const size_t rank1 = r.out.find("== rank 1 (testhost, pid 300): PASS");
   ASSERT_NE(rank0, std::string::npos) << Describe(r);
   ASSERT_NE(rank1, std::string::npos) << Describe(r);
   EXPECT_LT(rank0, rank1);
@@ -282,8 +282,8 @@ TEST_F(ReportCli, MetricsAreOneJsonLinePerMicrobatchOnStandardOutput) {
   ASSERT_EQ(rows.size(), 3u) << r.out;
   EXPECT_EQ(rows[1].dump(),
             "{\"rank\":0,\"step\":0,\"microbatch\":1,\"forward\":29,\"backward\":196,"
-            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"fail\"}");
-  EXPECT_EQ(rows[2]["verdict"], "pass");
+            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"FAIL\"}");
+  EXPECT_EQ(rows[2]["verdict"], "PASS");
 }
 
 TEST_F(ReportCli, LinksInADirectoryAreSkippedWithOneLineButANamedLinkIsRead) {
@@ -320,7 +320,7 @@ TEST_F(ReportCli, MaxRowsShowsFailingMicrobatchesAndASummary) {
   EXPECT_EQ(r.code, 3);
   EXPECT_TRUE(Contains(r.out, "300 microbatches, 1 failing: showing every failing one"))
       << Describe(r);
-  EXPECT_FALSE(Contains(r.out, "  ok\n")) << Describe(r);
+  EXPECT_FALSE(Contains(r.out, "  PASS\n")) << Describe(r);
   r = Fp8audit({"report", path, "--max-rows", "0"});
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') > 300, true);
 }
@@ -542,7 +542,7 @@ TEST_F(RunCli, PassingAuditExits0AndReportsOnStderr) {
   const Result r = Run({"--", "sh", "-c", "echo from-the-command"}, "1/1,1/1");
   EXPECT_EQ(r.code, 0) << Describe(r);
   EXPECT_EQ(r.out, "from-the-command\n");  // stdout stays the command's own
-  EXPECT_TRUE(Contains(r.err, "fp8audit report: ok, 1 trace")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: PASS, 1 trace")) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "job total: 2 microbatches, 0 failing")) << Describe(r);
 }
 
@@ -702,7 +702,7 @@ TEST_F(RunCli, OnlyTracesWrittenByThisRunAreAudited) {
   WriteTrace("out/old.1.fp8trace", Failing());
   const Result r = Run({"--", "true"}, "1/1");
   EXPECT_EQ(r.code, 0) << Describe(r);
-  EXPECT_TRUE(Contains(r.err, "fp8audit report: ok, 1 trace")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: PASS, 1 trace")) << Describe(r);
 }
 
 TEST_F(RunCli, DamagedTraceFromTheRunExits2) {
@@ -791,19 +791,19 @@ TEST_F(MultiRankCli, ReportShowsTheRanksSideBySideAndWhereTheyDisagree) {
                        "ranks:\n"
                        "  rank  host      pid  microbatches  failing  forward  backward  verdict  "
                        "note\n"
-                       "     0  testhost  100             3        0        3         3  ok\n"
+                       "     0  testhost  100             3        0        3         3  PASS\n"
                        "     1  testhost  101             3        1        4         5  FAIL\n\n"
                        "job violations:\n"
                        "  ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; "
                        "rank 1: 2/3 [rank disagreement]\n\n"
-                       "== rank 0 (testhost, pid 100): ok\n"))
+                       "== rank 0 (testhost, pid 100): PASS\n"))
       << Describe(r);
   EXPECT_EQ(r.err, "");
 
   const Result md = Fp8audit({"report", "--format", "markdown", Path("traces")});
   EXPECT_EQ(md.code, 3) << Describe(md);
   EXPECT_TRUE(Contains(md.out,
-                       "| rank 0 (testhost, pid 100) | 3 | 0 | 3 | 3 | ok | |\n"
+                       "| rank 0 (testhost, pid 100) | 3 | 0 | 3 | 3 | PASS | |\n"
                        "| rank 1 (testhost, pid 101) | 3 | 1 | 4 | 5 | **FAIL** | |\n"
                        "| **job** | 6 | 1 | 7 | 8 | **FAIL** | |\n\n"
                        "## Job violations\n\n"
@@ -828,9 +828,9 @@ TEST_F(MultiRankCli, MarkdownListsAMissingRank) {
   const Result md = Fp8audit({"report", "--format", "md", Path("traces")});
   EXPECT_EQ(md.code, 2) << Describe(md);
   EXPECT_TRUE(Contains(md.out,
-                       "| rank 1 (testhost, pid 101) | 2 | 0 | 2 | 2 | ok | |\n"
+                       "| rank 1 (testhost, pid 101) | 2 | 0 | 2 | 2 | PASS | |\n"
                        "| rank 2 | - | - | - | - | **missing** | no trace |\n"
-                       "| rank 3 (testhost, pid 103) | 2 | 0 | 2 | 2 | ok | |\n"))
+                       "| rank 3 (testhost, pid 103) | 2 | 0 | 2 | 2 | PASS | |\n"))
       << md.out;
   EXPECT_EQ(md.err,
             "fp8audit report: no trace of rank 2 (traces of ranks 0, 1, 3): the audit is "
@@ -1016,7 +1016,7 @@ TEST_F(RunCli, LauncherOfRanksWritesNoTraceOfItsOwn) {
   ASSERT_EQ(traces.size(), 2u) << Describe(r);
   EXPECT_TRUE(EndsWith(traces[0], ".rank0.fp8trace") || EndsWith(traces[1], ".rank0.fp8trace"));
   EXPECT_TRUE(EndsWith(traces[0], ".rank1.fp8trace") || EndsWith(traces[1], ".rank1.fp8trace"));
-  EXPECT_TRUE(Contains(r.err, "fp8audit report: ok, 2 traces")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "fp8audit report: PASS, 2 traces")) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "job total: 6 microbatches, 0 failing")) << Describe(r);
   EXPECT_FALSE(Contains(r.err, "no rank")) << Describe(r);
 

@@ -44,7 +44,7 @@ TEST_F(FrozenCli, RunWhereNoBackwardPassWasObservedExits2NotAPass) {
                        ": no backward pass was observed: its microbatches have forward "
                        "updates and not one backward update"))
       << Describe(r);
-  EXPECT_FALSE(Contains(r.err, "1/0       ok")) << Describe(r);
+  EXPECT_FALSE(Contains(r.err, "1/0       PASS")) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "backward scales froze")) << Describe(r);
   const Result check = Fp8audit({"check", Path("out")});
   EXPECT_EQ(check.code, 2) << Describe(check);
@@ -71,7 +71,7 @@ TEST_F(FrozenCli, AFrozenBackwardInATrainingJobExits3InEveryFormat) {
   EXPECT_EQ(metrics.code, 3) << Describe(metrics);
   EXPECT_TRUE(Contains(metrics.out,
                        "\"microbatch\":1,\"forward\":1,\"backward\":0,\"expected_forward\":1,"
-                       "\"expected_backward\":1,\"verdict\":\"fail\""))
+                       "\"expected_backward\":1,\"verdict\":\"FAIL\""))
       << metrics.out;
 }
 

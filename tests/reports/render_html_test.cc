@@ -311,6 +311,64 @@ TEST(RenderHtml, BucketsAHundredThousandMicrobatchesIntoABoundedPage) {
   EXPECT_TRUE(Contains(html, "36 more events (--format json has them all)"));
 }
 
+TEST(RenderHtml, ChartHasAxisTitlesRoundTicksAndOneBarPerMicrobatchWhenFew) {
+  const std::string html = RenderHtml(Job({LongRank(0, 10, 4)}), RenderOptions{});
+  Keep("ten", html);
+  EXPECT_TRUE(Contains(html, "text-anchor=\"middle\">updates</text>")) << html;
+  EXPECT_TRUE(Contains(html, "text-anchor=\"middle\">microbatch</text>")) << html;
+  // Updates 0..3: round ticks 0, 1, 2, 3 on the y axis; every microbatch labelled on the x axis.
+  for (const char* tick : {">0</text>", ">1</text>", ">2</text>", ">3</text>"}) {
+    EXPECT_TRUE(Contains(html, std::string("text-anchor=\"end\"") + tick)) << tick;
+  }
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(Contains(html, "class=\"xt\"") &&
+                Contains(html, "text-anchor=\"middle\">" + std::to_string(i) + "</text>"))
+        << i;
+  }
+  EXPECT_TRUE(Contains(html, "<path class=\"bb\"")) << html;
+  // Microbatches 3 and 7 fail: their marks under the axis link to their rows.
+  EXPECT_EQ(Count(html, "<g class=\"bin fail\""), 2u) << html;
+  EXPECT_TRUE(Contains(html, "<a href=\"#r0-mb7\"><g class=\"bin fail\" data-first=\"7\""));
+  // The legend names each series once; what a column is is said apart from it.
+  EXPECT_TRUE(Contains(html, "expected backward<span class=\"sw\"")) << html;
+  EXPECT_FALSE(Contains(html, "expected backward (")) << html;
+}
+
+TEST(RenderHtml, SixHundredMicrobatchesAreBinnedIntoLabelledRangesWithTheFailingOnesLinked) {
+  const std::string html = RenderHtml(Job({LongRank(0, 600, 7)}), RenderOptions{});
+  Keep("six_hundred", html);
+  // Bars, not lines: 60 bins of 10, each labelled with its range.
+  EXPECT_TRUE(Contains(html, "<path class=\"bb\"")) << html.substr(0, 4000);
+  EXPECT_FALSE(Contains(html, "<path class=\"bl\""));
+  EXPECT_TRUE(Contains(html, ">microbatch (bins of 10)</text>"));
+  EXPECT_EQ(Count(html, "<g class=\"bin"), 60u);
+  EXPECT_TRUE(Contains(html,
+                       "data-first=\"590\" data-last=\"599\"><title>microbatches "
+                       "590\xe2\x80\x93"
+                       "599: forward 1, backward 1-3 (expected 1/1); 1 failing</title>"))
+      << html;
+  EXPECT_TRUE(Contains(html,
+                       "text-anchor=\"middle\">0\xe2\x80\x93"
+                       "9</text>"));
+  // Every bin holds a failing microbatch (every 7th), linked to the first of them.
+  EXPECT_EQ(Count(html, "<g class=\"bin fail\""), 60u);
+  EXPECT_TRUE(Contains(html, "<a href=\"#r0-mb6\"><g class=\"bin fail\" data-first=\"0\""));
+  // The legend's note is about the bins, not attached to a series.
+  EXPECT_TRUE(Contains(html, "Microbatches in bins of 10, labelled with their ranges"));
+}
+
+TEST(RenderHtml, AHundredThousandMicrobatchesStayWellUnderAMegabyteWithRangesOnTheAxis) {
+  const std::string html = RenderHtml(Job({LongRank(0, 100000, 7)}), RenderOptions{});
+  EXPECT_LT(html.size(), 700u << 10);
+  EXPECT_TRUE(Contains(html, ">microbatch (columns of up to 100)</text>"));
+  EXPECT_TRUE(Contains(html,
+                       "text-anchor=\"middle\">90000\xe2\x80\x93"
+                       "90099</text>"));
+  // The failing columns under the axis, and each failing column of the timeline linked.
+  EXPECT_TRUE(Contains(html, "<path class=\"fm\""));
+  EXPECT_TRUE(Contains(html, "<a href=\"#r0-mb6\"><g class=\"c fail dup\" data-first=\"0\""));
+}
+
 TEST(RenderHtml, ManyRanksShareTheBudget) {
   std::vector<v1::RankReport> ranks;
   for (int i = 0; i < 32; ++i) ranks.push_back(LongRank(i, 20000, 5));

@@ -38,7 +38,7 @@ TEST(RenderText, VerboseShowsTheTableViolationsWithContextAndTotals) {
   EXPECT_TRUE(Contains(text, "== rank 0 (testhost, pid 4242): FAIL")) << text;
   EXPECT_TRUE(Contains(text, "command   python train.py")) << text;
   EXPECT_TRUE(Contains(text, "microbatch  step  forward  backward  expected  verdict")) << text;
-  EXPECT_TRUE(Contains(text, "           0     0        1         1       1/1  ok")) << text;
+  EXPECT_TRUE(Contains(text, "           0     0        1         1       1/1  PASS")) << text;
   EXPECT_TRUE(Contains(text, "           1     0        1         2       1/1  FAIL")) << text;
   EXPECT_TRUE(Contains(text, "microbatch 1 (step 0): 2 backward updates, expected 1")) << text;
   EXPECT_TRUE(Contains(text, "during recompute of reentrant checkpoint frame 1")) << text;
@@ -80,7 +80,7 @@ TEST(RenderText, LongTraceShowsFailingRowsAndASummaryInsteadOfEveryRow) {
   options.max_rows = 5;
   const std::string text = RenderText(report, options);
   EXPECT_EQ(Count(text, "  FAIL\n"), 5u) << text;
-  EXPECT_EQ(Count(text, "  ok\n"), 0u) << text;
+  EXPECT_EQ(Count(text, "  PASS\n"), 0u) << text;
   EXPECT_TRUE(Contains(text,
                        "500 microbatches, 10 failing: showing the first 5 failing ones; "
                        "--max-rows 0 shows every row"))
@@ -97,7 +97,7 @@ TEST(RenderText, LongTraceShowsFailingRowsAndASummaryInsteadOfEveryRow) {
   options.verbose = false;
   options.max_rows = 0;
   const std::string all = RenderText(report, options);
-  EXPECT_EQ(Count(all, "  ok\n"), 490u);
+  EXPECT_EQ(Count(all, "  PASS\n"), 490u);
 }
 
 TEST(RenderText, EmptyAndDamagedRanksSayWhy) {
@@ -329,12 +329,13 @@ TEST(Render, NothingAuditedTraceIsPresentedAsNothingAuditedInEveryFormatNotAsFai
   ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
   const std::string text = RenderText(report, RenderOptions{});
   EXPECT_TRUE(Contains(text, "== no rank (testhost, pid 4775): NOTHING AUDITED\n")) << text;
-  EXPECT_TRUE(Contains(text, "           0     0        0         0       1/1  -\n")) << text;
+  EXPECT_TRUE(Contains(text, "           0     0        0         0       1/1  NOTHING AUDITED\n"))
+      << text;
   EXPECT_TRUE(Contains(text, "6 microbatches, 0 failing")) << text;
   EXPECT_FALSE(Contains(text, "violations:")) << text;
   const std::string md = RenderMarkdown(report, RenderOptions{});
   EXPECT_TRUE(Contains(md, "## no rank (testhost, pid 4775): NOTHING AUDITED\n")) << md;
-  EXPECT_TRUE(Contains(md, "| 0 | 0 | 0 | 0 | 1/1 | - |")) << md;
+  EXPECT_TRUE(Contains(md, "| 0 | 0 | 0 | 0 | 1/1 | NOTHING AUDITED |")) << md;
   std::string json;
   std::string error;
   ASSERT_TRUE(RenderJson(report, &json, &error)) << error;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/event_text.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -137,7 +138,7 @@ TEST_F(StreamRenderTest, ChromeTraceIsValidWithAProcessPerRankAndATrackPerThread
 
   // Processes 1 and 2 in reading order, named by rank, host, pid and verdict.
   EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (testhost, pid 4242): FAIL");
-  EXPECT_EQ(MetaName(doc, "process_name", 2), "rank 1 (testhost, pid 5001): ok");
+  EXPECT_EQ(MetaName(doc, "process_name", 2), "rank 1 (testhost, pid 5001): PASS");
   // Per process: the audit's track (tid = pid) and one per recording thread, named by its role.
   EXPECT_EQ(MetaName(doc, "thread_name", 1, 1), "fp8audit: microbatches and passes");
   std::vector<std::string> names;
@@ -208,13 +209,13 @@ TEST_F(StreamRenderTest, MicrobatchesAndTheirPassesAreNestedSlicesWithTheVerdict
   ASSERT_EQ(mbs.size(), 2u);
   // Events 0.25 ms apart from the first (ts 0): microbatch 0 is its 9 events, begin to end;
   // forward until the backward begins (event 5), backward until it ends (event 7).
-  EXPECT_EQ(mbs[0]["name"], "microbatch 0 (step 0): ok");
+  EXPECT_EQ(mbs[0]["name"], "microbatch 0 (step 0): PASS");
   EXPECT_EQ(Ts(mbs[0]), 0);
   EXPECT_EQ(Dur(mbs[0]), 2000);
   EXPECT_EQ(mbs[0]["tid"], 1);
   EXPECT_EQ(mbs[1]["name"], "microbatch 1 (step 0): FAIL");
   EXPECT_EQ(mbs[1]["cat"], "microbatch,fail");
-  EXPECT_EQ(mbs[1]["args"]["verdict"], "fail");
+  EXPECT_EQ(mbs[1]["args"]["verdict"], "FAIL");
   EXPECT_EQ(mbs[1]["args"]["backward"], 2);
   EXPECT_EQ(mbs[1]["args"]["expected_backward"], 1);
   const std::string why = mbs[1]["args"]["explanations"][0];
@@ -317,7 +318,7 @@ TEST_F(StreamRenderTest, TraceTextIsEscapedAndEscapedFieldsAreNamed) {
   const std::string text = Render(Format::kChromeTrace);
   OrderedJson doc;
   ASSERT_EQ(ChromeTraceProblem(text, &doc), "");
-  EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (node\\xfe01, pid 7): ok");
+  EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (node\\xfe01, pid 7): PASS");
   const auto updates = Events(doc, "i", "update");
   ASSERT_EQ(updates.size(), 1u);
   EXPECT_EQ(updates[0]["args"]["kernel"], "gemm\\xff_kernel");
@@ -402,8 +403,8 @@ TEST_F(StreamRenderTest, MetricsAreOneJsonLinePerMicrobatch) {
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[1].dump(),
             "{\"rank\":0,\"step\":0,\"microbatch\":1,\"forward\":1,\"backward\":2,"
-            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"fail\"}");
-  EXPECT_EQ(lines[0]["verdict"], "pass");
+            "\"expected_forward\":1,\"expected_backward\":1,\"verdict\":\"FAIL\"}");
+  EXPECT_EQ(lines[0]["verdict"], "PASS");
   EXPECT_EQ(lines[2]["rank"], -1);
   EXPECT_EQ(lines[3]["step"], 1);
   EXPECT_EQ(lines[3]["microbatch"], 1);
@@ -435,7 +436,7 @@ TEST_F(StreamRenderTest, NothingAuditedMicrobatchesAreNotShownFailingInChromeTra
   EXPECT_EQ(slices.size(), 6u);
   for (const OrderedJson& e : slices) {
     EXPECT_EQ(e["cat"], "microbatch") << e.dump();
-    EXPECT_EQ(e["args"]["verdict"], "not audited") << e.dump();
+    EXPECT_EQ(e["args"]["verdict"], "NOTHING AUDITED") << e.dump();
     EXPECT_TRUE(Contains(e["name"].get<std::string>(), "NOTHING AUDITED")) << e.dump();
   }
   EXPECT_EQ(MetaName(doc, "process_name", 1), "rank 0 (testhost, pid 1): NOTHING AUDITED");
@@ -443,7 +444,46 @@ TEST_F(StreamRenderTest, NothingAuditedMicrobatchesAreNotShownFailingInChromeTra
   EXPECT_FALSE(Contains(doc.dump(), "FAIL")) << doc.dump();
   const std::vector<nlohmann::ordered_json> lines = Lines(Render(Format::kMetrics));
   ASSERT_EQ(lines.size(), 6u);
-  for (const auto& line : lines) EXPECT_EQ(line["verdict"], "not audited") << line.dump();
+  for (const auto& line : lines) EXPECT_EQ(line["verdict"], "NOTHING AUDITED") << line.dump();
+}
+
+// Every format names a trace's verdict with the same word (reports/verdict_words.h): the passing,
+// the failing and the not judged trace each say one word in text, markdown, HTML, JUnit, metrics
+// and chrome trace alike.
+TEST_F(StreamRenderTest, EveryFormatUsesTheSameVerdictWordForTheSameTrace) {
+  struct Case {
+    TraceBuilder trace;
+    std::string word;
+  };
+  std::vector<Case> cases = {{PassingTrace(0, 1, 2), "PASS"},
+                             {FailingTrace(0, 2), "FAIL"},
+                             {PlainTrace(0, 3, 2), "NOTHING AUDITED"}};
+  for (Case& c : cases) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    Write("a.fp8trace", c.trace);
+    TraceSetResult result;
+    const OrderedJson doc = Chrome(&result);
+    const std::string title = RankTitle(result.report.ranks(0));
+    EXPECT_EQ(MetaName(doc, "process_name", 1), title + ": " + c.word);
+    EXPECT_EQ(doc["otherData"]["outcome"], c.word);
+    // Its microbatches: the failing trace's first passes, its second fails.
+    bool said = false;
+    for (const auto& line : Lines(Render(Format::kMetrics)))
+      said = said || line["verdict"] == c.word;
+    EXPECT_TRUE(said) << c.word;
+    const std::string text = RenderText(result.report, RenderOptions{});
+    EXPECT_TRUE(Contains(text, "== " + title + ": " + c.word + "\n")) << text;
+    EXPECT_TRUE(Contains(text, "fp8audit report: " + c.word + ", 1 trace")) << text;
+    const std::string md = RenderMarkdown(result.report, RenderOptions{});
+    EXPECT_TRUE(Contains(md, "## " + title + ": " + c.word + "\n")) << md;
+    const std::string page = RenderHtml(result.report, RenderOptions{});
+    EXPECT_TRUE(Contains(page, "<span id=\"verdict\">" + c.word + "</span>")) << page;
+    EXPECT_TRUE(Contains(page, "\">" + c.word + "</span></h2>")) << page;
+    const std::string xml = RenderJunit(result.report);
+    EXPECT_TRUE(Contains(xml, "<property name=\"outcome\" value=\"" + c.word + "\"/>")) << xml;
+    EXPECT_TRUE(Contains(xml, "verdict: " + c.word + "\n")) << xml;
+  }
 }
 
 TEST_F(StreamRenderTest, ARankWithoutUpdatesAmongRanksWithThemStillFailsInChromeTraceAndMetrics) {
@@ -463,10 +503,10 @@ TEST_F(StreamRenderTest, ARankWithoutUpdatesAmongRanksWithThemStillFailsInChrome
   const std::vector<nlohmann::ordered_json> lines = Lines(Render(Format::kMetrics));
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0]["rank"], 0);
-  EXPECT_EQ(lines[0]["verdict"], "fail");
-  EXPECT_EQ(lines[1]["verdict"], "fail");
+  EXPECT_EQ(lines[0]["verdict"], "FAIL");
+  EXPECT_EQ(lines[1]["verdict"], "FAIL");
   EXPECT_EQ(lines[2]["rank"], 1);
-  EXPECT_EQ(lines[2]["verdict"], "pass");
+  EXPECT_EQ(lines[2]["verdict"], "PASS");
 }
 
 TEST_F(StreamRenderTest, ChromeTraceShowsCrossChecksAndFactsAsInstantsAndWhatEachProbeSaw) {

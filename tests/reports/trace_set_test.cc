@@ -1002,11 +1002,11 @@ TEST_F(MultiRankTest, TextAndMarkdownShowAPerRankTableAndTheDisagreement) {
                        "ranks:\n"
                        "  rank  host      pid  microbatches  failing  forward  backward  verdict  "
                        "note\n"
-                       "     0  testhost  100             3        0        3         3  ok\n"
+                       "     0  testhost  100             3        0        3         3  PASS\n"
                        "     1  testhost  101             3        1        4         5  FAIL\n"
                        "     2  -           -             -        -        -         -  missing  "
                        "no trace\n"
-                       "     3  testhost  103             3        0        3         3  ok\n"))
+                       "     3  testhost  103             3        0        3         3  PASS\n"))
       << text;
   // The job's violations come right after the table, before the ranks' own sections.
   const size_t job = text.find("job violations:\n  no trace of rank 2 (traces of ranks 0, 1, 3)");
@@ -1038,11 +1038,11 @@ TEST_F(MultiRankTest, TableNotesForkedDuplicateAndDamagedTraces) {
   const TraceSetResult set = AuditDir();
   const std::string text = RenderText(set.report, RenderOptions{});
   EXPECT_TRUE(Contains(text,
-                       "  100             2        0        2         2  ok          "
+                       "  100             2        0        2         2  PASS        "
                        "claimed by 2 traces\n"))
       << text;
   EXPECT_TRUE(Contains(text,
-                       "  700             0        0        0         0  ok          "
+                       "  700             0        0        0         0  PASS        "
                        "forked from pid 100, no microbatches\n"))
       << text;
   // Its damage is its only violation: INCOMPLETE, not FAIL, and no note repeating it.
