@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "state/semantics.h"
+
 namespace fp8audit::runtime {
 
 void DelayedScaling::Validate() const {
@@ -42,8 +44,11 @@ std::optional<Format> ParseFormat(std::string_view name) {
 }
 
 std::optional<Ownership> ParseOwnership(std::string_view name) {
-  if (name == "fixed") return Ownership::fixed;
-  if (name == "te-legacy" || name == "te_legacy") return Ownership::te_legacy;
+  // The runtime implements two of the model's semantics; their names (and aliases) are the
+  // registry's (state/semantics_registry.h), plus this runtime's older spelling "te_legacy".
+  const auto s = state::ParseSemantics(name == "te_legacy" ? "te-legacy" : name);
+  if (s == state::Semantics::kFixed) return Ownership::fixed;
+  if (s == state::Semantics::kTeLegacy) return Ownership::te_legacy;
   return std::nullopt;
 }
 

@@ -45,6 +45,6 @@ struct DelayedScaling {
 };
 
 std::optional<Format> ParseFormat(std::string_view name);        // "e4m3" | "hybrid"
-std::optional<Ownership> ParseOwnership(std::string_view name);  // "fixed" | "te-legacy"
+std::optional<Ownership> ParseOwnership(std::string_view name);  // "fixed" | "te-legacy" (aliases)
 
 }  // namespace fp8audit::runtime

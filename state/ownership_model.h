@@ -1,12 +1,14 @@
 // OwnershipModel: an explicit state machine of the process-global FP8 state that decides when
 // DelayedScaling amax/scale state is updated — autocast depth and nesting, first-module (update)
 // ownership, checkpoint frames (reentrant and non-reentrant; phase 1 original forward, phase 2
-// recompute), the recompute region and the recompute metadata FIFO — under two semantics:
+// recompute), the recompute region and the recompute metadata FIFO. The engine holds the state;
+// where semantics differ it asks the SemanticsRules of the semantics it was built with
+// (semantics_rules.h; one header per semantics, registered in semantics_registry.h):
 //
-//  * kFixed: ownership saved and restored per checkpoint frame (see README.md, "Fixed semantics").
-//  * kTeLegacy: what Transformer Engine's PyTorch code does at commit 172bd93 (comments cite
-//    transformer_engine/pytorch/<file>:<line> at that commit).
-//  * kTe220: the Transformer Engine 2.20 release (2.20.2): kTeLegacy plus its checkpoint changes
+//  * fixed: ownership saved and restored per checkpoint frame (SEMANTICS.md, "fixed").
+//  * te-172bd93 (Semantics::kTeLegacy): what Transformer Engine's PyTorch code does at commit
+//    172bd93 (comments cite transformer_engine/pytorch/<file>:<line> at that commit).
+//  * te-2.20: the Transformer Engine 2.20 release (2.20.2): te-172bd93 plus its checkpoint changes
 //    (comments citing "2.20.2 <file>:<line>").
 //
 // Beside the update counts the model tracks which updates advance state: an update advances the
@@ -26,6 +28,7 @@
 #include "fp8audit/report.pb.h"
 #include "fp8audit/trace.pb.h"
 #include "state/semantics.h"
+#include "state/semantics_rules.h"
 
 namespace fp8audit::state {
 
@@ -131,9 +134,10 @@ class OwnershipModel {
   // ---- modules ----
   ModuleCtx ModuleForward(const ModuleInfo& module);
   void ModuleBackward(const ModuleCtx& ctx);
-  // Fixed semantics in two steps, for drivers whose module forward reaches the two points at
-  // different times (the Python patch of TE): ModuleForward is exactly ModuleStash, then (when a
-  // backward node exists and the module runs in FP8) ModuleTakeOwnership.
+  // Frame-scoped semantics (fixed) in two steps, for drivers whose module forward reaches the two
+  // points at different times (the Python patch of TE): ModuleForward is exactly ModuleStash, then
+  // (when a backward node exists and the module runs in FP8) ModuleTakeOwnership. ModuleStash does
+  // nothing under TE's process-wide semantics.
   StashTransition ModuleStash(const ModuleInfo& module);
   ModuleCtx ModuleTakeOwnership(const ModuleInfo& module);
 
@@ -249,13 +253,21 @@ class OwnershipModel {
   bool LogicalGradEnabled() const;
   void PushGradEntry(bool enabled, bool logical) { grad_.push_back({enabled, logical}); }
 
-  void OpenFixedBoundary();
-  StashTransition FixedStash(const ModuleInfo& module);
+  void OpenBoundary();
+  // A te.ops fuser's forward when it reads the flag FP8 or not (ops_fuser_reads_flag_without_fp8).
+  ModuleCtx FuserForward(const ModuleInfo& module);
+  // Reads (and, but for a peek, consumes) the flag for a module whose ctx is filled in.
+  void TakeFlag(const ModuleInfo& module, bool recompute_phase, ModuleCtx* ctx);
+  StashTransition FrameStash(const ModuleInfo& module);
   void MarkWritten(std::vector<uint8_t>& dirty, uint32_t module);
   uint32_t TakeWritten(std::vector<uint8_t>& dirty);
-  void LegacyStash(const ModuleInfo& module);
+  void DequeStash(const ModuleInfo& module);
+  // The checkpoint runs its callable directly: no recompute, no stash.
+  CheckpointEntry EnterDirect(Frame* f, CheckpointEntry entry);
+  static constexpr bool IsReentrant(CheckpointKind k) { return k == CheckpointKind::kReentrant; }
 
   Semantics semantics_;
+  SemanticsRules rules_;
   uint32_t microbatch_ = 0;
   bool backward_pass_ = false;
 

@@ -2,9 +2,9 @@
 // subscriber, bench/agent/null_subscriber.cc, to measure what this set costs CUPTI alone).
 #pragma once
 
-#include <cupti.h>
-
 #include <cstddef>
+
+#include "agent/src/cupti_types.h"
 
 namespace fp8audit::agent {
 

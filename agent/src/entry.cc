@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 
+#include "agent/src/cuda_driver_facts.h"
 #include "agent/src/kernel_probe.h"
 #include "agent/src/nvtx_probe.h"
 #include "agent/src/probe_control.h"

@@ -1,13 +1,7 @@
 #include "agent/src/kernel_probe.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <link.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -15,112 +9,19 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/src/cupti_search.h"
-#include "agent/src/recorder.h"
-#include "agent/src/self_profile.h"
-
-#if FP8AUDIT_AGENT_CUPTI
 #include "agent/src/cupti_callbacks.h"
-#endif
+#include "agent/src/lifecycle.h"
+#include "agent/src/self_profile.h"
+#include "agent/src/thread_state.h"
 
 namespace fp8audit::agent {
-
-std::string ParseNvidiaDriverRelease(std::string_view text) {
-  // "NVRM version: NVIDIA UNIX [Open ]Kernel Module [for x86_64]  580.159.04  Release Build ..."
-  const size_t at = text.find("Kernel Module");
-  if (at == std::string_view::npos) return {};
-  text.remove_prefix(at);
-  const size_t eol = text.find('\n');
-  text = text.substr(0, eol);
-  while (!text.empty()) {
-    const size_t start = text.find_first_not_of(' ');
-    if (start == std::string_view::npos) break;
-    text.remove_prefix(start);
-    const size_t end = std::min(text.find_first_of(" \t"), text.size());
-    const std::string_view token = text.substr(0, end);
-    text.remove_prefix(end);
-    const bool version = token.size() <= 32 && token.find('.') != std::string_view::npos &&
-                         token.find_first_not_of("0123456789.") == std::string_view::npos &&
-                         token.front() != '.';
-    if (version) return std::string(token);
-  }
-  return {};
-}
-
-bool CudaDriverLoaded() {
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr) return false;
-  dlclose(h);
-  return true;
-}
-
-namespace {
-
-std::string ReadDriverRelease() {
-  const int fd = ::open("/proc/driver/nvidia/version", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[512] = {};
-  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  return n > 0 ? ParseNvidiaDriverRelease(std::string_view(buf, static_cast<size_t>(n))) : "";
-}
-
-std::string VersionText(int v) {
-  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
-
-}  // namespace
-
-void CollectCudaFactsOnce() {
-  static std::atomic<bool> once{false};
-  if (once.load(std::memory_order_acquire) || once.exchange(true)) return;
-  std::string gpu, driver = ReadDriverRelease(), cuda;
-  int version = 0;
-  using RuntimeVersion = int (*)(int*);
-  if (auto fn = reinterpret_cast<RuntimeVersion>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion"));
-      fn != nullptr && fn(&version) == 0 && version > 0) {
-    cuda = VersionText(version);
-  }
-  if (void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD); lib != nullptr) {
-    using CtxGetDevice = int (*)(int*);
-    using DeviceGetName = int (*)(char*, int, int);
-    using DriverGetVersion = int (*)(int*);
-    auto ctx_get_device = reinterpret_cast<CtxGetDevice>(dlsym(lib, "cuCtxGetDevice"));
-    auto device_get_name = reinterpret_cast<DeviceGetName>(dlsym(lib, "cuDeviceGetName"));
-    auto driver_get_version = reinterpret_cast<DriverGetVersion>(dlsym(lib, "cuDriverGetVersion"));
-    int dev = 0;
-    char name[256] = {};
-    if (ctx_get_device != nullptr && device_get_name != nullptr && ctx_get_device(&dev) == 0 &&
-        device_get_name(name, sizeof(name) - 1, dev) == 0) {
-      gpu = name;
-    }
-    if (driver_get_version != nullptr && driver_get_version(&version) == 0) {
-      const std::string api = "CUDA " + VersionText(version);
-      driver = driver.empty() ? api : driver + " (" + api + ")";
-    }
-    dlclose(lib);
-  }
-  Agent::Get().SetCudaFacts(gpu, driver, cuda);
-}
-
-#if !FP8AUDIT_AGENT_CUPTI
-
-int SetLaunchProbe(bool) { return -1; }
-bool DetachKernelProbe() { return false; }
-
-AttachResult AttachKernelProbe(bool, std::string* why) {
-  *why = "this agent was built without CUPTI";
-  return AttachResult::kUnavailable;
-}
-
-#else
 
 // ---- KernelProbe: every rule that decides a count ------------------------------------------
 
 KernelProbe::KernelProbe(RecordSink* sink, const Classifier* classifier, const DriverApi& driver,
                          std::function<void()> first_function)
     : sink_(*sink),
-      classifier_(*classifier),
+      classifier_(classifier),
       cu_(driver),
       first_function_(std::move(first_function)) {}
 
@@ -146,14 +47,7 @@ const FunctionInfo* KernelProbe::Resolve(uintptr_t handle, const char* symbol, b
   }
   owned_.push_back(std::make_unique<FunctionInfo>());
   FunctionInfo* fi = owned_.back().get();
-  fi->name = mangled != nullptr ? Demangle(mangled) : std::string("<unnamed kernel>");
-  if (const PatternRule* rule = classifier_.Match(fi->name); rule != nullptr) {
-    fi->event = rule->event;
-    fi->chunked = rule->chunked;
-    if (rule->scaled_max_param >= 0 && ParameterIsFloat(fi->name, rule->scaled_max_param)) {
-      fi->scaled_max_param = rule->scaled_max_param;
-    }
-  }
+  classifier_.Classify(mangled, fi);
   functions_.emplace(handle, fi);
   return fi;
 }
@@ -257,7 +151,7 @@ void KernelProbe::OnLaunch(const void* handle_ptr, const char* symbol, void** pa
     const bool continues = ts->full_chunk_seq != 0 && ts->full_chunk_seq + 1 == seq &&
                            ts->full_chunk_fn == fi && ts->full_chunk_scaled_max == scaled_max &&
                            ts->full_chunk_stream == stream;
-    ts->full_chunk_seq = IsFullUpdateChunk(grid_x) ? seq : 0;
+    ts->full_chunk_seq = KernelClassifier::IsFullUpdateChunk(grid_x) ? seq : 0;
     ts->full_chunk_fn = fi;
     ts->full_chunk_scaled_max = scaled_max;
     ts->full_chunk_stream = stream;
@@ -429,110 +323,49 @@ void KernelProbe::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
   }
 }
 
-// ---- Attaching to CUPTI -------------------------------------------------------------------
+// ---- Subscribing ---------------------------------------------------------------------------
+
+#if !FP8AUDIT_AGENT_CUPTI
+
+int SetLaunchProbe(bool) { return -1; }
+bool DetachKernelProbe() { return false; }
+
+AttachResult AttachKernelProbe(const KernelProbeHost&, bool, std::string* why) {
+  *why = "this agent was built without CUPTI";
+  return AttachResult::kUnavailable;
+}
+
+#else
 
 namespace {
 
-struct Cupti {
-  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
-  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = nullptr;
-  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
-                                 CUpti_CallbackId) = nullptr;
-  CUptiResult (*result_string)(CUptiResult, const char**) = nullptr;
-  CUptiResult (*get_version)(uint32_t*) = nullptr;
-#ifdef CUpti_SubscriberParams_STRUCT_SIZE
-  CUptiResult (*subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
-                              CUpti_SubscriberParams*) = nullptr;
-#endif
-};
-Cupti g_cupti;
-DriverApi g_cu;
+// The subscription, once attached: the loader's tables (never freed) and the subscriber handle.
+const CuptiLoader* g_loader = nullptr;
 std::atomic<CUpti_SubscriberHandle> g_subscriber{nullptr};  // set once the callbacks are enabled
-std::atomic<KernelProbe*> g_probe{nullptr};                 // never freed
 
-template <typename Fn>
-void Load(void* lib, const char* name, Fn* out) {
-  *out = reinterpret_cast<Fn>(dlsym(lib, name));
-}
-
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+void CUPTIAPI OnCallback(void* probe, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
   // The handler's kind is only worked out when self-profiling (off: one relaxed load).
   const HandlerTimer timer(!SelfProfileOn()                     ? Handler::kLaunch
                            : domain == CUPTI_CB_DOMAIN_RESOURCE ? Handler::kResource
                            : IsLaunchCallback(cbid)             ? Handler::kLaunch
                                                                 : Handler::kDriverOther);
-  if (KernelProbe* probe = g_probe.load(std::memory_order_acquire); probe != nullptr) {
-    probe->OnCallback(domain, cbid, data);
-  }
-}
-
-int CollectLoaded(dl_phdr_info* info, size_t, void* data) {
-  auto* loaded = static_cast<std::vector<std::string>*>(data);
-  if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0' && loaded->size() < 4096) {
-    loaded->emplace_back(info->dlpi_name);
-  }
-  return 0;
-}
-
-// Opens the CUPTI of the job's CUDA major version (cupti_search.h). `loaded`: the library's path;
-// `tried`: what was tried, for the line saying why none could be opened.
-void* OpenCupti(std::string* loaded, std::string* tried) {
-  CuptiQuery q;
-  dl_iterate_phdr(&CollectLoaded, &q.loaded);
-  using RuntimeVersion = int (*)(int*);
-  if (auto fn = reinterpret_cast<RuntimeVersion>(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion"));
-      fn != nullptr && fn(&q.runtime_version) != 0) {
-    q.runtime_version = 0;
-  }
-  if (g_cu.driver_get_version == nullptr || g_cu.driver_get_version(&q.driver_version) != 0) {
-    q.driver_version = 0;
-  }
-  for (const char* name : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* v = std::getenv(name); v != nullptr && *v != '\0' && q.cuda_home.empty()) {
-      q.cuda_home = v;
-    }
-  }
-  const SystemFileView fs;
-  const int major = CudaMajor(q, fs);
-  const std::vector<std::string> candidates = CuptiCandidates(q, fs);
-  std::string first_error;
-  for (const std::string& name : candidates) {
-    void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (h == nullptr) {
-      const char* e = dlerror();
-      if (first_error.empty() && e != nullptr) first_error = e;
-      continue;
-    }
-    link_map* map = nullptr;
-    const std::string where =
-        dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr
-            ? std::string(map->l_name)
-            : name;
-    const std::string real = fs.RealPath(where);
-    *loaded = real.empty() ? where : real;
-    return h;
-  }
-  *tried = (major > 0 ? "for CUDA " + std::to_string(major) : std::string("for an unknown CUDA")) +
-           ", tried " + std::to_string(candidates.size()) + ": " + candidates.front() +
-           (candidates.size() > 1 ? " ... " + candidates.back() : std::string()) +
-           (first_error.empty() ? std::string() : "; " + first_error);
-  return nullptr;
+  static_cast<KernelProbe*>(probe)->OnCallback(domain, cbid, data);
 }
 
 // Every callback the probe enables, off (0) or on (1).
-void EnableAll(uint32_t on, CUpti_SubscriberHandle subscriber) {
+void EnableAll(const CuptiApi& cupti, uint32_t on, CUpti_SubscriberHandle subscriber) {
   for (CUpti_CallbackId id : kLaunchCallbacks) {
-    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
   for (CUpti_CallbackId id : kGraphLaunchCallbacks) {
-    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
   for (CUpti_CallbackId id : kCaptureCallbacks) {
-    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
   for (CUpti_CallbackId id : kResourceCallbacks) {
-    g_cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id);
+    cupti.enable_callback(on, subscriber, CUPTI_CB_DOMAIN_RESOURCE, id);
   }
 }
 
@@ -541,13 +374,14 @@ void EnableAll(uint32_t on, CUpti_SubscriberHandle subscriber) {
 int SetLaunchProbe(bool on) {
   CUpti_SubscriberHandle subscriber = g_subscriber.load(std::memory_order_acquire);
   if (subscriber == nullptr) return -1;
+  const CuptiApi& cupti = g_loader->cupti();
   int failed = 0;
   for (CUpti_CallbackId id : kLaunchCallbacks) {
-    failed |= g_cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) !=
+    failed |= cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id) !=
               CUPTI_SUCCESS;
   }
   for (CUpti_CallbackId id : kGraphLaunchCallbacks) {
-    g_cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
+    cupti.enable_callback(on ? 1 : 0, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   }
   return failed != 0 ? -1 : 0;
 }
@@ -555,107 +389,65 @@ int SetLaunchProbe(bool on) {
 bool DetachKernelProbe() {
   CUpti_SubscriberHandle subscriber = g_subscriber.exchange(nullptr, std::memory_order_acq_rel);
   if (subscriber == nullptr) return false;
-  EnableAll(0, subscriber);
-  return g_cupti.unsubscribe == nullptr || g_cupti.unsubscribe(subscriber) == CUPTI_SUCCESS;
+  const CuptiApi& cupti = g_loader->cupti();
+  EnableAll(cupti, 0, subscriber);
+  return cupti.unsubscribe == nullptr || cupti.unsubscribe(subscriber) == CUPTI_SUCCESS;
 }
 
-AttachResult AttachKernelProbe(bool from_driver, std::string* why) {
+AttachResult AttachKernelProbe(const KernelProbeHost& host, bool from_driver, std::string* why) {
   static std::atomic<bool> attempted{false};
-  Agent& a = Agent::Get();
-  if (!a.enabled() || attempted.exchange(true)) {
+  if (attempted.exchange(true)) {
     *why = "already attempted";
     return AttachResult::kUnavailable;
   }
-
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (cuda == nullptr && from_driver) cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (cuda == nullptr) {
-    const char* e = dlerror();
-    *why = std::string("no CUDA driver (") + (e != nullptr ? e : "libcuda.so.1") + ")";
-    return AttachResult::kUnavailable;
+  auto* loader = new CuptiLoader();  // never freed: the probe calls its tables
+  const bool loaded = loader->Load(from_driver, why);
+  if (!loader->cupti_path().empty() && host.cupti_opened) {
+    host.cupti_opened(loader->cupti_path(), loader->cupti_api_version());
   }
-  Load(cuda, "cuFuncGetName", &g_cu.func_get_name);
-  Load(cuda, "cuFuncGetParamInfo", &g_cu.func_get_param_info);
-  Load(cuda, "cuKernelGetName", &g_cu.kernel_get_name);
-  Load(cuda, "cuKernelGetParamInfo", &g_cu.kernel_get_param_info);
-  Load(cuda, "cuGraphGetNodes", &g_cu.graph_get_nodes);
-  Load(cuda, "cuGraphNodeGetType", &g_cu.node_get_type);
-  Load(cuda, "cuGraphKernelNodeGetParams_v2", &g_cu.kernel_node_get_params);
-  Load(cuda, "cuGraphChildGraphNodeGetGraph", &g_cu.child_graph);
-  Load(cuda, "cuDriverGetVersion", &g_cu.driver_get_version);
-  Load(cuda, "cuCtxGetDevice", &g_cu.ctx_get_device);
-  Load(cuda, "cuDeviceGetName", &g_cu.device_get_name);
-  Load(cuda, "cuStreamIsCapturing", &g_cu.stream_is_capturing);
-
-  std::string tried, cupti_path;
-  void* lib = OpenCupti(&cupti_path, &tried);
-  if (lib == nullptr) {
-    *why = "no CUPTI could be loaded (" + tried + ")";
-    return AttachResult::kUnavailable;
-  }
-  Load(lib, "cuptiSubscribe", &g_cupti.subscribe);
-  Load(lib, "cuptiUnsubscribe", &g_cupti.unsubscribe);
-  Load(lib, "cuptiEnableCallback", &g_cupti.enable_callback);
-  Load(lib, "cuptiGetResultString", &g_cupti.result_string);
-  Load(lib, "cuptiGetVersion", &g_cupti.get_version);
-  uint32_t api_version = 0;
-  if (g_cupti.get_version == nullptr || g_cupti.get_version(&api_version) != CUPTI_SUCCESS) {
-    api_version = 0;
-  }
-  a.SetCupti(cupti_path, api_version);
-#ifdef CUpti_SubscriberParams_STRUCT_SIZE
-  Load(lib, "cuptiSubscribe_v2", &g_cupti.subscribe_v2);
-#endif
-  if (g_cupti.subscribe == nullptr || g_cupti.enable_callback == nullptr) {
-    *why = "this CUPTI lacks cuptiSubscribe or cuptiEnableCallback";
-    return AttachResult::kUnavailable;
-  }
-  auto result_text = [](CUptiResult r) {
-    const char* s = nullptr;
-    if (g_cupti.result_string != nullptr) g_cupti.result_string(r, &s);
-    return std::string(s != nullptr ? s : "error ") + (s != nullptr ? "" : std::to_string(r));
-  };
+  if (!loaded) return AttachResult::kUnavailable;
+  g_loader = loader;
+  const CuptiApi& cupti = loader->cupti();
 
   static KernelProbe* probe =
-      new KernelProbe(&a, &a.classifier(), g_cu, [] { CollectCudaFactsOnce(); });
+      new KernelProbe(host.sink, host.classifier, loader->driver(), host.first_function);
   RegisterForkMutex(&probe->functions_mutex());
   RegisterForkMutex(&probe->graphs_mutex());
-  g_probe.store(probe, std::memory_order_release);
 
   CUpti_SubscriberHandle subscriber = nullptr;
   CUptiResult r = CUPTI_SUCCESS;
   std::string other;
 #ifdef CUpti_SubscriberParams_STRUCT_SIZE
-  if (g_cupti.subscribe_v2 != nullptr) {
+  if (cupti.subscribe_v2 != nullptr) {
     char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
     CUpti_SubscriberParams params{};
     params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
     params.subscriberName = "fp8audit";
     params.oldSubscriberName = old_name;
     params.oldSubscriberSize = CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN;
-    r = g_cupti.subscribe_v2(&subscriber, &OnCallback, nullptr, &params);
+    r = cupti.subscribe_v2(&subscriber, &OnCallback, probe, &params);
     other = old_name;
   } else {
-    r = g_cupti.subscribe(&subscriber, &OnCallback, nullptr);
+    r = cupti.subscribe(&subscriber, &OnCallback, probe);
   }
 #else
-  r = g_cupti.subscribe(&subscriber, &OnCallback, nullptr);
+  r = cupti.subscribe(&subscriber, &OnCallback, probe);
 #endif
   if (r != CUPTI_SUCCESS) {
     const bool held = r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-    *why = "CUPTI refused the subscription: " + result_text(r) +
+    *why = "CUPTI refused the subscription: " + loader->ResultText(r) +
            (other.empty() ? std::string() : "; held by " + other);
     return held ? AttachResult::kHeld : AttachResult::kUnavailable;
   }
   // cuLaunchKernel is required; the other entry points (and the capture bookkeeping) are enabled
   // where this CUPTI knows them.
-  r = g_cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kLaunchCallbacks[0]);
+  r = cupti.enable_callback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, kLaunchCallbacks[0]);
   if (r != CUPTI_SUCCESS) {
-    *why = "CUPTI could not enable the launch callback (" + result_text(r) + ")";
-    if (g_cupti.unsubscribe != nullptr) g_cupti.unsubscribe(subscriber);
+    *why = "CUPTI could not enable the launch callback (" + loader->ResultText(r) + ")";
+    if (cupti.unsubscribe != nullptr) cupti.unsubscribe(subscriber);
     return AttachResult::kUnavailable;
   }
-  EnableAll(1, subscriber);
+  EnableAll(cupti, 1, subscriber);
   g_subscriber.store(subscriber, std::memory_order_release);
   return AttachResult::kAttached;
 }

@@ -1,8 +1,10 @@
 // Kernel-launch probe: CUPTI callbacks on the driver's launch entry points (cuLaunchKernel,
 // cuLaunchKernelEx, cuLaunchCooperativeKernel, their _ptsz forms, cuGraphLaunch[_ptsz]), stream
-// capture and graph-exec creation. CUPTI and the driver are opened with dlopen; nothing CUDA is
-// linked. KernelProbe holds every rule that decides a count and is driven by CUPTI's callback data
-// alone: tests/agent drive it with made-up callback data and a fake driver table (DriverApi).
+// capture and graph-exec creation. KernelProbe holds every rule that decides a count and is driven
+// by CUPTI's callback data alone; it is handed the driver's function table (DriverApi, filled by
+// CuptiLoader), the kernel classifier's rules and a RecordSink, and knows nothing of the agent:
+// tests/agent drive it with made-up callback data and a fake driver table. Without CUPTI headers
+// it builds against the stand-in types of cupti_types.h (AttachKernelProbe then steps aside).
 #pragma once
 
 #include <atomic>
@@ -11,20 +13,19 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "agent/src/cupti_loader.h"
+#include "agent/src/cupti_types.h"
+#include "agent/src/kernel_classifier.h"
 #include "agent/src/raw_event.h"
 #include "agent/src/record_sink.h"
 #include "fp8audit/patterns.h"
 
-#if FP8AUDIT_AGENT_CUPTI
-#include <cuda.h>
-#include <cupti.h>  // also the driver functions' parameter structs
-#endif
-
 namespace fp8audit::agent {
+
+struct ThreadState;
 
 enum class AttachResult : uint8_t {
   kAttached,
@@ -32,9 +33,19 @@ enum class AttachResult : uint8_t {
   kUnavailable,  // no driver, no CUPTI, or CUPTI refused otherwise
 };
 
-// Subscribes, once per process (`from_driver`: called from InitializeInjection, the driver is
-// loading us). `why` says why not.
-AttachResult AttachKernelProbe(bool from_driver, std::string* why);
+// What the subscribing probe is handed by its caller (the agent, probe_control.cc).
+struct KernelProbeHost {
+  RecordSink* sink = nullptr;
+  const Classifier* classifier = nullptr;
+  // Called once, before the first kernel function is classified (the driver is initialised then).
+  std::function<void()> first_function;
+  // Called with the CUPTI opened (its path) and its API version, before subscribing.
+  std::function<void(const std::string& path, uint32_t api_version)> cupti_opened;
+};
+
+// Loads the driver and CUPTI (CuptiLoader) and subscribes, once per process (`from_driver`:
+// called from InitializeInjection, the driver is loading us). `why` says why not.
+AttachResult AttachKernelProbe(const KernelProbeHost& host, bool from_driver, std::string* why);
 // Turns every callback off and unsubscribes, so that another tool can subscribe. True when a
 // subscription was released.
 bool DetachKernelProbe();
@@ -43,39 +54,6 @@ bool DetachKernelProbe();
 // steps with and without the probe in one process. Launches while it is off are not recorded or
 // counted. Returns 0, or -1 when no probe is attached.
 int SetLaunchProbe(bool on);
-
-// True when libcuda is already loaded into the process.
-bool CudaDriverLoaded();
-// GPU name, driver release and CUDA versions into the trace header's facts, asked of the loaded
-// driver at most once per process (any probe, on an application thread, at its first activity).
-void CollectCudaFactsOnce();
-
-// The driver release ("580.159.04") in the text of /proc/driver/nvidia/version, or "".
-std::string ParseNvidiaDriverRelease(std::string_view text);
-
-// Transformer Engine launches kernel_bulk with one block per tensor and at most AMAX_PARAMS_LIMIT
-// tensors (transformer_engine/common/recipe/delayed_scaling.cu: the AmaxParam array must fit the
-// kernel parameter space, (32768 - 24) / 24 = 1364 for CUDA >= 12.1 builds, (4096 - 24) / 24 = 169
-// before). A larger update is launched as back-to-back kernels of that many blocks, then the rest.
-inline bool IsFullUpdateChunk(unsigned grid_x) { return grid_x == 1364 || grid_x == 169; }
-
-#if FP8AUDIT_AGENT_CUPTI
-
-// The driver functions the probe calls (any may be null: that fact is then not known).
-struct DriverApi {
-  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
-  CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
-  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
-  CUresult (*kernel_get_param_info)(CUkernel, size_t, size_t*, size_t*) = nullptr;
-  CUresult (*graph_get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
-  CUresult (*node_get_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
-  CUresult (*kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v2*) = nullptr;
-  CUresult (*child_graph)(CUgraphNode, CUgraph*) = nullptr;
-  CUresult (*driver_get_version)(int*) = nullptr;
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
-  CUresult (*device_get_name)(char*, int, CUdevice) = nullptr;
-  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-};
 
 // Graph execs: what one launch of each holds.
 struct GraphInfo {
@@ -120,7 +98,7 @@ class KernelProbe {
   void RecordUpdate(ThreadState* ts, const FunctionInfo* fi, ScaledMax scaled_max, uint64_t count);
 
   RecordSink& sink_;
-  const Classifier& classifier_;
+  const KernelClassifier classifier_;
   DriverApi cu_;
   std::function<void()> first_function_;
   // Kernel functions by handle (CUfunction or CUkernel), shared by all threads; every one lives as
@@ -137,7 +115,5 @@ class KernelProbe {
   // capturing stream only records a graph node: it is counted when the graph is launched.
   std::atomic<int> active_captures_{0};
 };
-
-#endif  // FP8AUDIT_AGENT_CUPTI
 
 }  // namespace fp8audit::agent

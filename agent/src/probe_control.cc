@@ -135,8 +135,17 @@ void ProbeControl::OnCudaInit(bool from_driver) {
   if (te) te_seen_.store(true);
   const CuptiPlan plan = PlanCuptiAtCudaInit(mode_, te, te_interposed_, user_patterns_);
   if (!plan.subscribe) return;
-  std::string why;
-  const AttachResult r = AttachKernelProbe(from_driver, &why);
+  std::string why = "already attempted";
+  Agent& a = Agent::Get();
+  KernelProbeHost host;
+  host.sink = &a;
+  host.classifier = &a.classifier();
+  host.first_function = [] { CollectCudaFactsOnce(); };
+  host.cupti_opened = [&a](const std::string& path, uint32_t version) {
+    a.SetCupti(path, version);
+  };
+  const AttachResult r =
+      a.enabled() ? AttachKernelProbe(host, from_driver, &why) : AttachResult::kUnavailable;
   if (r == AttachResult::kAttached) {
     provisional_.store(plan.provisional, std::memory_order_release);
     polled_loads_ = 0;

@@ -18,7 +18,7 @@ struct FunctionInfo {
   RuleEvent event = RuleEvent::kNone;  // kNone: not a state update
   int scaled_max_param = -1;           // float parameter to read, -1 none
   // Transformer Engine's kernel_bulk: one update of many tensors is split into back-to-back
-  // launches of full chunks (see IsFullUpdateChunk in kernel_probe.cc), counted once.
+  // launches of full chunks (KernelClassifier::IsFullUpdateChunk), counted once.
   bool chunked = false;
   // Its offset in a packed argument buffer (launches with `extra`): -2 not asked yet, -1 unknown.
   mutable std::atomic<int64_t> scaled_max_offset{-2};

@@ -12,6 +12,7 @@
 #include <new>
 #include <vector>
 
+#include "agent/src/cuda_driver_facts.h"
 #include "agent/src/probe_control.h"
 
 namespace fp8audit::agent {
@@ -129,6 +130,13 @@ void Agent::SetCudaFacts(std::string gpu, std::string driver, std::string cuda) 
   if (!gpu.empty()) facts_.gpu = std::move(gpu);
   if (!driver.empty()) facts_.driver = std::move(driver);
   if (!cuda.empty()) facts_.cuda = std::move(cuda);
+}
+
+void CollectCudaFactsOnce() {
+  static std::atomic<bool> once{false};
+  if (once.load(std::memory_order_acquire) || once.exchange(true)) return;
+  CudaDriverFacts facts = CudaDriverFacts::Collect();
+  Agent::Get().SetCudaFacts(std::move(facts.gpu), std::move(facts.driver), std::move(facts.cuda));
 }
 
 void Agent::SetCupti(std::string path, uint32_t api_version) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/src/kernel_probe.h"
+#include "agent/src/cuda_driver_facts.h"
 #include "agent/src/writer.h"
 
 namespace fp8audit::agent {

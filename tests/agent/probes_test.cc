@@ -320,8 +320,6 @@ TEST(ProbeControl, AProbesEventNamesTheActiveProbes) {
 
 // ---- kernel probe (CUPTI callback data, a fake driver) ---------------------------------------
 
-#if FP8AUDIT_AGENT_CUPTI
-
 constexpr char kBulkName[] =
     "void transformer_engine::delayed_scaling_recipe::amax_and_scale_update_impl::kernel_bulk("
     "float*, AmaxParams, unsigned long, AmaxComputeAlgo, float)";
@@ -529,8 +527,6 @@ TEST_F(KernelProbeTest, AFailedLaunchOrAnEntrySiteIsNotALaunchAndUnloadsForgetNa
   Launch(kBulk, 3, kE4M3);
   EXPECT_EQ(Updates(), 1u);
 }
-
-#endif  // FP8AUDIT_AGENT_CUPTI
 
 }  // namespace
 }  // namespace fp8audit::agent

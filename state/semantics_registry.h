@@ -1,0 +1,35 @@
+// The one registration point of the ownership semantics: each row names a semantics, its aliases,
+// the Transformer Engine releases it models and its rules. Adding a release's semantics is one new
+// header with its SemanticsRules (state/semantics_te_2_20.h is the example) and one row here;
+// names and aliases are declared nowhere else (semantics.h derives every lookup and the list of
+// names from this table). Header-only, so that code that only resolves names (reports/) needs no
+// library.
+#pragma once
+
+#include <string_view>
+
+#include "state/semantics_fixed.h"
+#include "state/semantics_rules.h"
+#include "state/semantics_te_172bd93.h"
+#include "state/semantics_te_2_20.h"
+
+namespace fp8audit::state {
+
+// Lists are ", "-separated ("" none). A release is the start of transformer_engine.__version__:
+// "2.20" models "2.20" and "2.20.*".
+struct SemanticsEntry {
+  std::string_view name;
+  std::string_view aliases;
+  std::string_view te_releases;
+  const SemanticsRules* rules = nullptr;
+};
+
+// In the order kSemanticsNames lists them.
+inline constexpr SemanticsEntry kBuiltinSemantics[] = {
+    {"fixed", "", "", &kFixedRules},
+    {"te-2.20", "", "2.20", &kTe220Rules},
+    // 2.19.0 differs from 2.20.2 exactly where te-2.20 differs from te-172bd93 (SEMANTICS.md).
+    {"te-172bd93", "te-2.19, te-legacy", "2.19", &kTe172bd93Rules},
+};
+
+}  // namespace fp8audit::state
