@@ -463,6 +463,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--markers", action="store_true",
                    help="an NVTX range fp8audit.microbatch around each logical microbatch")
+    p.add_argument("--megatron-markers", action="store_true",
+                   help="fp8audit.megatron.mark_microbatches(): ranges with ids on Megatron's own "
+                        "forward_step and backward_step (instead of --markers)")
     p.add_argument("--diagnose", action="store_true",
                    help="log TE's checkpoint forwards and backwards (unpatched runs)")
     p.add_argument("--time", action="store_true", help="time the first --row, patch toggled")
@@ -483,6 +486,13 @@ def main(argv=None) -> int:
 
     _, te, _, manager = import_te(False)
     init_distributed()
+    if args.megatron_markers:
+        import fp8audit.megatron
+
+        if not fp8audit.megatron.mark_microbatches():
+            print("megatron_live: fp8audit.megatron.mark_microbatches() found no schedule",
+                  file=sys.stderr)
+            return 2
     if args.time:
         args.row = args.row or ["full-uniform"]
         print(json.dumps(timing(args, manager, te)), flush=True)
