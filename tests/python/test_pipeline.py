@@ -152,7 +152,8 @@ def test_a_microbatch_id_that_is_not_a_non_negative_int_is_refused():
 
 def test_mark_microbatches_without_megatron_changes_nothing():
     r = python(textwrap.dedent("""
-        import types, fp8audit.megatron
+        import sys, types, fp8audit.megatron
+        sys.modules["megatron"] = None  # as where megatron-core is not installed
         print(fp8audit.megatron.mark_microbatches())
         print(fp8audit.megatron.mark_microbatches(types.ModuleType("no_steps")))
     """))
