@@ -15,6 +15,8 @@ from . import _fingerprint, _targets, releases
 
 
 def main(argv=None) -> int:
+    """The command line above; returns its exit status (0 match or printed, 1 differs, 2 bad
+    input)."""
     p = argparse.ArgumentParser(prog="python -m fp8audit.te.fingerprint",
                                 description=__doc__.splitlines()[0])
     p.add_argument("directory", type=Path)
