@@ -18,7 +18,7 @@ namespace fp8audit::state {
 struct ModelRequest {
   std::vector<std::string> scenarios;  // scenario files; none: the generated `layout`
   LayoutSpec layout;                   // its microbatches are ignored: see `microbatches`
-  bool compare = false;                // every input under te-legacy and under fixed
+  bool compare = false;                // every input under te-172bd93, te-2.20 and fixed
   Semantics semantics = Semantics::kFixed;
   uint32_t microbatches = 0;  // 0: the scenario's own count (a layout: 1)
   std::string trace_out;      // not empty: also write the event stream there (not with compare)

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/util/posix_fs.h"
+
 namespace fp8audit::agent {
 namespace {
 
@@ -170,9 +172,8 @@ TEST(AgentCuptiSearch, AnUnversionedCudartNameIsReadThroughItsRealPath) {
 
 TEST(AgentCuptiSearch, TheSystemViewFollowsLinksAsTheLoaderWould) {
   namespace fs = std::filesystem;
-  char tmpl[] = "/tmp/fp8audit-cupti-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string root = tmpl;
+  const testutil::TempDir tmp("fp8audit-cupti-");
+  const std::string root = tmp.path();
   const std::string site = root + "/lib/python3.12/site-packages";
   fs::create_directories(site + "/nvidia/cuda_runtime/lib");
   fs::create_directories(site + "/nvidia/cuda_cupti/lib");
@@ -191,7 +192,6 @@ TEST(AgentCuptiSearch, TheSystemViewFollowsLinksAsTheLoaderWould) {
   EXPECT_EQ(view.RealPath(c[0]),
             fs::canonical(site + "/nvidia/cuda_cupti/lib/libcupti.so.2025.1.0"));
   EXPECT_FALSE(view.IsFile(site + "/nvidia/cuda_cupti/lib/libcupti.so.13"));
-  fs::remove_all(root);
 }
 
 }  // namespace

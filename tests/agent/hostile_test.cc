@@ -14,6 +14,7 @@
 #include "reports/trace_set.h"
 #include "tests/agent/agent_test_util.h"
 #include "tests/agent/run_audit.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::agent::testing {
 namespace {
@@ -85,15 +86,8 @@ RunResult Job(const std::vector<std::string>& args, std::map<std::string, std::s
 
 class AgentHostile : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("fp8audit-hostile-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  testutil::TempDir tmp_{"fp8audit-hostile-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 TEST_F(AgentHostile, AJobThatClosesAndReusesTheAgentsDescriptorsKeepsItsFilesAndAWholeTrace) {

@@ -11,6 +11,7 @@
 
 #include "proto/text_escape.h"
 #include "tests/agent/agent_test_util.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::agent::testing {
 namespace {
@@ -224,8 +225,8 @@ TEST(AgentRoutes, DisableStepsAside) {
 
 TEST(AgentRoutes, ImplementationMissingIsOneLineAndTheJobRuns) {
   // libfp8audit.so alone, without libfp8audit_impl.so beside it.
-  const std::string dir = ::testing::TempDir() + "/fp8audit-shim-only";
-  std::filesystem::create_directories(dir);
+  const testutil::TempDir tmp("fp8audit-shim-only-");
+  const std::string dir = tmp.path();
   std::filesystem::copy_file(AgentPath(), dir + "/libfp8audit.so",
                              std::filesystem::copy_options::overwrite_existing);
   const RunResult run = Emit("basic", {{"NVTX_INJECTION64_PATH", dir + "/libfp8audit.so"}});
@@ -394,9 +395,8 @@ TEST(AgentRoutes, AHostNameThatIsNotUtf8IsRecordedLosslessly) {
 }
 
 TEST(AgentRoutes, ATakenTraceNameIsLeftAloneAndAFreshOneChosen) {
-  char dir[] = "/tmp/fp8audit-victim-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string victim = std::string(dir) + "/victim";
+  const testutil::TempDir dir("fp8audit-victim-");
+  const std::string victim = dir.Path("victim");
   std::ofstream(victim) << "precious";
   const RunResult run = Emit("plant", {{"NVTX_INJECTION64_PATH", AgentPath()}}, {victim});
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
@@ -421,7 +421,6 @@ TEST(AgentRoutes, ATakenTraceNameIsLeftAloneAndAFreshOneChosen) {
   EXPECT_EQ(kept_text, "kept");
   ASSERT_EQ(stat(fresh->path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0133, 0u);  // 0644 or tighter
-  std::filesystem::remove_all(dir);
 }
 
 TEST(AgentRoutes, FloodInDropModeCountsWhatItDropsAndSaysSoOnce) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "proto/trace_io.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit {
 namespace {
@@ -84,8 +85,8 @@ std::string CaptureStderr(Body body) {
 
 // Writes `records` to a trace and reads them back with TraceFileReader.
 std::vector<v1::TraceRecord> RoundTrip(const std::vector<v1::TraceRecord>& records, bool* ok) {
-  char dir[] = "/tmp/fp8audit-escape-XXXXXX";
-  const std::string path = std::string(mkdtemp(dir)) + "/t.fp8trace";
+  const testutil::TempDir dir("fp8audit-escape-");
+  const std::string path = dir.Path("t.fp8trace");
   std::string error;
   auto writer = TraceFileWriter::Create(path, &error);
   EXPECT_NE(writer, nullptr) << error;
@@ -98,8 +99,6 @@ std::vector<v1::TraceRecord> RoundTrip(const std::vector<v1::TraceRecord>& recor
   TraceFileReader::Status s;
   while ((s = reader->Next(&r)) == TraceFileReader::Status::kRecord) back.push_back(r);
   *ok = s == TraceFileReader::Status::kEnd;
-  unlink(path.c_str());
-  rmdir(dir);
   return back;
 }
 

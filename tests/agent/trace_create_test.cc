@@ -12,6 +12,7 @@
 #include <string>
 
 #include "proto/trace_io.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit {
 namespace {
@@ -20,14 +21,7 @@ namespace fs = std::filesystem;
 
 class CreateNew : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/fp8audit-create-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-    dir_ = root_ + "/out";
-    fs::create_directory(dir_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  void SetUp() override { fs::create_directory(dir_); }
 
   static std::string Slurp(const std::string& path) {
     std::ifstream in(path);
@@ -39,7 +33,9 @@ class CreateNew : public ::testing::Test {
     return TraceFileWriter::CreateNew(dir_, "host.42", ".rank3.fp8trace", error);
   }
 
-  std::string root_, dir_;
+  const testutil::TempDir tmp_{"fp8audit-create-"};
+  const std::string root_ = tmp_.path();
+  const std::string dir_ = root_ + "/out";
 };
 
 TEST_F(CreateNew, AFreeNameIsUsedAsItIsWithMode0644OrTighter) {

@@ -18,6 +18,7 @@
 
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::cli_testing {
 
@@ -39,16 +40,7 @@ inline std::string Slurp(const std::string& path) {
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("fp8audit-cli-" + std::to_string(::getpid()) + "-" +
-                                        info->test_suite_name() + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const { return tmp_.Path(name); }
 
   std::string WriteTrace(const std::string& name, const TraceBuilder& t) const {
     const std::string p = Path(name);
@@ -118,7 +110,8 @@ class CliTest : public ::testing::Test {
     return Fp8audit(all, env);
   }
 
-  fs::path dir_;
+  testutil::TempDir tmp_{"fp8audit-cli-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 inline std::string Describe(const Result& r) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::cli {
 namespace {
@@ -55,10 +56,8 @@ TEST(Heartbeat, EachBeatWritesOneLineFromTheStartAndNamesTheGrowthSinceTheLast) 
 }
 
 TEST(Heartbeat, CountsTheTracesThisRunWroteAndTheirSize) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("fp8audit-heartbeat-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const testutil::TempDir tmp("fp8audit-heartbeat-");
+  const fs::path dir = tmp.path();
   auto trace = [&](const std::string& name, const std::string& run_id) {
     testing::TraceBuilder t(0, 100, "nvtx");
     t.header()->set_run_id(run_id);
@@ -76,7 +75,6 @@ TEST(Heartbeat, CountsTheTracesThisRunWroteAndTheirSize) {
   const Recorded recorded = RecordedSince(dir.string(), before, "this-run");
   EXPECT_EQ(recorded.traces, 2u);
   EXPECT_EQ(recorded.bytes, a + b);
-  fs::remove_all(dir);
 }
 
 }  // namespace

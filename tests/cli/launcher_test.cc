@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/util/posix_fs.h"
+
 namespace fp8audit::cli {
 namespace {
 
@@ -46,14 +48,13 @@ TEST(Launcher, CommandNotFoundIs127AndNotExecutableIs126) {
   EXPECT_EQ(r.status, LaunchResult::Status::kExecFailed);
   EXPECT_EQ(r.ShellCode(), 127);
   EXPECT_EQ(r.error, "fp8audit-no-such-command-x: command not found");
-  const auto dir = fs::temp_directory_path() / ("fp8audit-launch-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testutil::TempDir tmp("fp8audit-launch-");
+  const fs::path dir = tmp.path();
   const std::string plain = (dir / "plain").string();
   std::ofstream(plain) << "not executable";
   const LaunchResult p = LaunchAndWait({plain}, {});
   EXPECT_EQ(p.ShellCode(), 126);
   EXPECT_NE(p.error.find("Permission denied"), std::string::npos) << p.error;
-  fs::remove_all(dir);
 }
 
 TEST(Launcher, EnvironmentIsSetInTheChildOnly) {
@@ -66,8 +67,8 @@ TEST(Launcher, EnvironmentIsSetInTheChildOnly) {
 }
 
 TEST(Launcher, SigtermSentToUsIsForwardedToTheCommand) {
-  const auto dir = fs::temp_directory_path() / ("fp8audit-sig-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testutil::TempDir tmp("fp8audit-sig-");
+  const fs::path dir = tmp.path();
   const std::string ready = (dir / "ready").string();
   std::thread sender([&] {
     for (int i = 0; i < 1000 && !fs::exists(ready); ++i) {
@@ -80,7 +81,6 @@ TEST(Launcher, SigtermSentToUsIsForwardedToTheCommand) {
                             "i=$((i+1)); done; exit 1");
   sender.join();
   EXPECT_EQ(r.ShellCode(), 42);
-  fs::remove_all(dir);
   // Our own disposition is back to what it was.
   struct sigaction now {};
   ::sigaction(SIGTERM, nullptr, &now);
@@ -105,15 +105,13 @@ std::thread SendOnceReady(const std::string& ready, int sig) {
 }
 
 TEST(Launcher, HangupQuitUserAndPipeSignalsAreForwardedAsTermIs) {
-  const auto dir = fs::temp_directory_path() / ("fp8audit-sigs-" + std::to_string(::getpid()));
   for (const auto& [sig, name] : std::vector<std::pair<int, std::string>>{{SIGHUP, "HUP"},
                                                                           {SIGQUIT, "QUIT"},
                                                                           {SIGUSR1, "USR1"},
                                                                           {SIGUSR2, "USR2"},
                                                                           {SIGPIPE, "PIPE"}}) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    const std::string ready = (dir / "ready").string();
+    const testutil::TempDir dir("fp8audit-sigs-");
+    const std::string ready = dir.Path("ready");
     std::thread sender = SendOnceReady(ready, sig);
     const LaunchResult r = Sh("trap 'exit 40' " + name + "; touch '" + ready +
                               "'; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
@@ -124,7 +122,6 @@ TEST(Launcher, HangupQuitUserAndPipeSignalsAreForwardedAsTermIs) {
     ::sigaction(sig, nullptr, &now);
     EXPECT_EQ(now.sa_handler, SIG_DFL) << name;
   }
-  fs::remove_all(dir);
 }
 
 // The path of the C library this process has mapped (sh maps it too).
@@ -140,9 +137,8 @@ std::string MappedLibc() {
 }
 
 TEST(Launcher, WaitsForDescendantsThatOutliveTheCommandAndHaveTheLibraryMapped) {
-  const auto dir = fs::temp_directory_path() / ("fp8audit-late-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const testutil::TempDir tmp("fp8audit-late-");
+  const fs::path dir = tmp.path();
   const std::string libc = MappedLibc();
   ASSERT_FALSE(libc.empty());
   const std::string d = dir.string();
@@ -183,17 +179,13 @@ TEST(Launcher, WaitsForDescendantsThatOutliveTheCommandAndHaveTheLibraryMapped) 
   std::string line;
   EXPECT_TRUE(std::getline(out, line) && line == "late") << "the late child was not waited for";
   EXPECT_FALSE(waited.empty());
-  fs::remove_all(dir);
 }
 
 // The command (or its late child) goes on only once `go` is opened for writing: Release opens it,
 // once; a watchdog does after 60 s should nothing else (the test then fails on what it saw).
 class Gate {
  public:
-  explicit Gate(const std::string& name)
-      : dir_(fs::temp_directory_path() / (name + std::to_string(::getpid()))) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+  explicit Gate(const std::string& name) : tmp_(name), dir_(tmp_.path()) {
     EXPECT_EQ(::mkfifo((dir_ / "go").c_str(), 0600), 0);
     EXPECT_EQ(::mkfifo((dir_ / "gate").c_str(), 0600), 0);
     watchdog_ = std::thread([this] {
@@ -206,7 +198,6 @@ class Gate {
   ~Gate() {
     done_ = true;
     watchdog_.join();
-    fs::remove_all(dir_);
   }
   // Non-blocking: before the reader has opened `go` nothing happens, and a later call tries again.
   void Release() {
@@ -219,6 +210,7 @@ class Gate {
   std::string Dir() const { return dir_.string(); }
 
  private:
+  testutil::TempDir tmp_;
   fs::path dir_;
   std::atomic<bool> released_{false};
   std::atomic<bool> done_{false};
@@ -275,8 +267,8 @@ TEST(Launcher, PreloadPutsTheAgentFirst) {
 }
 
 TEST(Launcher, AgentComesFromTheEnvironmentWhenSet) {
-  const auto dir = fs::temp_directory_path() / ("fp8audit-agent-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const testutil::TempDir tmp("fp8audit-agent-");
+  const fs::path dir = tmp.path();
   const std::string lib = (dir / "libagent.so").string();
   std::ofstream(lib) << "x";
   ::setenv("FP8AUDIT_AGENT", lib.c_str(), 1);
@@ -295,7 +287,6 @@ TEST(Launcher, AgentComesFromTheEnvironmentWhenSet) {
   } else {
     EXPECT_EQ(fs::path(found).filename(), "libfp8audit.so");
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

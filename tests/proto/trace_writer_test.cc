@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "proto/trace_io.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit {
 namespace {
@@ -24,16 +25,9 @@ namespace fs = std::filesystem;
 
 class TraceWriterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("fp8audit-trace-writer-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string Path(const std::string& name) const { return tmp_.Path(name); }
+  testutil::TempDir tmp_{"fp8audit-trace-writer-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 v1::TraceRecord Event(uint32_t microbatch) {

@@ -10,6 +10,7 @@
 #include "reports/trace_set.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit {
 namespace {
@@ -133,20 +134,13 @@ TEST(FrozenScales, AMicrobatchWithoutAnyUpdateOrBackwardIsStillForwardOnly) {
 
 class FrozenScalesTraceSet : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fp8audit-frozen-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string Write(const std::string& name, const TraceBuilder& t) {
     const std::string p = (dir_ / name).string();
     EXPECT_TRUE(t.Write(p));
     return p;
   }
-  fs::path dir_;
+  testutil::TempDir tmp_{"fp8audit-frozen-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 TEST_F(FrozenScalesTraceSet, NoBackwardPassObservedIsIncompleteWithOneLineNotAPass) {

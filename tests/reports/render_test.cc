@@ -18,6 +18,7 @@
 #include "reports/render_util.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -701,10 +702,8 @@ TEST(Render, FormatNames) {
 }
 
 TEST(WriteFileAtomically, ReplacesTheFileAndLeavesNoTemporary) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("fp8audit-out-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const testutil::TempDir tmp("fp8audit-out-");
+  const std::filesystem::path dir = tmp.path();
   const std::string path = (dir / "report.txt").string();
   std::ofstream(path) << "old";
   std::string error;
@@ -722,7 +721,6 @@ TEST(WriteFileAtomically, ReplacesTheFileAndLeavesNoTemporary) {
   EXPECT_EQ(st.st_mode & 0777, 0666 & ~mask);  // as a plain create would, not mkstemp's 0600
   EXPECT_FALSE(WriteFileAtomically((dir / "missing" / "r.txt").string(), "x", &error));
   EXPECT_TRUE(Contains(error, "missing/r.txt: No such file or directory")) << error;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "tests/reports/chrome_trace_check.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -53,15 +54,6 @@ TraceBuilder PassingTrace(int rank, uint32_t pid, int microbatches) {
 
 class StreamRenderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("fp8audit-stream-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string Write(const std::string& name, TraceBuilder t, bool footer = true) const {
     if (footer) t.Footer();
     const std::string p = (dir_ / name).string();
@@ -96,7 +88,8 @@ class StreamRenderTest : public ::testing::Test {
     return doc;
   }
 
-  fs::path dir_;
+  testutil::TempDir tmp_{"fp8audit-stream-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 std::vector<OrderedJson> Events(const OrderedJson& doc, const std::string& ph,

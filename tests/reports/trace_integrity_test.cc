@@ -12,6 +12,7 @@
 #include "proto/trace_io.h"
 #include "reports/trace_set.h"
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -21,15 +22,6 @@ using testing::TraceBuilder;
 
 class TraceIntegrityTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("fp8audit-trace-integrity-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes `records` as a trace file, framed as the agent frames them.
   std::string Write(const std::string& name, const std::vector<v1::TraceRecord>& records) const {
     std::string bytes;
@@ -39,7 +31,8 @@ class TraceIntegrityTest : public ::testing::Test {
     return path;
   }
 
-  fs::path dir_;
+  testutil::TempDir tmp_{"fp8audit-trace-integrity-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 // Three passing microbatches (the middle one's events are records 1 + kPerMicrobatch ...) and a

@@ -12,6 +12,7 @@
 #include "reports/trace_set.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit {
 namespace {
@@ -27,15 +28,6 @@ using testing::TraceBuilder;
 
 class TracePathsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fp8audit-paths-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes DIR/<sub>/testhost.<pid>.rank<r>.fp8trace: two passing microbatches (`fail`: the
   // second makes two forward updates), or a forked child's trace when parent_pid is set.
   std::string WriteRank(int rank, int pid, const std::string& sub = "", bool fail = false,
@@ -60,7 +52,8 @@ class TracePathsTest : public ::testing::Test {
     return AuditTraceFiles(files, TraceSetOptions{});
   }
 
-  fs::path dir_;
+  testutil::TempDir tmp_{"fp8audit-paths-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 std::string Problems(const TraceSetResult& set) {

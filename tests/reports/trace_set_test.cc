@@ -17,6 +17,7 @@
 #include "reports/render.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
+#include "tests/util/posix_fs.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -28,23 +29,15 @@ using testing::TraceBuilder;
 
 class TraceSetTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("fp8audit-trace-set-" + std::to_string(::getpid()) + "-" + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const { return tmp_.Path(name); }
   std::string Write(const std::string& name, const TraceBuilder& t) const {
     const std::string p = Path(name);
     EXPECT_TRUE(t.Write(p));
     return p;
   }
 
-  fs::path dir_;
+  testutil::TempDir tmp_{"fp8audit-trace-set-"};
+  const fs::path dir_{tmp_.path()};
 };
 
 TEST_F(TraceSetTest, WriterReaderRoundTripThroughTheAudit) {

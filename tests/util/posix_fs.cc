@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -89,5 +90,15 @@ std::string MakeTempDirectory(const std::string& prefix) {
   buf.push_back('\0');
   return ::mkdtemp(buf.data()) != nullptr ? std::string(buf.data()) : std::string();
 }
+
+TempDir::TempDir(const std::string& prefix) : path_(MakeTempDirectory(prefix)) {
+  if (path_.empty()) {
+    std::fprintf(stderr, "cannot make a temporary directory %sXXXXXX: %s\n", prefix.c_str(),
+                 std::strerror(errno));
+    std::abort();
+  }
+}
+
+TempDir::~TempDir() { RemoveTree(path_); }
 
 }  // namespace fp8audit::testutil

@@ -26,4 +26,22 @@ bool RemoveTree(const std::string& path);
 // mkdtemp(3) under $TMPDIR (else /tmp) with `prefix`; an empty string on failure.
 std::string MakeTempDirectory(const std::string& prefix);
 
+// A fresh directory (MakeTempDirectory(prefix)) for as long as the object lives; its destructor
+// removes it with everything below it. A test fixture holds one as a member. When no directory can
+// be made it says so on stderr and aborts: no test can run without it.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& prefix);
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // `name` inside the directory: path() + "/" + name.
+  std::string Path(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
 }  // namespace fp8audit::testutil

@@ -71,5 +71,19 @@ TEST(PosixFs, PathExistsIsFalseForADanglingSymlink) {
   EXPECT_TRUE(RemoveTree(dir));
 }
 
+TEST(PosixFs, TempDirIsAFreshDirectoryRemovedWithItsContentsWhenItGoes) {
+  std::string kept;
+  {
+    const TempDir a("fp8audit-posix-fs-");
+    const TempDir b("fp8audit-posix-fs-");
+    EXPECT_NE(a.path(), b.path());
+    EXPECT_EQ(ListDirectory(a.path()), std::vector<std::string>{});
+    ASSERT_EQ(mkdir(a.Path("sub").c_str(), 0700), 0);
+    Touch(a.Path("sub/file"));
+    kept = a.path();
+  }
+  EXPECT_FALSE(PathExists(kept));
+}
+
 }  // namespace
 }  // namespace fp8audit::testutil
