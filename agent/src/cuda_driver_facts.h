@@ -1,6 +1,6 @@
 // CudaDriverFacts: what the trace header says about the GPU and CUDA (the GPU name, the driver
 // release and CUDA versions), asked of the driver already loaded into the process; nothing CUDA is
-// linked. The agent stores them (CollectCudaFactsOnce, recorder.h).
+// linked. The agent stores them (CollectCudaFactsOnce, agent.h).
 #pragma once
 
 #include <string>

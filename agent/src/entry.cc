@@ -20,13 +20,14 @@
 #include <cstring>
 #include <string>
 
+#include "agent/src/agent.h"
 #include "agent/src/cuda_driver_facts.h"
 #include "agent/src/kernel_probe.h"
 #include "agent/src/nvtx_probe.h"
 #include "agent/src/probe_control.h"
-#include "agent/src/recorder.h"
 #include "agent/src/self_profile.h"
 #include "agent/src/te_probe.h"
+#include "agent/src/warn.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -56,7 +57,7 @@ Agent& Initialized() {
   static std::atomic<bool> profile_once{false};
   if (a.enabled() && a.config().self_profile && !profile_once.exchange(true)) {
     EnableSelfProfile();
-    std::atexit([] { Agent::Warn(SelfProfileSummary(NvtxCallsByDomain())); });
+    std::atexit([] { Warn(SelfProfileSummary(NvtxCallsByDomain())); });
   }
   return a;
 }
@@ -78,9 +79,9 @@ void OnLoad(const char* public_path) {
     Probes().OnCudaInit(false);  // loaded late (e.g. through NVTX): decide now
   } else if (cuda_injection != nullptr && *cuda_injection != '\0') {
     static std::atomic<bool> once{false};
-    a.WarnOnce(&once, std::string("kernel launches are not recorded: CUDA_INJECTION64_PATH names "
-                                  "another tool (") +
-                          cuda_injection + "); NVTX events still are");
+    WarnOnce(&once, std::string("kernel launches are not recorded: CUDA_INJECTION64_PATH names "
+                                "another tool (") +
+                        cuda_injection + "); NVTX events still are");
   }
 }
 
@@ -110,7 +111,12 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_
     const void* (*get_export_table)(uint32_t)) {
   auto& a = fp8audit::agent::Initialized();
   if (!a.enabled()) return 0;  // NVTX then turns every call into a no-op
-  return fp8audit::agent::InstallNvtxHandlers(get_export_table);
+  fp8audit::agent::NvtxProbeHost host;
+  host.config = &a.config();
+  host.sink = &a;
+  host.te_seen = [](const char* why) { fp8audit::agent::Probes().OnTeSeen(why); };
+  host.hook_update = [] { fp8audit::agent::CollectCudaFactsOnce(); };
+  return fp8audit::agent::InstallNvtxHandlers(get_export_table, host);
 }
 
 // fp8audit_flush (shim.cc): the trace written up to now, synchronously; 1, 0 (no trace yet) or -1.

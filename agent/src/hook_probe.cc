@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "agent/src/recorder.h"
+#include "agent/src/thread_state.h"
 
 namespace fp8audit::agent {
 namespace {

@@ -8,8 +8,6 @@
 #include <atomic>
 #include <cstdlib>
 
-#include "agent/src/recorder.h"
-
 namespace fp8audit::agent {
 namespace {
 
@@ -19,15 +17,15 @@ std::atomic<int> g_fork_mutex_count{0};
 
 struct sigaction g_previous[65] = {};
 std::atomic<bool> g_in_signal{false};
+LifecycleCalls g_calls;
 
 void OnSignal(int sig, siginfo_t* info, void* context) {
-  Agent& a = Agent::Get();
   const int saved_errno = errno;
   const struct sigaction prev = g_previous[sig];
   const bool plain = !(prev.sa_flags & SA_SIGINFO);
   const bool to_default = plain && prev.sa_handler == SIG_DFL;
   if (!g_in_signal.exchange(true)) {
-    a.writer().RequestFlushFromSignal(to_default);
+    g_calls.flush_from_signal(to_default);
     g_in_signal.store(false);
   }
   if (to_default) {
@@ -71,36 +69,29 @@ void InstallSignalHandlers() {
 }
 
 void ForkPrepare() {
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return;
-  a.writer().LockForFork();
-  a.rings().registry_mutex().lock();
-  a.facts_mutex().lock();
+  if (!g_calls.recording()) return;
+  g_calls.lock_for_fork();
   const int n = std::min(g_fork_mutex_count.load(), 8);
   for (int i = 0; i < n; ++i) g_fork_mutexes[i]->lock();
 }
 
 // Releases, in reverse order, what ForkPrepare took.
-void ForkRelease(Agent& a) {
+void ForkRelease() {
   const int n = std::min(g_fork_mutex_count.load(), 8);
   for (int i = n; i-- > 0;) g_fork_mutexes[i]->unlock();
-  a.facts_mutex().unlock();
-  a.rings().registry_mutex().unlock();
-  a.writer().UnlockAfterFork();
+  g_calls.unlock_after_fork();
 }
 
 void ForkParent() {
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return;
-  ForkRelease(a);
+  if (!g_calls.recording()) return;
+  ForkRelease();
 }
 
 void ForkChild() {
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return;
-  ForkRelease(a);
+  if (!g_calls.recording()) return;
+  ForkRelease();
   g_in_signal.store(false);
-  a.StartAfresh();
+  g_calls.start_afresh_in_child();
 }
 
 }  // namespace
@@ -110,10 +101,11 @@ void RegisterForkMutex(std::mutex* mu) {
   if (i < 8) g_fork_mutexes[i] = mu;
 }
 
-void InstallLifecycleHooks() {
+void InstallLifecycleHooks(const LifecycleCalls& calls) {
+  g_calls = calls;
   InstallSignalHandlers();
   pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild);
-  std::atexit([] { Agent::Get().Shutdown(); });
+  std::atexit(calls.at_exit);
 }
 
 }  // namespace fp8audit::agent

@@ -9,8 +9,24 @@
 
 namespace fp8audit::agent {
 
-// Installs the signal handlers, fork handlers and the exit hook, once, for Agent::Get().
-void InstallLifecycleHooks();
+// What the hooks call, handed by the one who installs them (the agent, agent.cc). Plain functions:
+// the signal handler and the fork handlers call them.
+struct LifecycleCalls {
+  // A fatal signal: asks the writer for a flush (`final`: the footer too) and waits (at most 2 s).
+  void (*flush_from_signal)(bool final) = nullptr;
+  // Fork: whether anything is recorded (else the fork handlers do nothing); the agent's own locks
+  // taken before fork() (before the registered mutexes) and released after it (after them); in the
+  // child, after the release, its fresh start.
+  bool (*recording)() = nullptr;
+  void (*lock_for_fork)() = nullptr;
+  void (*unlock_after_fork)() = nullptr;
+  void (*start_afresh_in_child)() = nullptr;
+  // atexit: the final flush and footer.
+  void (*at_exit)() = nullptr;
+};
+
+// Installs the signal handlers, fork handlers and the exit hook, once; every member of `calls` set.
+void InstallLifecycleHooks(const LifecycleCalls& calls);
 
 // Holds `mu` locked across fork() so that a forked child never inherits it locked (at most 8).
 void RegisterForkMutex(std::mutex* mu);

@@ -13,11 +13,10 @@
 #include <unordered_set>
 
 #include "agent/src/hook_probe.h"
-#include "agent/src/kernel_probe.h"
+#include "agent/src/lifecycle.h"
 #include "agent/src/nvtx_grammar.h"
-#include "agent/src/probe_control.h"
-#include "agent/src/recorder.h"
 #include "agent/src/self_profile.h"
+#include "agent/src/thread_state.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -100,8 +99,13 @@ std::string Narrow(const wchar_t* s) {
   return out;
 }
 
+// Set once, by the first InstallNvtxHandlers; never freed. Null: no handler is installed yet.
+std::atomic<const NvtxProbeHost*> g_host{nullptr};
+
+const NvtxProbeHost* Host() { return g_host.load(std::memory_order_acquire); }
+
 HookProbe& Hook() {
-  static HookProbe* hook = new HookProbe(&Agent::Get());
+  static HookProbe* hook = new HookProbe(Host()->sink);
   return *hook;
 }
 
@@ -112,11 +116,11 @@ bool Ours(nvtxDomainHandle_t domain) {
   return domain != nullptr && reinterpret_cast<const DomainInfo*>(domain)->fp8audit;
 }
 
-void RecordText(ThreadState* ts, RawKind kind, std::string_view text) {
+void RecordText(const NvtxProbeHost& h, ThreadState* ts, RawKind kind, std::string_view text) {
   RawEvent e;
   e.kind = kind;
   e.SetText(text);
-  Agent::Get().Record(ts, &e);
+  h.sink->Record(ts, &e);
 }
 
 ThreadState::RangeStack* StackFor(ThreadState* ts, const void* domain) {
@@ -146,55 +150,55 @@ HandlerTimer Profiled(nvtxDomainHandle_t domain) {
 template <typename Message>
 void OnMark(nvtxDomainHandle_t domain, Message message) {
   const HandlerTimer timer = Profiled(domain);
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return;
+  const NvtxProbeHost* h = Host();
+  if (h == nullptr) return;
   const Text t(message);
   const std::string_view text = t.view();
-  const bool step = text == a.config().step_mark;
+  const bool step = text == h->config->step_mark;
   const bool hook = !step && MaybeHook(text) && IsHookMark(text);
   if (!step && !hook && !Ours(domain)) return;
-  ThreadState* ts = a.Self();
+  ThreadState* ts = h->sink->Self();
   if (ts == nullptr) return;
   if (hook) {
     Hook().OnMark(ts, text);
-    if (text.rfind("fp8audit.te ", 0) == 0) Probes().OnTeSeen("Transformer Engine was imported");
+    if (text.rfind("fp8audit.te ", 0) == 0) h->te_seen("Transformer Engine was imported");
     return;
   }
-  RecordText(ts, step ? RawKind::kStep : RawKind::kStructured, text);
+  RecordText(*h, ts, step ? RawKind::kStep : RawKind::kStructured, text);
 }
 
 template <typename Message>
 int OnPush(nvtxDomainHandle_t domain, Message message) {
   const HandlerTimer timer = Profiled(domain);
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return 0;
+  const NvtxProbeHost* h = Host();
+  if (h == nullptr) return 0;
   const Text t(message);
   const std::string_view text = t.view();
-  ThreadState* ts = a.Self();
+  ThreadState* ts = h->sink->Self();
   if (ts == nullptr) return 0;
   ThreadState::RangeStack* st = StackFor(ts, domain);
   const uint32_t level = st->depth++;
-  const bool microbatch = IsMicrobatchRange(text, a.config().microbatch_range);
+  const bool microbatch = IsMicrobatchRange(text, h->config->microbatch_range);
   if (level < 64) {
     const uint64_t bit = 1ull << level;
     st->microbatch_bits = microbatch ? (st->microbatch_bits | bit) : (st->microbatch_bits & ~bit);
   }
   if (microbatch) {
-    RecordText(ts, RawKind::kMicrobatchBegin, text);
+    RecordText(*h, ts, RawKind::kMicrobatchBegin, text);
   } else if (MaybeHook(text) && text.rfind(kHookUpdateRange, 0) == 0) {
-    CollectCudaFactsOnce();  // CUDA is in use by now (TE updates device state)
+    h->hook_update();  // CUDA is in use by now (TE updates device state)
     Hook().OnPush(ts, domain, level, text);
   } else if (Ours(domain)) {
-    RecordText(ts, RawKind::kStructured, text);
+    RecordText(*h, ts, RawKind::kStructured, text);
   }
   return static_cast<int>(level);
 }
 
 int OnPop(nvtxDomainHandle_t domain) {
   const HandlerTimer timer = Profiled(domain);
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return -1;
-  ThreadState* ts = a.Self();
+  const NvtxProbeHost* h = Host();
+  if (h == nullptr) return -1;
+  ThreadState* ts = h->sink->Self();
   if (ts == nullptr) return -1;
   ThreadState::RangeStack* st = StackFor(ts, domain);
   if (st->depth == 0) return -1;
@@ -202,7 +206,7 @@ int OnPop(nvtxDomainHandle_t domain) {
   if (ts->nhook > 0) Hook().OnPop(ts, domain, level);
   if (level < 64 && ((st->microbatch_bits >> level) & 1) != 0) {
     st->microbatch_bits &= ~(1ull << level);
-    RecordText(ts, RawKind::kMicrobatchEnd, a.config().microbatch_range);
+    RecordText(*h, ts, RawKind::kMicrobatchEnd, h->config->microbatch_range);
   }
   return static_cast<int>(level);
 }
@@ -212,13 +216,13 @@ nvtxRangeId_t OnStart(nvtxDomainHandle_t domain, Message message) {
   const HandlerTimer timer = Profiled(domain);
   Tables& t = T();
   const nvtxRangeId_t id = t.next_range_id.fetch_add(1, std::memory_order_relaxed);
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return id;
+  const NvtxProbeHost* h = Host();
+  if (h == nullptr) return id;
   const Text message_text(message);
   const std::string_view text = message_text.view();
-  const bool microbatch = IsMicrobatchRange(text, a.config().microbatch_range);
+  const bool microbatch = IsMicrobatchRange(text, h->config->microbatch_range);
   if (!microbatch && !Ours(domain)) return id;
-  ThreadState* ts = a.Self();
+  ThreadState* ts = h->sink->Self();
   if (ts == nullptr) return id;
   if (microbatch) {
     {
@@ -226,24 +230,24 @@ nvtxRangeId_t OnStart(nvtxDomainHandle_t domain, Message message) {
       if (t.open_microbatch_ranges.size() >= kMaxOpenStartedRanges) return id;
       t.open_microbatch_ranges.insert(id);
     }
-    RecordText(ts, RawKind::kMicrobatchBegin, text);
+    RecordText(*h, ts, RawKind::kMicrobatchBegin, text);
   } else {
-    RecordText(ts, RawKind::kStructured, text);
+    RecordText(*h, ts, RawKind::kStructured, text);
   }
   return id;
 }
 
 void OnEnd(nvtxDomainHandle_t domain, nvtxRangeId_t id) {
   const HandlerTimer timer = Profiled(domain);
-  Agent& a = Agent::Get();
-  if (!a.enabled()) return;
+  const NvtxProbeHost* h = Host();
+  if (h == nullptr) return;
   Tables& t = T();
   {
     std::lock_guard<std::mutex> lock(t.mu);
     if (t.open_microbatch_ranges.erase(id) == 0) return;
   }
-  ThreadState* ts = a.Self();
-  if (ts != nullptr) RecordText(ts, RawKind::kMicrobatchEnd, a.config().microbatch_range);
+  ThreadState* ts = h->sink->Self();
+  if (ts != nullptr) RecordText(*h, ts, RawKind::kMicrobatchEnd, h->config->microbatch_range);
 }
 
 nvtxDomainHandle_t CreateDomain(std::string name) {
@@ -330,8 +334,13 @@ std::string NvtxCallsByDomain() {
   return out;
 }
 
-int InstallNvtxHandlers(const void* (*get_export_table)(unsigned int)) {
+int InstallNvtxHandlers(const void* (*get_export_table)(unsigned int), const NvtxProbeHost& host) {
   if (get_export_table == nullptr) return 0;
+  if (Host() == nullptr) {
+    const NvtxProbeHost* expected = nullptr;
+    auto* mine = new NvtxProbeHost(host);
+    if (!g_host.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) delete mine;
+  }
   const auto* callbacks =
       static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
   if (callbacks == nullptr || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "agent/src/kernel_probe.h"
-#include "agent/src/recorder.h"
+#include "agent/src/warn.h"
 
 namespace fp8audit::agent {
 
@@ -104,7 +104,8 @@ ProbeControl& Probes() {
   return *control;
 }
 
-void ProbeControl::Init(const Config& config, bool te_interposed) {
+void ProbeControl::Init(const Config& config, bool te_interposed, ProbeHost host) {
+  host_ = std::move(host);
   mode_ = config.probe;
   user_patterns_ = !config.patterns_path.empty();
   te_interposed_ = te_interposed;
@@ -117,15 +118,15 @@ void ProbeControl::Init(const Config& config, bool te_interposed) {
 void ProbeControl::SetBits(uint32_t bits, const char* why) {
   const uint32_t before = bits_.exchange(bits, std::memory_order_acq_rel);
   if (before == bits || why == nullptr) return;
-  Agent& a = Agent::Get();
-  if (a.writer().not_started()) return;  // the header, written later, says it
-  ThreadState* ts = a.Self();
+  if (host_.sink == nullptr || !host_.trace_started())
+    return;  // the header, written later, says it
+  ThreadState* ts = host_.sink->Self();
   if (ts == nullptr) return;
   RawEvent e;
   e.kind = RawKind::kProbes;
   e.count = bits;
   e.SetText(why);
-  a.Record(ts, &e);
+  host_.sink->Record(ts, &e);
 }
 
 void ProbeControl::OnCudaInit(bool from_driver) {
@@ -136,27 +137,24 @@ void ProbeControl::OnCudaInit(bool from_driver) {
   const CuptiPlan plan = PlanCuptiAtCudaInit(mode_, te, te_interposed_, user_patterns_);
   if (!plan.subscribe) return;
   std::string why = "already attempted";
-  Agent& a = Agent::Get();
   KernelProbeHost host;
-  host.sink = &a;
-  host.classifier = &a.classifier();
-  host.first_function = [] { CollectCudaFactsOnce(); };
-  host.cupti_opened = [&a](const std::string& path, uint32_t version) {
-    a.SetCupti(path, version);
-  };
-  const AttachResult r =
-      a.enabled() ? AttachKernelProbe(host, from_driver, &why) : AttachResult::kUnavailable;
+  host.sink = host_.sink;
+  host.classifier = host_.classifier;
+  host.first_function = host_.first_function;
+  host.cupti_opened = host_.cupti_opened;
+  const AttachResult r = host_.sink != nullptr ? AttachKernelProbe(host, from_driver, &why)
+                                               : AttachResult::kUnavailable;
   if (r == AttachResult::kAttached) {
     provisional_.store(plan.provisional, std::memory_order_release);
     polled_loads_ = 0;
     SetBits(bits() | kProbeCupti, "CUPTI subscribed");
-    Agent::Warn(std::string("the agent holds CUPTI for its kernel-launch probe (--probe ") +
-                ProbeModeName(mode_) +
-                "): torch.profiler, Nsight Systems and other CUPTI tools in this job lose CUDA "
-                "activity" +
-                (plan.provisional ? " until Transformer Engine loads (--probe te leaves CUPTI "
-                                    "alone)"
-                                  : ""));
+    Warn(std::string("the agent holds CUPTI for its kernel-launch probe (--probe ") +
+         ProbeModeName(mode_) +
+         "): torch.profiler, Nsight Systems and other CUPTI tools in this job lose CUDA "
+         "activity" +
+         (plan.provisional ? " until Transformer Engine loads (--probe te leaves CUPTI "
+                             "alone)"
+                           : ""));
     if (plan.provisional && TeLibraryLoaded()) OnTeSeen("Transformer Engine is loaded");
     return;
   }
@@ -167,9 +165,9 @@ void ProbeControl::OnCudaInit(bool from_driver) {
                                ? "; Transformer Engine's update calls and NVTX events still are"
                                : "; NVTX events still are";
   if (r == AttachResult::kHeld) {
-    Agent::Warn("kernel launches are not recorded: another tool holds CUPTI (" + why + ")" + then);
+    Warn("kernel launches are not recorded: another tool holds CUPTI (" + why + ")" + then);
   } else {
-    Agent::Warn("kernel launches are not recorded: " + why + then);
+    Warn("kernel launches are not recorded: " + why + then);
   }
 }
 

@@ -27,11 +27,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "agent/src/config.h"
+#include "agent/src/record_sink.h"
 
 namespace fp8audit::agent {
 
@@ -63,11 +65,25 @@ bool TeEntryPointsInterposedBy(const std::string& self_path);
 // Objects loaded into the process so far (glibc's dlpi_adds): changes when a library is loaded.
 uint64_t LoadCount();
 
+class Classifier;
+
+// What the probe control is handed by the agent: where its PROBES events go, whether the trace has
+// started (before, the header says which probes are active), and what the kernel probe is handed
+// when it subscribes (kernel_probe.h's KernelProbeHost).
+struct ProbeHost {
+  RecordSink* sink = nullptr;
+  std::function<bool()> trace_started;
+  const Classifier* classifier = nullptr;
+  std::function<void()> first_function;
+  std::function<void(const std::string& path, uint32_t api_version)> cupti_opened;
+};
+
 // The process's probe state (one instance, Probes()).
 class ProbeControl {
  public:
-  // From Agent::Init: the mode, whether the agent interposes TE's entry points, the hook.
-  void Init(const Config& config, bool te_interposed);
+  // From Agent::Init: the mode, whether the agent interposes TE's entry points, the hook, and what
+  // the probes record into. Until then nothing subscribes to CUPTI.
+  void Init(const Config& config, bool te_interposed, ProbeHost host);
   uint32_t bits() const { return bits_.load(std::memory_order_acquire); }
   ProbeMode mode() const { return mode_; }
   // The te-call probe records calls (its bit is set and benchmarks have not turned it off).
@@ -96,6 +112,7 @@ class ProbeControl {
   std::atomic<bool> provisional_{false};
   std::atomic<bool> te_seen_{false};
   uint64_t polled_loads_ = 0;  // writer thread only
+  ProbeHost host_;
 };
 
 ProbeControl& Probes();

@@ -1,5 +1,5 @@
 // The seam between the probes and the recorder: a probe hands each event it observes to a
-// RecordSink, on the thread that observed it. The agent's sink (Agent, recorder.h) stamps the event
+// RecordSink, on the thread that observed it. The agent's sink (Agent, agent.h) stamps the event
 // and pushes it into the thread's ring (rings.h); a unit test gives a probe a sink that keeps the
 // events (TestSink, tests/agent/probes_test.cc) and drives it with made-up callback data.
 #pragma once

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "agent/src/recorder.h"
+#include "agent/src/thread_state.h"
 
 namespace fp8audit::agent {
 namespace {

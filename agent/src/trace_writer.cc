@@ -9,7 +9,12 @@
 #include <cstring>
 
 #include "agent/src/probe_control.h"
-#include "agent/src/recorder.h"
+#include "agent/src/warn.h"
+#include "proto/text_escape.h"
+
+#ifndef FP8AUDIT_VERSION
+#define FP8AUDIT_VERSION "unknown"
+#endif
 
 namespace fp8audit::agent {
 
@@ -64,18 +69,44 @@ std::string Mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 
 }  // namespace
 
-TraceWriter::TraceWriter(Agent& agent)
-    : agent_(agent), converter_(agent.config().format), live_(agent.config()) {}
+v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32_t pid,
+                                uint32_t parent_pid, const std::vector<std::string>& command,
+                                const CudaFacts& facts, uint32_t probes) {
+  v1::TraceHeader h;
+  h.set_schema_version(1);
+  h.set_host(host);
+  h.set_pid(pid);
+  h.set_rank(c.rank);
+  for (const std::string& arg : command) h.add_command(arg);
+  h.set_agent_version(FP8AUDIT_VERSION);
+  h.set_gpu(facts.gpu);
+  h.set_driver(facts.driver);
+  h.set_cuda(facts.cuda);
+  h.set_cupti(facts.cupti);
+  h.set_cupti_api_version(facts.cupti_api_version);
+  h.set_expect_forward(c.expect_forward);
+  h.set_expect_backward(c.expect_backward);
+  h.set_markers(c.markers_configured ? "nvtx" : "threads");
+  h.set_parent_pid(parent_pid);
+  h.set_probe_mode(ProbeModeName(c.probe));
+  h.set_run_id(c.run_id);
+  for (const std::string& name : ProbeNames(probes)) h.add_probes(name);
+  EscapeNonUtf8Fields(&h);
+  return h;
+}
+
+TraceWriter::TraceWriter(TraceSource& source)
+    : source_(source), converter_(source.config().format), live_(source.config()) {}
 
 bool TraceWriter::Open() {
-  const Config& c = agent_.config();
+  const Config& c = source_.config();
   // The header first, so that it follows the file's creation at once: a process that ends right
   // then leaves as short an empty file as can be.
   v1::TraceRecord record;
   v1::TraceHeader* h = record.mutable_header();
   bool command_cut = false;
-  *h = MakeTraceHeader(c, agent_.host(), agent_.pid(), agent_.parent_pid(),
-                       ReadCommandLine(&command_cut), agent_.cuda_facts(), Probes().bits());
+  *h = MakeTraceHeader(c, source_.host(), source_.pid(), source_.parent_pid(),
+                       ReadCommandLine(&command_cut), source_.cuda_facts(), source_.probes());
   h->set_command_cut(command_cut);
   h->set_start_unix_ns(UnixNs());
   MakeDirs(c.out_dir);
@@ -84,10 +115,10 @@ bool TraceWriter::Open() {
   // alone for the next N.
   std::string error;
   file_ = TraceFileWriter::CreateNew(
-      c.out_dir, agent_.host() + "." + std::to_string(agent_.pid()),
+      c.out_dir, source_.host() + "." + std::to_string(source_.pid()),
       (c.rank >= 0 ? ".rank" + std::to_string(c.rank) : "") + ".fp8trace", &error);
   if (file_ == nullptr) {
-    Agent::Warn("cannot write the trace: " + error + "; recording stops");
+    Warn("cannot write the trace: " + error + "; recording stops");
     return false;
   }
   path_ = file_->path();
@@ -98,7 +129,7 @@ bool TraceWriter::Open() {
 }
 
 void TraceWriter::Convert(bool everything, bool final) {
-  agent_.rings().Drain(&pending_);
+  source_.rings().Drain(&pending_);
   std::stable_sort(pending_.begin(), pending_.end(),
                    [](const RawEvent& a, const RawEvent& b) { return a.ts_ns < b.ts_ns; });
   const uint64_t now = MonotonicNs();
@@ -124,10 +155,10 @@ void TraceWriter::AppendEvents() {
       ++unwritten_dropped_;
       if (!drop_said_) {
         drop_said_ = true;
-        Agent::Warn("the trace " + path_ + " still cannot be written (" + Reason() + ") and " +
-                    Mib(kMaxUnwrittenBytes) +
-                    " of records wait for it: events are dropped from now on (the footer counts "
-                    "them)");
+        Warn("the trace " + path_ + " still cannot be written (" + Reason() + ") and " +
+             Mib(kMaxUnwrittenBytes) +
+             " of records wait for it: events are dropped from now on (the footer counts "
+             "them)");
       }
       continue;
     }
@@ -142,9 +173,9 @@ void TraceWriter::AppendFooter() {
   v1::TraceRecord record;
   v1::TraceFooter* f = record.mutable_footer();
   f->set_events(events_written_);
-  f->set_dropped(agent_.rings().Dropped() + unwritten_dropped_);
+  f->set_dropped(source_.rings().Dropped() + unwritten_dropped_);
   f->set_end_unix_ns(UnixNs());
-  f->set_kernel_launches(agent_.launches());
+  f->set_kernel_launches(source_.launches());
   if (!sealed_) live_.Finish(*f);
   AppendRecord(record, &buffer_);
 }
@@ -155,9 +186,9 @@ void TraceWriter::Cycle(bool everything, bool final) {
   AppendEvents();
   if (final) AppendFooter();
   if (!Flush() && final && file_ != nullptr) {
-    Agent::Warn("the trace " + path_ + " ends without its footer at byte " +
-                std::to_string(file_->size()) + ": its last " + std::to_string(buffer_.size()) +
-                " bytes of records could not be written (" + Reason() + ")");
+    Warn("the trace " + path_ + " ends without its footer at byte " +
+         std::to_string(file_->size()) + ": its last " + std::to_string(buffer_.size()) +
+         " bytes of records could not be written (" + Reason() + ")");
   }
 }
 
@@ -177,15 +208,15 @@ void TraceWriter::Unseal() {
   if (file_->size() > footer_at_) {
     // The footer was written: cut off again, so that what follows is not "after the footer".
     if (!file_->Truncate(footer_at_)) {
-      Agent::Warn("cannot take back the footer of " + path_ + " after a failed exec (" + Reason() +
-                  "): what follows it there is not read");
+      Warn("cannot take back the footer of " + path_ + " after a failed exec (" + Reason() +
+           "): what follows it there is not read");
     }
   } else {
     buffer_.resize(footer_at_ - file_->size());  // still queued: dropped from the queue
   }
 }
 
-bool TraceWriter::fail_fast_now() const { return agent_.config().fail_fast && live_.failed(); }
+bool TraceWriter::fail_fast_now() const { return source_.config().fail_fast && live_.failed(); }
 
 std::string TraceWriter::Reason() const {
   const std::string& e = file_ != nullptr ? file_->error() : path_;
@@ -202,9 +233,9 @@ bool TraceWriter::Flush() {
   write_failed_ = true;
   if (!failure_said_) {
     failure_said_ = true;
-    Agent::Warn("cannot write the trace " + path_ + " (" + Reason() + ") at byte " +
-                std::to_string(file_->size()) + ": it ends with a whole record; what is not " +
-                "written waits (up to " + Mib(kMaxUnwrittenBytes) + ") for room");
+    Warn("cannot write the trace " + path_ + " (" + Reason() + ") at byte " +
+         std::to_string(file_->size()) + ": it ends with a whole record; what is not " +
+         "written waits (up to " + Mib(kMaxUnwrittenBytes) + ") for room");
   }
   return false;
 }

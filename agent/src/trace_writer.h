@@ -15,18 +15,53 @@
 #include "agent/src/converter.h"
 #include "agent/src/live_check.h"
 #include "agent/src/raw_event.h"
+#include "agent/src/rings.h"
 #include "fp8audit/trace.pb.h"
 #include "proto/trace_io.h"
 
 namespace fp8audit::agent {
 
-class Agent;
+// Header facts about CUDA, filled by the kernel probe when it attaches.
+struct CudaFacts {
+  std::string gpu, driver, cuda;
+  std::string cupti;  // the CUPTI library loaded (path)
+  uint32_t cupti_api_version = 0;
+};
+
+// What a process's trace header says (`command`: its argv; `probes`: the active update probes,
+// probe_control.h; `start_unix_ns` set by the caller). Strings that are not UTF-8 (host, argv,
+// facts) are escaped and marked (proto/text_escape.h).
+::fp8audit::v1::TraceHeader MakeTraceHeader(const Config& config, const std::string& host,
+                                            uint32_t pid, uint32_t parent_pid,
+                                            const std::vector<std::string>& command,
+                                            const CudaFacts& facts, uint32_t probes = 0);
+
+// What the trace writer is handed by the one who constructs it (the agent, agent.h): the process
+// it records (configuration, identity, CUDA facts, counters), its rings, its active probes, and a
+// call at each writer cycle.
+class TraceSource {
+ public:
+  virtual ~TraceSource() = default;
+  virtual const Config& config() const = 0;
+  virtual const std::string& host() const = 0;
+  virtual uint32_t pid() const = 0;
+  virtual uint32_t parent_pid() const = 0;
+  virtual CudaFacts cuda_facts() = 0;
+  // Kernel launches counted in the process.
+  virtual uint64_t launches() const = 0;
+  virtual Rings& rings() = 0;
+  // The active update probes (probe_control.h's bits).
+  virtual uint32_t probes() const = 0;
+  // On the writer thread, after each cycle but the last.
+  virtual void OnWriterCycle() = 0;
+};
 
 inline constexpr size_t kMaxUnwrittenBytes = 32u << 20;
+inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle
 
 class TraceWriter {
  public:
-  explicit TraceWriter(Agent& agent);
+  explicit TraceWriter(TraceSource& source);
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
@@ -56,7 +91,7 @@ class TraceWriter {
   bool Flush();
   std::string Reason() const;  // why the last write failed
 
-  Agent& agent_;
+  TraceSource& source_;
   EventConverter converter_;
   LiveCheck live_;
   std::unique_ptr<TraceFileWriter> file_;

@@ -10,18 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "agent/src/probe_control.h"
-#include "agent/src/recorder.h"
-#include "agent/src/trace_writer.h"
-#include "proto/text_escape.h"
-
-#ifndef FP8AUDIT_VERSION
-#define FP8AUDIT_VERSION "unknown"
-#endif
+#include "agent/src/warn.h"
 
 namespace fp8audit::agent {
-
-namespace v1 = ::fp8audit::v1;
 
 namespace {
 
@@ -56,32 +47,6 @@ bool BlockAllSignals(sigset_t* previous) {
 
 }  // namespace
 
-v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32_t pid,
-                                uint32_t parent_pid, const std::vector<std::string>& command,
-                                const CudaFacts& facts, uint32_t probes) {
-  v1::TraceHeader h;
-  h.set_schema_version(1);
-  h.set_host(host);
-  h.set_pid(pid);
-  h.set_rank(c.rank);
-  for (const std::string& arg : command) h.add_command(arg);
-  h.set_agent_version(FP8AUDIT_VERSION);
-  h.set_gpu(facts.gpu);
-  h.set_driver(facts.driver);
-  h.set_cuda(facts.cuda);
-  h.set_cupti(facts.cupti);
-  h.set_cupti_api_version(facts.cupti_api_version);
-  h.set_expect_forward(c.expect_forward);
-  h.set_expect_backward(c.expect_backward);
-  h.set_markers(c.markers_configured ? "nvtx" : "threads");
-  h.set_parent_pid(parent_pid);
-  h.set_probe_mode(ProbeModeName(c.probe));
-  h.set_run_id(c.run_id);
-  for (const std::string& name : ProbeNames(probes)) h.add_probes(name);
-  EscapeNonUtf8Fields(&h);
-  return h;
-}
-
 // ---- The writer thread -----------------------------------------------------------------------
 
 bool WriterThread::Init() { return wake_.Open(); }
@@ -107,8 +72,7 @@ void WriterThread::StartLocked() {
   if (blocked) pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (rc != 0) {
     state_.store(kFailed, std::memory_order_release);
-    Agent::Warn(std::string("cannot start the trace writer: ") + std::strerror(rc) +
-                "; recording stops");
+    Warn(std::string("cannot start the trace writer: ") + std::strerror(rc) + "; recording stops");
     return;
   }
   // Wait (at most 1 s, once per process) until the thread is past its start-up, so that a fork()
@@ -131,7 +95,7 @@ void WriterThread::Main() {
   {
     std::lock_guard<std::mutex> lock(cycle_mu_);
     // Never freed: a forked child abandons it without touching it.
-    writer = new TraceWriter(agent_);
+    writer = new TraceWriter(source_);
     writer_ = writer;
     if (!writer->Open()) {
       state_.store(kFailed, std::memory_order_release);
@@ -177,34 +141,34 @@ void WriterThread::Main() {
     if (!stop && writer->fail_fast_now()) {
       std::lock_guard<std::mutex> lock(cycle_mu_);
       writer->Cycle(true, true);
-      Agent::Warn(writer->live().first_failure() + "; ending the job (--fail-fast)");
+      Warn(writer->live().first_failure() + "; ending the job (--fail-fast)");
       ::_exit(3);
     }
     if (requested) flush_done_.store(request, std::memory_order_release);
     if (stop) break;
-    Probes().Poll();  // a provisional CUPTI subscription ends when TE loads
+    source_.OnWriterCycle();  // a provisional CUPTI subscription ends when TE loads
   }
   const LiveCheck& live = writer->live();
-  if (live.failed() && agent_.config().fail_fast) {
-    Agent::Warn(live.first_failure() + "; ending the job (--fail-fast)");
+  if (live.failed() && source_.config().fail_fast) {
+    Warn(live.first_failure() + "; ending the job (--fail-fast)");
     fail_fast_exit_.store(true, std::memory_order_release);
   } else if (live.failed()) {
-    Agent::Warn("live check: " + std::to_string(live.failing()) + " of " +
-                std::to_string(live.microbatches()) + " microbatches failed, first " +
-                live.first_failure() + " (trace " + writer->path() + ")");
+    Warn("live check: " + std::to_string(live.failing()) + " of " +
+         std::to_string(live.microbatches()) + " microbatches failed, first " +
+         live.first_failure() + " (trace " + writer->path() + ")");
   }
   state_.store(kStopped, std::memory_order_release);
 }
 
 void WriterThread::ReportDrops(const TraceWriter& writer) {
   if (drops_reported_) return;
-  Rings& rings = agent_.rings();
+  Rings& rings = source_.rings();
   const uint64_t dropped = rings.Dropped();
   if (dropped == 0) return;
   drops_reported_ = true;
-  Agent::Warn("events dropped: " + std::to_string(dropped) + " so far in this process (" +
-              DropCause(rings.first_drop(), rings.options()) + "); the footer of " + writer.path() +
-              " counts every one and its audit is incomplete");
+  Warn("events dropped: " + std::to_string(dropped) + " so far in this process (" +
+       DropCause(rings.first_drop(), rings.options()) + "); the footer of " + writer.path() +
+       " counts every one and its audit is incomplete");
 }
 
 bool WriterThread::CanWaitFor(uint32_t tid) {

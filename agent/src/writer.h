@@ -4,7 +4,8 @@
 // footer; before an exec it seals the trace (footer included) and takes the footer back when the
 // exec fails. It is the rings' consumer: a thread whose ring is full waits for it (rings.h) unless
 // that thread is the writer's own or is forking, or the writer is not running; its progress is its
-// CPU time. The first drop is reported once on stderr.
+// CPU time. The first drop is reported once on stderr. What it records, and of which process, it
+// is handed by its constructor (a TraceSource, trace_writer.h).
 #pragma once
 
 #include <pthread.h>
@@ -18,35 +19,16 @@
 
 #include "agent/src/config.h"
 #include "agent/src/rings.h"
+#include "agent/src/trace_writer.h"
 #include "agent/src/wake_pipe.h"
-#include "fp8audit/trace.pb.h"
 
 namespace fp8audit::agent {
 
-class Agent;
-class TraceWriter;
-
-// Header facts about CUDA, filled by the kernel probe when it attaches.
-struct CudaFacts {
-  std::string gpu, driver, cuda;
-  std::string cupti;  // the CUPTI library loaded (path)
-  uint32_t cupti_api_version = 0;
-};
-
-// What a process's trace header says (`command`: its argv; `probes`: the active update probes,
-// probe_control.h; `start_unix_ns` set by the caller). Strings that are not UTF-8 (host, argv,
-// facts) are escaped and marked (proto/text_escape.h).
-::fp8audit::v1::TraceHeader MakeTraceHeader(const Config& config, const std::string& host,
-                                            uint32_t pid, uint32_t parent_pid,
-                                            const std::vector<std::string>& command,
-                                            const CudaFacts& facts, uint32_t probes = 0);
-
 inline constexpr uint64_t kFlushPeriodMs = 100;
-inline constexpr uint64_t kOrderSlackNs = 20'000'000;  // events this recent wait for the next cycle
 
 class WriterThread final : public RingConsumer {
  public:
-  explicit WriterThread(Agent& agent) : agent_(agent) {}
+  explicit WriterThread(TraceSource& source) : source_(source) {}
   WriterThread(const WriterThread&) = delete;
   WriterThread& operator=(const WriterThread&) = delete;
 
@@ -95,7 +77,7 @@ class WriterThread final : public RingConsumer {
   void Main();
   void ReportDrops(const TraceWriter& writer);
 
-  Agent& agent_;
+  TraceSource& source_;
   // cycle_mu_ is held while the thread works (allocating, writing), and across fork(), so a forked
   // child never inherits an allocator lock the writer held (sanitizer or custom allocators without
   // fork handlers).

@@ -16,8 +16,8 @@
 #include "agent/src/kernel_probe.h"
 #include "agent/src/pass_tracker.h"
 #include "agent/src/probe_control.h"
-#include "agent/src/recorder.h"
 #include "agent/src/te_probe.h"
+#include "agent/src/thread_state.h"
 
 namespace fp8audit::agent {
 namespace {

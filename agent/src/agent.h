@@ -1,8 +1,9 @@
-// The agent's process-wide facade: configuration, the per-thread state the probes keep
-// (thread_state.h), and the record sink they push into. The pieces behind it: rings.h (per-thread
-// buffers), pass_tracker.h (thread roles, forward/backward boundaries), writer.h (trace file,
-// conversion, live check, its thread), lifecycle.h (signals, fork, exit), probe_control.h (which
-// update probes run).
+// The agent's process-wide facade, on top of every other unit: configuration, the per-thread state
+// the probes keep (thread_state.h), and the record sink they push into. It builds the pieces and
+// hands each what it needs (nothing below reaches back up to it): rings.h (per-thread buffers),
+// pass_tracker.h (thread roles, forward/backward boundaries), writer.h (trace file, conversion,
+// live check, its thread; handed the agent as its TraceSource), lifecycle.h (signals, fork, exit;
+// handed plain calls), probe_control.h (which update probes run; handed a ProbeHost).
 #pragma once
 
 #include <atomic>
@@ -18,28 +19,29 @@
 #include "agent/src/record_sink.h"
 #include "agent/src/rings.h"
 #include "agent/src/thread_state.h"
+#include "agent/src/trace_writer.h"
 #include "agent/src/writer.h"
 #include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
 
-class Agent final : public RecordSink {
+class Agent final : public RecordSink, public TraceSource {
  public:
   static Agent& Get();  // never destroyed
 
   // Reads the environment once (any entry point may call it first). Safe to call repeatedly.
   void Init();
   bool enabled() const { return enabled_.load(std::memory_order_acquire); }
-  const Config& config() const { return config_; }
+  const Config& config() const override { return config_; }
   const Classifier& classifier() const { return *classifier_; }
   // The path of libfp8audit.so (what the injection variables name); set before Init().
   void SetSelfPath(const char* path) {
     if (path != nullptr && self_path_.empty()) self_path_ = path;
   }
   const std::string& self_path() const { return self_path_; }
-  const std::string& host() const { return host_; }
-  uint32_t pid() const { return pid_; }
-  uint32_t parent_pid() const { return parent_pid_; }
+  const std::string& host() const override { return host_; }
+  uint32_t pid() const override { return pid_; }
+  uint32_t parent_pid() const override { return parent_pid_; }
 
   // RecordSink: this thread's state (one allocation per thread), and recording into its ring
   // (dropped and counted when full). Facts (TE version, patched) do not start the writer: they
@@ -52,15 +54,11 @@ class Agent final : public RecordSink {
   void EnsureTrace() override { EnsureWriter(); }
   // The pass of events recorded on this thread now.
   uint8_t PassOf(const ThreadState* ts) const { return pass_.PassOf(ts); }
-  uint64_t launches() const { return launches_.load(std::memory_order_relaxed); }
+  uint64_t launches() const override { return launches_.load(std::memory_order_relaxed); }
   // Starts the writer thread (creating the trace file) if it is not running yet.
   void EnsureWriter() {
     if (enabled()) writer_.Ensure();
   }
-
-  // One line on stderr ("fp8audit: " + text), at most once per `once` flag.
-  static void Warn(const std::string& text);
-  void WarnOnce(std::atomic<bool>* once, const std::string& text);
 
   // Clean shutdown (atexit): final flush, footer, live check verdict.
   void Shutdown();
@@ -79,18 +77,23 @@ class Agent final : public RecordSink {
 
   void SetCudaFacts(std::string gpu, std::string driver, std::string cuda);
   void SetCupti(std::string path, uint32_t api_version);
-  CudaFacts cuda_facts();
+  CudaFacts cuda_facts() override;
 
-  Rings& rings() { return rings_; }
+  // TraceSource: the rest, for the writer.
+  Rings& rings() override { return rings_; }
+  uint32_t probes() const override;
+  void OnWriterCycle() override;
+
   WriterThread& writer() { return writer_; }
-  // Held across fork() with the others (lifecycle.cc).
-  std::mutex& facts_mutex() { return facts_mu_; }
-  // In a forked child: a new pid, the forking thread's state only, no writer yet.
-  void StartAfresh();
 
  private:
   Agent() : writer_(*this) {}
   void InitOnce();
+  // Fork (lifecycle.h): the writer's, the rings' and the facts' locks held across fork(); in the
+  // child, a new pid, the forking thread's state only, no writer yet.
+  void LockForFork();
+  void UnlockAfterFork();
+  void StartAfresh();
 
   std::once_flag init_once_;
   std::atomic<bool> enabled_{false};

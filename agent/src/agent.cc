@@ -1,7 +1,6 @@
-#include "agent/src/recorder.h"
+#include "agent/src/agent.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -14,19 +13,10 @@
 
 #include "agent/src/cuda_driver_facts.h"
 #include "agent/src/probe_control.h"
+#include "agent/src/warn.h"
 
 namespace fp8audit::agent {
 namespace {
-
-void WriteAll(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
 
 void AgentAnchor() {}
 
@@ -35,19 +25,6 @@ void AgentAnchor() {}
 Agent& Agent::Get() {
   static Agent* agent = new Agent();
   return *agent;
-}
-
-void Agent::Warn(const std::string& text) {
-  std::string line = "fp8audit: " + text;
-  for (char& c : line) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  line += '\n';
-  WriteAll(STDERR_FILENO, line.data(), line.size());
-}
-
-void Agent::WarnOnce(std::atomic<bool>* once, const std::string& text) {
-  if (!once->exchange(true)) Warn(text);
 }
 
 void Agent::Init() {
@@ -90,8 +67,23 @@ void Agent::InitOnce() {
   RingOptions rings;
   rings.on_full = config_.on_full;
   rings_.Configure(rings, &writer_);
-  Probes().Init(config_, TeEntryPointsInterposedBy(self_path_));
-  InstallLifecycleHooks();
+  ProbeHost probes;
+  probes.sink = this;
+  probes.trace_started = [this] { return !writer_.not_started(); };
+  probes.classifier = classifier_.get();
+  probes.first_function = [] { CollectCudaFactsOnce(); };
+  probes.cupti_opened = [this](const std::string& path, uint32_t version) {
+    SetCupti(path, version);
+  };
+  Probes().Init(config_, TeEntryPointsInterposedBy(self_path_), std::move(probes));
+  LifecycleCalls calls;
+  calls.flush_from_signal = [](bool final) { Get().writer_.RequestFlushFromSignal(final); };
+  calls.recording = [] { return Get().enabled(); };
+  calls.lock_for_fork = [] { Get().LockForFork(); };
+  calls.unlock_after_fork = [] { Get().UnlockAfterFork(); };
+  calls.start_afresh_in_child = [] { Get().StartAfresh(); };
+  calls.at_exit = [] { Get().Shutdown(); };
+  InstallLifecycleHooks(calls);
   enabled_.store(true, std::memory_order_release);
 }
 
@@ -150,6 +142,10 @@ CudaFacts Agent::cuda_facts() {
   return facts_;
 }
 
+uint32_t Agent::probes() const { return Probes().bits(); }
+
+void Agent::OnWriterCycle() { Probes().Poll(); }
+
 void Agent::Shutdown() {
   if (!enabled()) return;
   if (writer_.not_started() && rings_.Queued()) EnsureWriter();  // only facts were recorded
@@ -169,6 +165,18 @@ void Agent::BeforeExec() {
 void Agent::AfterFailedExec() {
   if (static_cast<uint32_t>(::getpid()) != pid_) return;
   writer_.UnsealAfterFailedExec();
+}
+
+void Agent::LockForFork() {
+  writer_.LockForFork();
+  rings_.registry_mutex().lock();
+  facts_mu_.lock();
+}
+
+void Agent::UnlockAfterFork() {
+  facts_mu_.unlock();
+  rings_.registry_mutex().unlock();
+  writer_.UnlockAfterFork();
 }
 
 void Agent::StartAfresh() {
