@@ -14,10 +14,10 @@ REAL_TE = ROOT / ".te" / "src" / "transformer_engine" / "pytorch"
 
 
 def te_functions():
-    from fp8audit.te._patch import _resolve, _te_modules
+    from fp8audit.te._gate import resolve, te_modules
 
-    mods = _te_modules()
-    return {t: _resolve(mods, t)[2] for t in _targets.TARGETS}
+    mods = te_modules()
+    return {t: resolve(mods, t)[2] for t in _targets.TARGETS}
 
 
 def test_the_table_matches_te_2_20_2s_source():

@@ -14,8 +14,9 @@ installed TE against fingerprints of every function it replaces or relies on (ea
 release's, releases/) and changes nothing otherwise. `fp8audit run --fix-te -- CMD` applies it
 to an unmodified job."""
 
-from ._patch import (NotCovered, PatchRefused, VerifyError, active, check, patch, patched,
-                     unpatch)
+from ._gate import check
+from ._lifecycle import active, patch, patched, unpatch
+from ._patch import NotCovered, PatchRefused, VerifyError
 
 __all__ = ["NotCovered", "PatchRefused", "VerifyError", "active", "check", "is_patched", "patch",
            "patched", "status", "unpatch"]

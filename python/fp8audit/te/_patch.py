@@ -25,16 +25,13 @@ transition; the replaced TE functions report transitions to it and apply its dec
 from __future__ import annotations
 
 import collections
-import contextlib
-import importlib
-import inspect
-import os
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from . import _fingerprint, _megatron_ckpt, _targets, _torch_ckpt, releases
+from . import _megatron_ckpt, _targets, _torch_ckpt, releases
+from ._gate import resolve as _resolve
 from ._backports import Backports
 from ._model import Model
 
@@ -115,87 +112,6 @@ class _Tls(threading.local):
         self.approved_forward = 0  # forward updates the model decided, not yet performed
         self.module = UNATTRIBUTED  # module of the last stash transition
         self.outer: List[Tuple[Optional[bool], bool]] = []  # saved at recompute entries
-
-
-def _resolve(te_modules: Dict[str, Any], target: str) -> Tuple[Any, str, Any]:
-    """(owner object, attribute name, raw attribute value) of `module:qualname`."""
-    module, qualname = target.split(":")
-    owner = te_modules[module]
-    parts = qualname.split(".")
-    for part in parts[:-1]:
-        owner = getattr(owner, part)
-    name = parts[-1]
-    raw = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-    return owner, name, raw
-
-
-def _te_modules() -> Dict[str, Any]:
-    out = {}
-    for module in ("quantization", "distributed", "module.base", "module.linear",
-                   "module.layernorm_linear", "module.layernorm_mlp"):
-        out[module] = importlib.import_module(f"{_targets.PACKAGE}.{module}")
-    return out
-
-
-def _te_version() -> str:
-    """TE's version: its __version__, else its distribution's metadata. TE's __init__ imports
-    transformer_engine.pytorch before it sets __version__, so a patch applied when that import
-    finishes (the hook's te-fix) sees no __version__ yet."""
-    te = sys.modules.get("transformer_engine") or importlib.import_module("transformer_engine")
-    version = getattr(te, "__version__", None)
-    if version is None:
-        from importlib import metadata
-
-        try:
-            version = metadata.version("transformer_engine")
-        except metadata.PackageNotFoundError:
-            version = "unknown"
-    return str(version)
-
-
-def _upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
-    """A sign that TE already carries an ownership fix of its own (PR #3213 or alike)."""
-    dist, quant = mods["distributed"], mods["quantization"]
-    if hasattr(dist, "_ActivationRecomputeState"):
-        return "distributed._ActivationRecomputeState"
-    params = inspect.signature(dist.activation_recompute_forward.__init__).parameters
-    if "reserve_first_fp8_module" in params:
-        return "activation_recompute_forward(reserve_first_fp8_module=...)"
-    if "_recompute" in getattr(quant.autocast, "__slots__", ()) or "_recompute" in \
-            inspect.signature(quant.autocast.__init__).parameters:
-        return "autocast(_recompute=...)"
-    return None
-
-
-def check(version: Optional[str] = None) -> List[str]:
-    """Why the installed TE cannot be patched (empty: it can); never raises for a TE that is
-    missing or does not import. Imports TE's PyTorch modules."""
-    try:
-        mods = _te_modules()
-        version = version or _te_version()
-    except ImportError as e:
-        return [f"Transformer Engine's PyTorch part does not import ({e}): nothing to patch"]
-    fix = _upstream_fix(mods)
-    if fix is not None:
-        return [f"transformer_engine {version} already carries an upstream ownership fix ({fix}); "
-                "fp8audit.te leaves it alone"]
-    release = releases.get(version)
-    if release is None:
-        known = ", ".join(releases.verified()) or "none"
-        return [f"transformer_engine {version} is not a release fp8audit.te was verified on "
-                f"(verified: {known})"]
-    table = release.fingerprints
-    problems = []
-    for target in _targets.TARGETS:
-        try:
-            _, _, raw = _resolve(mods, target)
-            found = _fingerprint.of_object(raw)
-        except (AttributeError, KeyError, OSError, TypeError, SyntaxError) as e:
-            problems.append(f"{target} cannot be read ({type(e).__name__}: {e})")
-            continue
-        if found != table.get(target):
-            problems.append(f"{target} differs from transformer_engine {version}'s verified source")
-    return problems
 
 
 class Controller:
@@ -660,95 +576,3 @@ class Controller:
         for owner, name, value in reversed(self.originals):
             setattr(owner, name, value)
         self.originals = []
-
-
-_lock = threading.Lock()
-_active: Optional[Controller] = None
-
-
-def _open_scope(mods: Dict[str, Any]) -> Optional[str]:
-    q, d = mods["quantization"], mods["distributed"]
-    depth = q.FP8GlobalStateManager.quantization_state.autocast_depth
-    if depth:
-        return f"an FP8 autocast is open (depth {depth})"
-    if d._IN_ACTIVATION_RECOMPUTE_REGION or d._ACTIVATION_RECOMPUTE_PHASE:
-        return "a checkpoint (activation recompute region) is open"
-    return None
-
-
-def patch(verify: Optional[bool] = None) -> Controller:
-    """Applies the fixed ownership to the installed TE (all or nothing); raises PatchRefused with
-    one line when it cannot. verify (default: FP8AUDIT_TE_VERIFY=1): raise VerifyError at the first
-    difference between what TE did and the model. Patching twice returns the active patch."""
-    global _active
-    if verify is None:
-        verify = os.environ.get("FP8AUDIT_TE_VERIFY", "") == "1"
-    with _lock:
-        if _active is not None:
-            _active.verify = bool(verify)
-            return _active
-        try:
-            mods = _te_modules()
-        except ImportError as e:
-            raise PatchRefused(f"fp8audit.te: Transformer Engine's PyTorch part does not import "
-                               f"({e})") from None
-        version = _te_version()
-        problems = check(version)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise PatchRefused(f"fp8audit.te: not patched: {problems[0]}{more}")
-        scope = _open_scope(mods)
-        if scope:
-            raise PatchRefused(f"fp8audit.te: not patched: {scope}; patch before training starts")
-        controller = Controller(mods, version, bool(verify))
-        controller.install()
-        _active = controller
-    _announce(version)
-    return controller
-
-
-def unpatch() -> bool:
-    """Restores TE's own functions; False when nothing was patched. Refuses (PatchRefused) while
-    an autocast or checkpoint is open."""
-    global _active
-    with _lock:
-        if _active is None:
-            return False
-        scope = _open_scope(_active.mods) or (
-            "a checkpoint frame or recompute is open" if _active.model.open_frames else None) or (
-            f"{len(_active.pending)} checkpoint(s) await their recompute (run backward first)"
-            if _active.pending else None)
-        if scope:
-            raise PatchRefused(f"fp8audit.te: not unpatched: {scope}")
-        _active.remove()
-        _active = None
-    os.environ.pop("FP8AUDIT_TE_PATCHED", None)
-    return True
-
-
-def active() -> Optional[Controller]:
-    """The patch in force, else None."""
-    return _active
-
-
-@contextlib.contextmanager
-def patched(verify: Optional[bool] = None) -> Iterator[Controller]:
-    """`with fp8audit.te.patched():` the fix for the block (patch() on entry, raising PatchRefused
-    before the block runs), and TE's own functions again after it, unless the patch was in force
-    before the block."""
-    was = _active
-    controller = patch(verify)
-    try:
-        yield controller
-    finally:
-        if was is None and _active is controller:
-            unpatch()
-
-
-def _announce(version: str) -> None:
-    """Marks the process as patched: the environment (inherited by children) and one NVTX mark
-    `fp8audit.patch te=<version> semantics=fixed` that the agent can record."""
-    os.environ["FP8AUDIT_TE_PATCHED"] = version
-    from fp8audit._nvtx import mark
-
-    mark(f"fp8audit.patch te={version} semantics=fixed")

@@ -1,0 +1,92 @@
+"""fp8audit.te's gate: which TE is installed, whether it already carries an upstream fix, and
+whether every function the patch replaces or relies on is the verified release's (releases/)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _fingerprint, _targets, releases
+
+
+def resolve(te_modules: Dict[str, Any], target: str) -> Tuple[Any, str, Any]:
+    """(owner object, attribute name, raw attribute value) of `module:qualname`."""
+    module, qualname = target.split(":")
+    owner = te_modules[module]
+    parts = qualname.split(".")
+    for part in parts[:-1]:
+        owner = getattr(owner, part)
+    name = parts[-1]
+    raw = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    return owner, name, raw
+
+
+def te_modules() -> Dict[str, Any]:
+    out = {}
+    for module in ("quantization", "distributed", "module.base", "module.linear",
+                   "module.layernorm_linear", "module.layernorm_mlp"):
+        out[module] = importlib.import_module(f"{_targets.PACKAGE}.{module}")
+    return out
+
+
+def te_version() -> str:
+    """TE's version: its __version__, else its distribution's metadata. TE's __init__ imports
+    transformer_engine.pytorch before it sets __version__, so a patch applied when that import
+    finishes (the hook's te-fix) sees no __version__ yet."""
+    te = sys.modules.get("transformer_engine") or importlib.import_module("transformer_engine")
+    version = getattr(te, "__version__", None)
+    if version is None:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("transformer_engine")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+    return str(version)
+
+
+def upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
+    """A sign that TE already carries an ownership fix of its own (PR #3213 or alike)."""
+    dist, quant = mods["distributed"], mods["quantization"]
+    if hasattr(dist, "_ActivationRecomputeState"):
+        return "distributed._ActivationRecomputeState"
+    params = inspect.signature(dist.activation_recompute_forward.__init__).parameters
+    if "reserve_first_fp8_module" in params:
+        return "activation_recompute_forward(reserve_first_fp8_module=...)"
+    if "_recompute" in getattr(quant.autocast, "__slots__", ()) or "_recompute" in \
+            inspect.signature(quant.autocast.__init__).parameters:
+        return "autocast(_recompute=...)"
+    return None
+
+
+def check(version: Optional[str] = None) -> List[str]:
+    """Why the installed TE cannot be patched (empty: it can); never raises for a TE that is
+    missing or does not import. Imports TE's PyTorch modules."""
+    try:
+        mods = te_modules()
+        version = version or te_version()
+    except ImportError as e:
+        return [f"Transformer Engine's PyTorch part does not import ({e}): nothing to patch"]
+    fix = upstream_fix(mods)
+    if fix is not None:
+        return [f"transformer_engine {version} already carries an upstream ownership fix ({fix}); "
+                "fp8audit.te leaves it alone"]
+    release = releases.get(version)
+    if release is None:
+        known = ", ".join(releases.verified()) or "none"
+        return [f"transformer_engine {version} is not a release fp8audit.te was verified on "
+                f"(verified: {known})"]
+    table = release.fingerprints
+    problems = []
+    for target in _targets.TARGETS:
+        try:
+            _, _, raw = resolve(mods, target)
+            found = _fingerprint.of_object(raw)
+        except (AttributeError, KeyError, OSError, TypeError, SyntaxError) as e:
+            problems.append(f"{target} cannot be read ({type(e).__name__}: {e})")
+            continue
+        if found != table.get(target):
+            problems.append(f"{target} differs from transformer_engine {version}'s verified source")
+    return problems

@@ -1,0 +1,104 @@
+"""fp8audit.te's lifecycle: patch() (all or nothing, after the gate), unpatch(), patched(),
+active(); the process marked as patched for its children and the agent."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from typing import Any, Dict, Iterator, Optional
+
+from ._gate import check, te_modules, te_version
+from ._patch import Controller, PatchRefused
+
+
+_lock = threading.Lock()
+_active: Optional[Controller] = None
+
+
+def _open_scope(mods: Dict[str, Any]) -> Optional[str]:
+    q, d = mods["quantization"], mods["distributed"]
+    depth = q.FP8GlobalStateManager.quantization_state.autocast_depth
+    if depth:
+        return f"an FP8 autocast is open (depth {depth})"
+    if d._IN_ACTIVATION_RECOMPUTE_REGION or d._ACTIVATION_RECOMPUTE_PHASE:
+        return "a checkpoint (activation recompute region) is open"
+    return None
+
+
+def patch(verify: Optional[bool] = None) -> Controller:
+    """Applies the fixed ownership to the installed TE (all or nothing); raises PatchRefused with
+    one line when it cannot. verify (default: FP8AUDIT_TE_VERIFY=1): raise VerifyError at the first
+    difference between what TE did and the model. Patching twice returns the active patch."""
+    global _active
+    if verify is None:
+        verify = os.environ.get("FP8AUDIT_TE_VERIFY", "") == "1"
+    with _lock:
+        if _active is not None:
+            _active.verify = bool(verify)
+            return _active
+        try:
+            mods = te_modules()
+        except ImportError as e:
+            raise PatchRefused(f"fp8audit.te: Transformer Engine's PyTorch part does not import "
+                               f"({e})") from None
+        version = te_version()
+        problems = check(version)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise PatchRefused(f"fp8audit.te: not patched: {problems[0]}{more}")
+        scope = _open_scope(mods)
+        if scope:
+            raise PatchRefused(f"fp8audit.te: not patched: {scope}; patch before training starts")
+        controller = Controller(mods, version, bool(verify))
+        controller.install()
+        _active = controller
+    _announce(version)
+    return controller
+
+
+def unpatch() -> bool:
+    """Restores TE's own functions; False when nothing was patched. Refuses (PatchRefused) while
+    an autocast or checkpoint is open."""
+    global _active
+    with _lock:
+        if _active is None:
+            return False
+        scope = _open_scope(_active.mods) or (
+            "a checkpoint frame or recompute is open" if _active.model.open_frames else None) or (
+            f"{len(_active.pending)} checkpoint(s) await their recompute (run backward first)"
+            if _active.pending else None)
+        if scope:
+            raise PatchRefused(f"fp8audit.te: not unpatched: {scope}")
+        _active.remove()
+        _active = None
+    os.environ.pop("FP8AUDIT_TE_PATCHED", None)
+    return True
+
+
+def active() -> Optional[Controller]:
+    """The patch in force, else None."""
+    return _active
+
+
+@contextlib.contextmanager
+def patched(verify: Optional[bool] = None) -> Iterator[Controller]:
+    """`with fp8audit.te.patched():` the fix for the block (patch() on entry, raising PatchRefused
+    before the block runs), and TE's own functions again after it, unless the patch was in force
+    before the block."""
+    was = _active
+    controller = patch(verify)
+    try:
+        yield controller
+    finally:
+        if was is None and _active is controller:
+            unpatch()
+
+
+def _announce(version: str) -> None:
+    """Marks the process as patched: the environment (inherited by children) and one NVTX mark
+    `fp8audit.patch te=<version> semantics=fixed` that the agent can record."""
+    os.environ["FP8AUDIT_TE_PATCHED"] = version
+    from fp8audit._nvtx import mark
+
+    mark(f"fp8audit.patch te={version} semantics=fixed")
