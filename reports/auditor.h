@@ -18,6 +18,8 @@ namespace fp8audit::reports {
 
 namespace v1 = ::fp8audit::v1;
 
+enum class Unbalance;  // reports/segmentation.h
+
 struct Expectation {
   uint32_t forward = 1;
   uint32_t backward = 1;
@@ -160,39 +162,17 @@ class Auditor {
   void Dispatch(const v1::Event& event);
   // TE_VERSION, TE_PATCHED, PROBES: what the report's Recording says.
   void Fact(const v1::Event& event);
-  void SetProbes(const google::protobuf::RepeatedPtrField<std::string>& probes);
   // A CROSSCHECK_* event: tallied for its source, never counted.
   void CrossCheck(const v1::Event& event);
-  // 0 forward, 1 backward: an update's (or cross-check's) kind, else its pass, else the pass
-  // boundaries (`inferred`).
-  int Direction(const v1::Event& event, v1::EventKind forward, v1::EventKind backward,
-                bool* inferred) const;
+  // An event from `source` shows its probe at work (te-call, python-hook).
+  void Heard(v1::Source source);
   // The closing microbatch's tallies by source (row's by_source when `words`), and a probe note
   // for each direction in which the probes at work throughout it saw different counts.
   void CompareProbes(bool words, v1::MicrobatchResult* row);
-  struct Chosen {
-    std::string name;  // "" none
-    std::string from;  // "flag", "patch", "te_version"
-  };
-  Chosen ChosenSemantics() const;
-  // The explanation a microbatch with extra updates gets from the chosen semantics, or "".
-  std::string SemanticsLine() const;
   void FinishRecording();
-  std::string Where(const v1::Event& event, bool recompute, bool inferred) const;
-  // With microbatches of several threads open at once: `thread`'s own microbatch, when one is
-  // parked, becomes the current one (and the current one is parked).
-  void Route(uint64_t thread);
-  // At a MICROBATCH_BEGIN on the current microbatch's thread: a keyed microbatch whose backward
-  // has not ended waits for its next range, any other closes.
-  void SetAside();
-  // The waiting keyed microbatch `key` becomes the current one; false when none waits.
-  bool Resume(uint64_t key);
-  void CloseWaiting(size_t i);
-  void Open(const v1::Event& event);
   void Close(bool complete);
   void Count(const v1::Event& event, int dir, bool inferred);
-  void Remember(const v1::Event& event);
-  void Unbalanced(const v1::Event& event, const std::string& message);
+  void Unbalanced(const v1::Event& event, Unbalance what);
   void AddViolation(v1::Violation violation);
   bool KeepsViolation(v1::Violation::Kind kind) const;
   // Whether a closed microbatch's row is kept in report() (max_rows); prunes passing rows when

@@ -67,6 +67,33 @@ void BoundEventStrings(v1::Event* event) {
   }
 }
 
+void BoundHeaderStrings(v1::TraceHeader* h) {
+  constexpr int kMaxCommand = 64;
+  constexpr int kMaxProbes = 16;
+  for (std::string* str :
+       {h->mutable_host(), h->mutable_agent_version(), h->mutable_gpu(), h->mutable_driver(),
+        h->mutable_cuda(), h->mutable_markers(), h->mutable_cupti()}) {
+    if (str->size() > kMaxStoredString) *str = TruncateUtf8(*str, kMaxStoredString);
+  }
+  if (h->command_size() > kMaxCommand) {
+    h->mutable_command()->DeleteSubrange(kMaxCommand, h->command_size() - kMaxCommand);
+    h->set_command_cut(true);
+  }
+  for (std::string& arg : *h->mutable_command()) {
+    if (arg.size() > kMaxStoredString) {
+      arg = TruncateUtf8(arg, kMaxStoredString);
+      h->set_command_cut(true);
+    }
+  }
+  if (h->probes_size() > kMaxProbes) {
+    h->mutable_probes()->DeleteSubrange(kMaxProbes, h->probes_size() - kMaxProbes);
+  }
+  for (std::string& p : *h->mutable_probes()) {
+    if (p.size() > 64) p = TruncateUtf8(p, 64);
+  }
+  if (h->probe_mode().size() > 64) h->set_probe_mode(TruncateUtf8(h->probe_mode(), 64));
+}
+
 std::string PassName(v1::Pass pass) {
   switch (pass) {
     case v1::FORWARD:

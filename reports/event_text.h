@@ -26,6 +26,9 @@ std::string TruncateUtf8(std::string_view s, size_t max_bytes);
 std::string Printable(std::string_view s, size_t max_bytes = kMaxStoredString);
 // Cuts the strings an event carries (detail, module) to kMaxStoredString.
 void BoundEventStrings(v1::Event* event);
+// Cuts a header's strings to kMaxStoredString (its probe names and mode to 64), its command to 64
+// arguments (command_cut when it cut any) and its probes to 16.
+void BoundHeaderStrings(v1::TraceHeader* header);
 
 std::string PassName(v1::Pass pass);  // "forward", "backward", "-"
 // "kernel", "nvtx", "model", "runtime", "te-call", "python-hook" (the agent's probe names for the
