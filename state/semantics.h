@@ -16,9 +16,10 @@ namespace fp8audit::state {
 class Semantics;
 namespace internal {
 constexpr Semantics SemanticsAt(size_t index);
-constexpr size_t BuiltinIndex(const SemanticsRules* rules) {
+// By name: comparing the rules' addresses is not a constant expression under GCC's sanitizers.
+constexpr size_t BuiltinIndex(std::string_view name) {
   size_t i = 0;
-  while (i < std::size(kBuiltinSemantics) && kBuiltinSemantics[i].rules != rules) ++i;
+  while (i < std::size(kBuiltinSemantics) && kBuiltinSemantics[i].name != name) ++i;
   return i;
 }
 }  // namespace internal
@@ -42,9 +43,9 @@ class Semantics {
   constexpr explicit Semantics(size_t index) : index_(static_cast<uint8_t>(index)) {}
   uint8_t index_;
 };
-inline constexpr Semantics Semantics::kFixed{internal::BuiltinIndex(&kFixedRules)};
-inline constexpr Semantics Semantics::kTeLegacy{internal::BuiltinIndex(&kTe172bd93Rules)};
-inline constexpr Semantics Semantics::kTe220{internal::BuiltinIndex(&kTe220Rules)};
+inline constexpr Semantics Semantics::kFixed{internal::BuiltinIndex("fixed")};
+inline constexpr Semantics Semantics::kTeLegacy{internal::BuiltinIndex("te-172bd93")};
+inline constexpr Semantics Semantics::kTe220{internal::BuiltinIndex("te-2.20")};
 
 namespace internal {
 constexpr Semantics SemanticsAt(size_t index) { return Semantics(index); }
