@@ -400,7 +400,8 @@ AttachResult AttachKernelProbe(const KernelProbeHost& host, bool from_driver, st
     *why = "already attempted";
     return AttachResult::kUnavailable;
   }
-  auto* loader = new CuptiLoader();  // never freed: the probe calls its tables
+  // Never freed (the probe calls its tables), and held by a static even when loading fails.
+  static CuptiLoader* const loader = new CuptiLoader();
   const bool loaded = loader->Load(from_driver, why);
   if (!loader->cupti_path().empty() && host.cupti_opened) {
     host.cupti_opened(loader->cupti_path(), loader->cupti_api_version());
