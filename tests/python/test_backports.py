@@ -10,10 +10,9 @@ import pytest
 import te_fix
 from conftest import STANDIN
 from fp8audit.te import _targets, releases
-from te_layouts import LAYOUTS, cpu_layouts
+from te_layouts import cpu_layouts
+from test_layouts import SMALL, assert_patched_rows, run
 
-SMALL = ["--standin", "--hidden", "16", "--tokens", "16", "--microbatches", "3", "--steps", "2",
-         "--verify"]
 CPU_LAYOUTS = cpu_layouts()
 VERSION = "2.19.0+standin"
 
@@ -32,11 +31,6 @@ def te_2_19(monkeypatch):
     releases.unregister(VERSION)
 
 
-def run(capsys, *args):
-    assert te_fix.main(SMALL + list(args)) == 0
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-
-
 def test_unpatched_eval_modules_find_no_stash_in_their_recompute_as_te_2_19_does(te_2_19):
     import torch
     import transformer_engine.pytorch as te
@@ -52,17 +46,7 @@ def test_unpatched_eval_modules_find_no_stash_in_their_recompute_as_te_2_19_does
 @pytest.mark.parametrize("name", CPU_LAYOUTS)
 def test_patched_with_the_backports_every_layout_updates_once_and_equals_its_twin(
         name, te_2_19, capsys):
-    lines = run(capsys, "--layout", name, "--mode", "patched")
-    layout = LAYOUTS[name]
-    rows = [line for line in lines if line["kind"] == "microbatch"]
-    assert len(rows) == 6
-    for row in rows:
-        expected = layout.patched(row["microbatch"]) if layout.patched else (1, 1)
-        assert (row["forward"], row["backward"]) == tuple(expected), row
-        assert row["stash_left"] == 0, row
-        if layout.twin_comparable:
-            assert row["state_equal"] and row["loss_equal"], row
-            assert row["x_grad_equal"] and row["grads_equal"], row
+    assert_patched_rows(run(capsys, "--layout", name, "--mode", "patched"), name)
 
 
 def test_without_the_backports_the_fix_cannot_recompute_an_eval_module(monkeypatch):
