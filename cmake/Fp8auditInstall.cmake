@@ -65,7 +65,7 @@ set(_inc include/fp8audit)  # one include root: #include "runtime/modules.h", "f
 set(_cmake_dir lib/cmake/fp8audit)
 
 # The static libraries the runtime is made of, exported as fp8audit::<name>.
-set(_exported fp8audit_runtime fp8audit_state fp8audit_proto fp8audit_kernels_ref)
+set(_exported fp8audit_runtime fp8audit_state fp8audit_proto fp8audit_vocabulary fp8audit_kernels_ref)
 foreach(t fp8audit_kernels_cuda fp8audit_nvtx_events)
   get_target_property(_links fp8audit_runtime LINK_LIBRARIES)
   if(TARGET ${t} AND "${t}" IN_LIST _links)

@@ -305,8 +305,8 @@ void StateManager::EmitLocked(const state::ModelEvent& e) {
   // Without an NVTX tool the domain is null and every mark a no-op: format nothing.
   if (!options_.nvtx || nv::Domain() == nullptr) return;
   const auto kind = e.checkpoint_kind == state::CheckpointKind::kReentrant
-                        ? nv::CheckpointKind::kReentrant
-                        : nv::CheckpointKind::kNonReentrant;
+                        ? CheckpointKind::kReentrant
+                        : CheckpointKind::kNonReentrant;
   const char* name = e.module < modules_.size() ? modules_[e.module].name.c_str() : "";
   switch (e.kind) {
     case v1::AUTOCAST_ENTER:

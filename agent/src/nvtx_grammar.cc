@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "fp8audit/vocabulary_proto.h"
+
 namespace fp8audit::agent {
 namespace {
 
@@ -67,8 +69,7 @@ bool ParseStructuredMessage(std::string_view message, v1::Event* event) {
     } else if (key == "phase" && ParseU64(value, &n) && n <= UINT32_MAX) {
       event->set_checkpoint_phase(static_cast<uint32_t>(n));
     } else if (key == "kind") {
-      if (value == "reentrant") event->set_checkpoint_kind(v1::REENTRANT);
-      if (value == "non_reentrant") event->set_checkpoint_kind(v1::NON_REENTRANT);
+      if (const auto kind = ParseCheckpointKind(value)) event->set_checkpoint_kind(ToProto(*kind));
     } else if (key == "module") {
       event->set_module(std::string(value));
     } else if (key == "failed") {

@@ -9,7 +9,8 @@
 //            | module.forward | module.backward | update.forward | update.backward | update
 //            | stash.push | stash.pop | exception
 //   key     := depth (uint) | frame (uint) | phase (uint: 1 original forward, 2 recompute)
-//            | kind (reentrant | non_reentrant) | module (text without spaces) | failed (0 | 1)
+//            | kind (reentrant | non-reentrant; non_reentrant is read too) | module (text
+//              without spaces) | failed (0 | 1)
 //            | count (uint, multiplicity) | pass (forward | backward)
 //
 // e.g. "checkpoint.enter frame=3 phase=2 kind=reentrant", "update.forward", "stash.pop
@@ -29,14 +30,14 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "fp8audit/vocabulary.h"
+
 namespace fp8audit::nvtx {
 
 inline constexpr char kDomainName[] = "fp8audit";
 inline constexpr char kMicrobatchRange[] = "fp8audit.microbatch";
 inline constexpr char kStepMark[] = "fp8audit.step";
 inline constexpr std::size_t kMaxMessage = 120;  // the agent keeps this many bytes of a message
-
-enum class CheckpointKind { kReentrant, kNonReentrant };
 
 // A formatted message, held by value (no allocation).
 struct Message {
@@ -55,10 +56,6 @@ inline void AppendToken(Message* out, const char* value) {
     out->text[n++] = (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '=') ? '_' : c;
   }
   out->text[n] = '\0';
-}
-
-inline const char* KindName(CheckpointKind kind) {
-  return kind == CheckpointKind::kNonReentrant ? "non_reentrant" : "reentrant";
 }
 
 inline Message Printf(const char* event, const char* tail) {
@@ -86,7 +83,7 @@ inline Message FormatCheckpoint(bool enter, uint64_t frame, uint32_t phase, Chec
   Message m;
   std::snprintf(m.text, sizeof(m.text), "checkpoint.%s frame=%llu phase=%u kind=%s%s",
                 enter ? "enter" : "exit", static_cast<unsigned long long>(frame), phase,
-                detail::KindName(kind), failed ? " failed=1" : "");
+                CheckpointKindName(kind).data(), failed ? " failed=1" : "");
   return m;
 }
 inline Message FormatModule(bool forward, const char* module) {

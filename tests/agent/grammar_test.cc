@@ -16,16 +16,27 @@ v1::Event Parse(const ev::Message& m) {
   return e;
 }
 
+TEST(AgentGrammar, CheckpointKindReadsBothSpellingsOfNonReentrant) {
+  EXPECT_STREQ(ev::FormatCheckpoint(true, 1, 1, fp8audit::CheckpointKind::kNonReentrant).c_str(),
+               "checkpoint.enter frame=1 phase=1 kind=non-reentrant");
+  v1::Event e;
+  ASSERT_TRUE(ParseStructuredMessage("checkpoint.enter frame=1 phase=1 kind=non_reentrant", &e));
+  EXPECT_EQ(e.checkpoint_kind(), v1::NON_REENTRANT);
+  e.Clear();
+  ASSERT_TRUE(ParseStructuredMessage("checkpoint.enter frame=1 phase=1 kind=sideways", &e));
+  EXPECT_EQ(e.checkpoint_kind(), v1::CHECKPOINT_KIND_UNSPECIFIED);
+}
+
 TEST(AgentGrammar, EmitterMessagesRoundTrip) {
-  EXPECT_STREQ(ev::FormatCheckpoint(true, 3, 2, ev::CheckpointKind::kReentrant).c_str(),
+  EXPECT_STREQ(ev::FormatCheckpoint(true, 3, 2, fp8audit::CheckpointKind::kReentrant).c_str(),
                "checkpoint.enter frame=3 phase=2 kind=reentrant");
-  v1::Event e = Parse(ev::FormatCheckpoint(true, 3, 2, ev::CheckpointKind::kReentrant));
+  v1::Event e = Parse(ev::FormatCheckpoint(true, 3, 2, fp8audit::CheckpointKind::kReentrant));
   EXPECT_EQ(e.kind(), v1::CHECKPOINT_ENTER);
   EXPECT_EQ(e.frame(), 3u);
   EXPECT_EQ(e.checkpoint_phase(), 2u);
   EXPECT_EQ(e.checkpoint_kind(), v1::REENTRANT);
 
-  e = Parse(ev::FormatCheckpoint(false, 7, 1, ev::CheckpointKind::kNonReentrant, true));
+  e = Parse(ev::FormatCheckpoint(false, 7, 1, fp8audit::CheckpointKind::kNonReentrant, true));
   EXPECT_EQ(e.kind(), v1::CHECKPOINT_EXIT);
   EXPECT_EQ(e.checkpoint_kind(), v1::NON_REENTRANT);
   EXPECT_TRUE(e.failed());

@@ -44,15 +44,15 @@ void BasicMicrobatches() {
   nvtxRangePushA(ev::kMicrobatchRange);
   ev::AutocastEnter(1);
   ev::ModuleForward("fc1");
-  ev::CheckpointEnter(1, 1, ev::CheckpointKind::kReentrant);
+  ev::CheckpointEnter(1, 1, fp8audit::CheckpointKind::kReentrant);
   ev::StashPush("fc1", 1);
-  ev::CheckpointExit(1, 1, ev::CheckpointKind::kReentrant);
+  ev::CheckpointExit(1, 1, fp8audit::CheckpointKind::kReentrant);
   ev::AutocastExit(0);
   ev::UpdateForward();
   OnAutogradThread([] {
-    ev::CheckpointEnter(1, 2, ev::CheckpointKind::kReentrant);
+    ev::CheckpointEnter(1, 2, fp8audit::CheckpointKind::kReentrant);
     ev::StashPop("fc1", 1);
-    ev::CheckpointExit(1, 2, ev::CheckpointKind::kReentrant);
+    ev::CheckpointExit(1, 2, fp8audit::CheckpointKind::kReentrant);
     ev::ModuleBackward("fc1");
     ev::UpdateBackward();
   });
