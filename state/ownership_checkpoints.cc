@@ -42,6 +42,7 @@ CheckpointEntry OwnershipModel::CheckpointEnter(CheckpointKind kind, bool inputs
     } else {
       // distributed.py:264-269 — activation_recompute_forward(True, False).__enter__.
       region_ = true;
+      region_fp8_ = enabled_;
       phase2_ = false;
       queue_.push_back({first_, origin_});
     }
@@ -145,6 +146,7 @@ bool OwnershipModel::RecomputeEnter(uint32_t frame, bool inject_entry_failure, b
     // distributed.py:264-271 — activation_recompute_forward(True, True) pops the first entry of
     // the process-wide list (FIFO), whichever checkpoint pushed it.
     region_ = true;
+    region_fp8_ = enabled_;
     phase2_ = true;
     if (queue_.empty()) {
       Violate(v1::Violation::UNKNOWN_FRAME,

@@ -364,9 +364,11 @@ void OwnershipModel::DequeStash(const ModuleInfo& module) {
   }
   // base.py:1618, :1635-1636 — otherwise self.fp8 follows the global state, and only a training
   // module inside a recompute region stashes. 2.20.2 base.py:1635: any module, training or not.
+  // 2.17.1 base.py:1524 — before PR #3284 the region counts only where FP8 was on at its entry.
   module_fp8_[m] = enabled_;
   const bool stashes = module.training || rules_.eval_modules_stash;
-  if (stashes && region_ && enabled_ && delayed_) {
+  const bool in_region = region_ && (region_fp8_ || !rules_.stash_needs_fp8_at_region_entry);
+  if (stashes && in_region && enabled_ && delayed_) {
     ++legacy_stash_[m];
     Emit(v1::STASH_PUSH, m, active_.empty() ? 0 : active_.back());
   }

@@ -1,6 +1,6 @@
 // The one registration point of the ownership semantics: each row names a semantics, its aliases,
 // the Transformer Engine releases it models and its rules. Adding a release's semantics is one new
-// header with its SemanticsRules (state/semantics_te_2_20.h is the example) and one row here;
+// header with its SemanticsRules (state/semantics_te_2_17.h is the example) and one row here;
 // names and aliases are declared nowhere else (semantics.h derives every lookup and the list of
 // names from this table). Header-only, so that code that only resolves names (reports/) needs no
 // library.
@@ -11,6 +11,7 @@
 #include "state/semantics_fixed.h"
 #include "state/semantics_rules.h"
 #include "state/semantics_te_172bd93.h"
+#include "state/semantics_te_2_17.h"
 #include "state/semantics_te_2_20.h"
 
 namespace fp8audit::state {
@@ -30,6 +31,8 @@ inline constexpr SemanticsEntry kBuiltinSemantics[] = {
     {"te-2.20", "", "2.20", &kTe220Rules},
     // 2.19.0 differs from 2.20.2 exactly where te-2.20 differs from te-172bd93 (SEMANTICS.md).
     {"te-172bd93", "te-2.19, te-legacy", "2.19", &kTe172bd93Rules},
+    // 2.16.0-2.18.0 differ from 2.19.0 in ownership only by TE's PR #3284 (SEMANTICS.md).
+    {"te-2.17", "te-2.16, te-2.18", "2.16, 2.17, 2.18", &kTe217Rules},
 };
 
 }  // namespace fp8audit::state

@@ -1,8 +1,8 @@
 // SemanticsRules: the decisions in which one ownership semantics differs from another. The engine
 // (OwnershipModel) holds the state and asks these at each transition; each semantics is one
-// constant of this type in its own header (semantics_fixed.h, semantics_te_172bd93.h,
-// semantics_te_2_20.h), registered by name in semantics_registry.h. Each field says what `true`
-// means; SEMANTICS.md states the semantics rule by rule.
+// constant of this type in its own header (semantics_fixed.h, semantics_te_2_17.h,
+// semantics_te_172bd93.h, semantics_te_2_20.h), registered by name in semantics_registry.h. Each
+// field says what `true` means; SEMANTICS.md states the semantics rule by rule.
 #pragma once
 
 namespace fp8audit::state {
@@ -44,6 +44,11 @@ struct SemanticsRules {
   bool grouped_linear_restores_flag = false;
   // A module in eval mode stashes recompute metadata like a training one.
   bool eval_modules_stash = false;
+  // A module stashes inside a recompute region only when FP8 was enabled where the region opened:
+  // a module under an autocast opened inside the checkpointed callable stashes nothing, and its
+  // recompute finds no stash. false: the region is tracked apart from FP8, and a module stashes
+  // where FP8 is enabled when it runs.
+  bool stash_needs_fp8_at_region_entry = false;
 
   // ---- checkpoints ----
   // A checkpoint entered with autograd disabled runs its callable directly (no frame, no stash).
