@@ -60,8 +60,11 @@ def reset_te(te: Any) -> None:
     manager = sys.modules[te.__name__ + ".quantization"].FP8GlobalStateManager
     manager.reset()
     distributed.activation_recompute_forward._is_first_fp8_module.clear()
-    distributed._IN_ACTIVATION_RECOMPUTE_REGION = False
-    distributed._ACTIVATION_RECOMPUTE_PHASE = False
+    from fp8audit.te import releases
+
+    for name in releases.RECOMPUTE_GLOBALS + releases.RECOMPUTE_GLOBALS_BEFORE_PR_3284:
+        if hasattr(distributed, name):  # the release's names (renamed in TE 2.19)
+            setattr(distributed, name, False)
 
 
 def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpointing: bool,

@@ -84,16 +84,29 @@ def predict(layout: str, semantics: str, n: int, backward: str) -> List[Counts]:
 Effects = Tuple[int, int, int, int]  # harmful forward, backward; wasted forward, backward
 
 
-def model_effects(fp8audit: str, layout: str, n: int, backward: str,
-                  semantics: str = "te-2.20") -> List[dict]:
-    """Per microbatch, the semantics' expected counts and harmful/wasted extra updates
-    (`fp8audit model --format json`)."""
+def model_json(fp8audit: str, layout: str, n: int, backward: str, semantics: str) -> dict:
+    """`fp8audit model --format json` on the layout's scenario."""
     cmd = [fp8audit, "model", str(scenario_path(layout, backward)), "--semantics", semantics,
            "--format", "json", "--microbatches", str(n)]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode not in (0, 3):
         fail(f"{' '.join(cmd)}: exit {run.returncode}: {run.stderr.strip()}")
-    return json.loads(run.stdout)["microbatches"]
+    return json.loads(run.stdout)
+
+
+def model_effects(fp8audit: str, layout: str, n: int, backward: str,
+                  semantics: str = "te-2.20") -> List[dict]:
+    """Per microbatch, the semantics' expected counts and harmful/wasted extra updates."""
+    return model_json(fp8audit, layout, n, backward, semantics)["microbatches"]
+
+
+def model_raise(fp8audit: str, layout: str, n: int, backward: str,
+                semantics: str) -> Optional[int]:
+    """The first microbatch in which the semantics predicts TE raising (STASH_MISSING: a
+    recompute with no stashed metadata), else None."""
+    doc = model_json(fp8audit, layout, n, backward, semantics)
+    hits = [v["microbatch"] for v in doc.get("violations", []) if v["kind"] == "STASH_MISSING"]
+    return min(hits) if hits else None
 
 
 def effects(m: dict) -> Effects:
@@ -211,7 +224,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         te_pa = [(m["forward"], m["backward"]) for m in pa["mbs"]]
         n = max(len(te_un), len(te_pa))
         known = modelled(layout)
-        model_un = predict(layout, args.semantics, n, placement) if te_un and known else []
+        model_un = predict(layout, args.semantics, n, placement)[:len(te_un)] \
+            if te_un and known else []
+        # TE raised in microbatch len(te_un): the model must predict that raise there.
+        raised = un.get("error") and known and args.fp8audit
+        model_raised = model_raise(args.fp8audit, layout, max(n, len(te_un) + 1), placement,
+                                   args.semantics) if raised else None
         model_pa = predict(layout, "fixed", n, placement) if te_pa and known else []
         ag_un = agent_counts.get((placement, layout, "unpatched"))
         ag_pa = agent_counts.get((placement, layout, "patched"))
@@ -244,6 +262,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                        f"{len(differing)} microbatches from {differing[0]}, silent f/b cold f/b "
                        f"there: {', '.join('%d/%d %d/%d' % w for w in why)}")
         agree = ((not te_un or not known or te_un == model_un)
+                 and (not raised or model_raised == len(te_un))
                  and (not te_pa or not known or te_pa == model_pa)
                  and fx_ok
                  and (ag_un is None or cell(ag_un) == cell(te_un))
@@ -254,10 +273,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         agree_cell = "yes" if agree else "NO" if covered else "not covered (noted)"
         disagreements += not agree and covered
         te_un_cell = f"TE raises {un['error'].split(':')[0]}" if un.get("error") else cell(te_un)
+        if un.get("error"):  # counts before the raise, then where the raise came
+            te_un_cell = f"{cell(te_un)}, then {te_un_cell}" if te_un else te_un_cell
+        model_un_cell = cell(model_un) if model_un else "-"
+        if raised:
+            where = "no raise" if model_raised is None else f"raises in microbatch {model_raised}"
+            model_un_cell = f"{model_un_cell}, {where}" if model_un else where
         te_pa_cell = ("refused (NotCovered)" if pa_error == "NotCovered" else
                       f"raises {pa_error}" if pa_error else cell(te_pa))
         print(f"| {placement} | {layout} | {te_un_cell} | "
-              f"{cell(model_un) if known else 'not modelled'} | "
+              f"{model_un_cell if known else 'not modelled'} | "
               f"{cell(ag_un) if ag_un is not None else 'not run'} | {te_pa_cell} | "
               f"{cell(model_pa) if known else 'not modelled'} | {cell(ag_pa) if ag_pa is not None else 'not run'} | "
               f"{stash if stash is not None else '-'} | "

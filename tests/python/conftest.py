@@ -27,8 +27,11 @@ def reset_te() -> None:
 
     FP8GlobalStateManager.reset()
     distributed.activation_recompute_forward._is_first_fp8_module.clear()
-    distributed._IN_ACTIVATION_RECOMPUTE_REGION = False
-    distributed._ACTIVATION_RECOMPUTE_PHASE = False
+    from fp8audit.te import releases
+
+    for name in releases.RECOMPUTE_GLOBALS + releases.RECOMPUTE_GLOBALS_BEFORE_PR_3284:
+        if hasattr(distributed, name):  # the release's names (renamed in TE 2.19)
+            setattr(distributed, name, False)
 
 
 @pytest.fixture(autouse=True)

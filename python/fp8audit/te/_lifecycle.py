@@ -8,6 +8,7 @@ import os
 import threading
 from typing import Any, Dict, Iterator, Optional
 
+from . import releases
 from ._gate import check, te_modules, te_version
 from ._patch import Controller, PatchRefused
 
@@ -16,12 +17,12 @@ _lock = threading.Lock()
 _active: Optional[Controller] = None
 
 
-def _open_scope(mods: Dict[str, Any]) -> Optional[str]:
+def _open_scope(mods: Dict[str, Any], release: releases.Release) -> Optional[str]:
     q, d = mods["quantization"], mods["distributed"]
     depth = q.FP8GlobalStateManager.quantization_state.autocast_depth
     if depth:
         return f"an FP8 autocast is open (depth {depth})"
-    if d._IN_ACTIVATION_RECOMPUTE_REGION or d._ACTIVATION_RECOMPUTE_PHASE:
+    if any(getattr(d, name, False) for name in release.recompute_globals):
         return "a checkpoint (activation recompute region) is open"
     return None
 
@@ -47,7 +48,7 @@ def patch(verify: Optional[bool] = None) -> Controller:
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise PatchRefused(f"fp8audit.te: not patched: {problems[0]}{more}")
-        scope = _open_scope(mods)
+        scope = _open_scope(mods, releases.get(version) or releases.Release(version, {}))
         if scope:
             raise PatchRefused(f"fp8audit.te: not patched: {scope}; patch before training starts")
         controller = Controller(mods, version, bool(verify))
@@ -64,7 +65,7 @@ def unpatch() -> bool:
     with _lock:
         if _active is None:
             return False
-        scope = _open_scope(_active.mods) or (
+        scope = _open_scope(_active.mods, _active.release) or (
             "a checkpoint frame or recompute is open" if _active.model.open_frames else None) or (
             f"{len(_active.pending)} checkpoint(s) await their recompute (run backward first)"
             if _active.pending else None)

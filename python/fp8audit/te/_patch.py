@@ -30,7 +30,7 @@ import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from . import _megatron_ckpt, _targets, _torch_ckpt, releases
+from . import _megatron_ckpt, _megatron_graphs, _targets, _torch_ckpt, releases
 from ._gate import resolve as _resolve
 from ._backports import Backports
 from ._model import Model
@@ -86,16 +86,19 @@ class PatchRefused(RuntimeError):
 
 class NotCovered(RuntimeError):
     """The job does something the fix does not cover (a checkpoint inside a CUDA-graphed
-    callable); raised before that part runs, with one line saying what to do."""
+    callable, a te.ops fuser recomputed under a checkpoint); raised before that part runs, with
+    one line saying what to do."""
 
 
 GRAPH_CHECKPOINT = ("fp8audit.te: a checkpoint inside a CUDA-graphed callable "
                     "(te.make_graphed_callables) is not covered by the fix; TE alone updates once "
                     "per microbatch there (tests/live_te/RESULTS.md): run this job without "
                     "--fix-te / fp8audit.te.patch()")
-OPS_RECOMPUTE = ("fp8audit.te: a te.ops fuser recomputed under a checkpoint asks for the "
-                 "first-module flag only in its recompute, so neither TE nor the fix runs its "
-                 "backward update (not covered: python/README.md)")
+OPS_RECOMPUTE = ("fp8audit.te: a te.ops fuser recomputed under a checkpoint is not covered by the "
+                 "fix (it asks for the first-module flag only in its recompute, so its backward "
+                 "update is lost with TE's own ownership too: tests/live_te/RESULTS.md); run this "
+                 "job without --fix-te / fp8audit.te.patch(), or checkpoint te.Linear modules "
+                 "instead of te.ops")
 
 
 class VerifyError(AssertionError):
@@ -131,16 +134,16 @@ class Controller:
         self.owners = 0  # ownerships granted whose backward update has not run yet
         self.pending: set = set()  # frames (with a known graph) whose recompute has not run
         self.violations: List[str] = []
-        self.ops_noted = False  # OPS_RECOMPUTE said once
         self.originals: List[Tuple[Any, str, Any]] = []
         self.state_class: Any = None
         self.owned_class: Any = None
         self.counts = {"forward": 0, "backward": 0}
         self.torch_routing: Optional[_torch_ckpt.Routing] = None
         self.megatron_routing = _megatron_ckpt.MegatronRouting(self)
+        self.megatron_graphs = _megatron_graphs.MegatronGraphs(NotCovered)
         release = releases.get(version)
-        self.backports = Backports(mods, release if release is not None else
-                                   releases.Release(version, {}))
+        self.release = release if release is not None else releases.Release(version, {})
+        self.backports = Backports(mods, self.release)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -168,15 +171,15 @@ class Controller:
 
     def sync_globals(self) -> None:
         dist = self.mods["distributed"]
-        dist._IN_ACTIVATION_RECOMPUTE_REGION = self.model.recompute_region
-        dist._ACTIVATION_RECOMPUTE_PHASE = self.model.recompute_phase
-        self._globals = (dist._IN_ACTIVATION_RECOMPUTE_REGION, dist._ACTIVATION_RECOMPUTE_PHASE)
+        region, phase = self.release.recompute_globals
+        setattr(dist, region, self.model.recompute_region)
+        setattr(dist, phase, self.model.recompute_phase)
 
     def check_globals(self) -> None:
         if not self.verify:
             return
         dist = self.mods["distributed"]
-        now = (dist._IN_ACTIVATION_RECOMPUTE_REGION, dist._ACTIVATION_RECOMPUTE_PHASE)
+        now = tuple(getattr(dist, name) for name in self.release.recompute_globals)
         if now != (self.model.recompute_region, self.model.recompute_phase):
             self.problem(f"TE's recompute globals (region, phase) are {now}, the model's "
                          f"{(self.model.recompute_region, self.model.recompute_phase)}")
@@ -264,6 +267,7 @@ class Controller:
         def p_autocast_enter(cls, enabled=False, calibrating=False, fp8_recipe=None,
                              fp8_group=None, _graph=False):
             c.megatron_routing.adopt()  # Megatron's random.py completes after TE's import
+            c.megatron_graphs.adopt()
             autocast_enter(cls, enabled, calibrating, fp8_recipe, fp8_group, _graph)
             recipe = cls.quantization_state.fp8_recipe
             # A custom recipe may carry DelayedScaling requests (TE keeps global buffers for
@@ -288,10 +292,9 @@ class Controller:
         def p_is_first_fp8_module(cls):
             if c.tls.replay is not None:
                 return c.tls.replay
-            if not c.ops_noted and c.model.recompute_phase and sys._getframe(1).f_globals.get(
+            if c.model.recompute_phase and sys._getframe(1).f_globals.get(
                     "__name__", "").startswith(f"{_targets.PACKAGE}.ops."):
-                c.ops_noted = True
-                print(OPS_RECOMPUTE, file=sys.stderr, flush=True)
+                raise NotCovered(OPS_RECOMPUTE)  # before the fuser's backward runs
             # TE asks only where a backward node exists (grad was on at the module's entry; a
             # custom Function's forward itself runs with grad off).
             with c.lock:
@@ -561,10 +564,12 @@ class Controller:
             print(f"fp8audit.te: torch.utils.checkpoint left alone ({reason}): TE modules it "
                   "recomputes may run without FP8", file=sys.stderr)
         self.megatron_routing.adopt()
+        self.megatron_graphs.adopt()
 
     def remove(self) -> None:
         self.backports.remove()
         self.megatron_routing.remove()
+        self.megatron_graphs.remove()
         if self.torch_routing is not None:
             self.torch_routing.remove()
             self.torch_routing = None

@@ -17,6 +17,14 @@ EVAL_MODULE_STASH = "eval-module-stash"  # prepare_forward stashes whatever the 
 INELIGIBLE_CHECKPOINT = "ineligible-checkpoint"  # a checkpoint no input of which needs grad
 BACKPORTS = (EVAL_MODULE_STASH, INELIGIBLE_CHECKPOINT)  # opens no recompute frame
 
+# The names of TE's two recompute globals in distributed.py, (region, phase), which the patch sets
+# as its model decides: TE's PR #3284 (in 2.19) renamed them. Before it the first was set to
+# `region and is_fp8_enabled()` at the region's entry; the patch sets it to the region alone, the
+# same wherever TE reads it (every reader also requires FP8: releases/te_2_17_1.py).
+RECOMPUTE_GLOBALS = ("_IN_ACTIVATION_RECOMPUTE_REGION", "_ACTIVATION_RECOMPUTE_PHASE")
+RECOMPUTE_GLOBALS_BEFORE_PR_3284 = ("_FP8_ACTIVATION_RECOMPUTE_ENABLED",
+                                    "_FP8_ACTIVATION_RECOMPUTE_PHASE")
+
 
 @dataclass(frozen=True)
 class Release:
@@ -26,14 +34,18 @@ class Release:
     version: str
     fingerprints: Mapping[str, str]
     backports: Tuple[str, ...] = field(default=())
+    recompute_globals: Tuple[str, str] = RECOMPUTE_GLOBALS
 
     def __post_init__(self) -> None:
         unknown = [b for b in self.backports if b not in BACKPORTS]
         if unknown:
             raise ValueError(f"release {self.version}: unknown backports {unknown}")
+        if self.recompute_globals not in (RECOMPUTE_GLOBALS, RECOMPUTE_GLOBALS_BEFORE_PR_3284):
+            raise ValueError(f"release {self.version}: unknown recompute globals "
+                             f"{self.recompute_globals}")
 
 
-_MODULES = ("te_2_19_0", "te_2_20_2")
+_MODULES = ("te_2_17_1", "te_2_19_0", "te_2_20_2")
 _REGISTRY: Dict[str, Release] = {}
 
 
@@ -66,7 +78,8 @@ def unregister(version: str) -> None:
     _load().pop(version, None)
 
 
-def register_source_tree(version: str, package_dir: Any, backports: Tuple[str, ...] = ()) -> Release:
+def register_source_tree(version: str, package_dir: Any, backports: Tuple[str, ...] = (),
+                         recompute_globals: Tuple[str, str] = RECOMPUTE_GLOBALS) -> Release:
     """Registers `version` with the fingerprints read from a source tree (the directory
     transformer_engine/pytorch; targets it lacks are left out): the CPU stand-in of TE in tests."""
     from pathlib import Path
@@ -74,6 +87,7 @@ def register_source_tree(version: str, package_dir: Any, backports: Tuple[str, .
     from .. import _fingerprint, _targets
 
     found = _fingerprint.of_source_tree(Path(package_dir), _targets.TARGETS)
-    release = Release(version, {k: v for k, v in found.items() if v is not None}, backports)
+    release = Release(version, {k: v for k, v in found.items() if v is not None}, backports,
+                      recompute_globals)
     register(release)
     return release

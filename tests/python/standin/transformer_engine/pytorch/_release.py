@@ -1,6 +1,11 @@
 """Which TE release's behaviour the stand-in follows where releases differ (set by tests).
 BEFORE_PR_3394: TE 2.19's stash pairing, before PR #3394 (TE 2.20): prepare_forward stashes for
 recompute only in training mode, and a reentrant checkpoint entered without grad, or none of
-whose inputs needs grad, still opens a recompute frame."""
+whose inputs needs grad, still opens a recompute frame.
+BEFORE_PR_3284: TE 2.17's recompute globals, before PR #3284 (TE 2.19), with BEFORE_PR_3394:
+`_FP8_ACTIVATION_RECOMPUTE_ENABLED` is set at the region's entry to `region and FP8 enabled`
+(so a module under an autocast opened inside the checkpointed callable stashes nothing), beside
+`_FP8_ACTIVATION_RECOMPUTE_PHASE`."""
 
 BEFORE_PR_3394 = False
+BEFORE_PR_3284 = False

@@ -14,6 +14,9 @@ from .quantization import FP8GlobalStateManager, autocast
 _USE_REENTRANT_ACTIVATION_RECOMPUTE = True
 _IN_ACTIVATION_RECOMPUTE_REGION = False
 _ACTIVATION_RECOMPUTE_PHASE = False
+# _release.BEFORE_PR_3284: the globals by their earlier names, the first set at the region's entry.
+_FP8_ACTIVATION_RECOMPUTE_ENABLED = False
+_FP8_ACTIVATION_RECOMPUTE_PHASE = False
 
 
 class activation_recompute_forward(AbstractContextManager, ContextDecorator):
@@ -26,8 +29,14 @@ class activation_recompute_forward(AbstractContextManager, ContextDecorator):
 
     def __enter__(self):
         global _IN_ACTIVATION_RECOMPUTE_REGION, _ACTIVATION_RECOMPUTE_PHASE
-        _IN_ACTIVATION_RECOMPUTE_REGION = self.activation_recompute
-        _ACTIVATION_RECOMPUTE_PHASE = self.recompute_phase
+        global _FP8_ACTIVATION_RECOMPUTE_ENABLED, _FP8_ACTIVATION_RECOMPUTE_PHASE
+        if _release.BEFORE_PR_3284:
+            _FP8_ACTIVATION_RECOMPUTE_ENABLED = (self.activation_recompute
+                                                 and FP8GlobalStateManager.is_fp8_enabled())
+            _FP8_ACTIVATION_RECOMPUTE_PHASE = self.recompute_phase
+        else:
+            _IN_ACTIVATION_RECOMPUTE_REGION = self.activation_recompute
+            _ACTIVATION_RECOMPUTE_PHASE = self.recompute_phase
         qstate = FP8GlobalStateManager.quantization_state
         if self.activation_recompute and not self.recompute_phase:
             activation_recompute_forward._is_first_fp8_module.append(qstate.is_first_fp8_module)
@@ -36,15 +45,20 @@ class activation_recompute_forward(AbstractContextManager, ContextDecorator):
 
     def __exit__(self, *exc_details):
         global _IN_ACTIVATION_RECOMPUTE_REGION, _ACTIVATION_RECOMPUTE_PHASE
-        _IN_ACTIVATION_RECOMPUTE_REGION = False
-        _ACTIVATION_RECOMPUTE_PHASE = False
+        global _FP8_ACTIVATION_RECOMPUTE_ENABLED, _FP8_ACTIVATION_RECOMPUTE_PHASE
+        _IN_ACTIVATION_RECOMPUTE_REGION = _FP8_ACTIVATION_RECOMPUTE_ENABLED = False
+        _ACTIVATION_RECOMPUTE_PHASE = _FP8_ACTIVATION_RECOMPUTE_PHASE = False
 
 
 def is_fp8_activation_recompute_enabled() -> bool:
+    if _release.BEFORE_PR_3284:
+        return _FP8_ACTIVATION_RECOMPUTE_ENABLED
     return _IN_ACTIVATION_RECOMPUTE_REGION and FP8GlobalStateManager.is_fp8_enabled()
 
 
 def in_fp8_activation_recompute_phase() -> bool:
+    if _release.BEFORE_PR_3284:
+        return _FP8_ACTIVATION_RECOMPUTE_PHASE
     return _ACTIVATION_RECOMPUTE_PHASE
 
 
