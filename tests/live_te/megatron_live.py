@@ -63,6 +63,13 @@ ROWS: Dict[str, Dict[str, Any]] = {
                                recompute_modules=["shared_experts"]),
     "moe-full-uniform": dict(moe=True, recompute_granularity="full", recompute_method="uniform",
                              recompute_num_layers=1),
+    # Megatron's own per-layer CUDA graphs ("local"): its schedule captures each layer after the
+    # first step and replays it after; each layer's backward replay calls TE's
+    # reduce_and_update_fp8_tensors(forward=False) itself (cuda_graphs.py). Megatron refuses full
+    # recompute there (only with full-iteration graphs); selective recompute runs inside a graph.
+    "cuda-graph-local": dict(cuda_graph_impl="local", steps=4),
+    "cuda-graph-local-selective-mlp": dict(cuda_graph_impl="local", recompute_granularity="selective",
+                                           recompute_modules=["mlp"], steps=4),
 }
 
 
@@ -102,6 +109,7 @@ def build_model(args, row: Dict[str, Any], seed: int):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     overrides = dict(row)
+    overrides.pop("steps", None)
     attention = AttnBackend[overrides.pop("attention", "unfused")]
     moe = overrides.pop("moe", False)
     shared = overrides.pop("shared", False)
@@ -210,12 +218,13 @@ def train(args, row: Dict[str, Any], counter: Any, manager: Any, te: Any, *,
     counter.take()
     model = model if given else build_model(args, row, args.seed)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    data = batches(args, args.seed, args.steps * args.microbatches)
+    steps = max(args.steps, row.get("steps", 0))  # a CUDA-graph row: capture, then replays
+    data = batches(args, args.seed, steps * args.microbatches)
     mb = Microbatches(counter, manager, args.markers)
     fb = get_forward_backward_func()
     states, step_grads, errors, seconds = [], [], [], []
     it = iter(data)
-    for step in range(args.steps):
+    for step in range(steps):
         torch.cuda.synchronize()
         start = time.perf_counter()
         try:
