@@ -794,9 +794,9 @@ TEST(AuditorProbes, SemanticsComeFromTheTeVersionThePatchOrTheUser) {
   EXPECT_EQ(r.recording().semantics_from(), "te_version");
 
   TraceBuilder unknown;
-  unknown.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.17.1");
+  unknown.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.15.0");
   r = audit(unknown, "");
-  EXPECT_EQ(r.recording().te_version(), "2.17.1");
+  EXPECT_EQ(r.recording().te_version(), "2.15.0");
   EXPECT_EQ(r.recording().semantics(), "");
   EXPECT_FALSE(Contains(AllExplanations(r.microbatches(0)), "model semantics"));
 }

@@ -461,7 +461,7 @@ TEST(SemanticsNames, EveryNameParsesAndTeLegacyAndTe219AreAliasesOfTheCommit) {
   EXPECT_EQ(ParseSemantics("te-172bd93"), Semantics::kTeLegacy);
   EXPECT_EQ(ParseSemantics("te-legacy"), Semantics::kTeLegacy);
   EXPECT_EQ(ParseSemantics("te-2.19"), Semantics::kTeLegacy);
-  EXPECT_FALSE(ParseSemantics("te-2.17"));
+  EXPECT_FALSE(ParseSemantics("te-2.15"));
   for (Semantics s : {Semantics::kFixed, Semantics::kTeLegacy, Semantics::kTe220}) {
     EXPECT_EQ(ParseSemantics(SemanticsName(s)), s);
   }
@@ -474,7 +474,7 @@ TEST(SemanticsNames, TeVersionsMapToTheirRelease) {
   EXPECT_EQ(SemanticsForTeVersion("2.19.0"), Semantics::kTeLegacy);
   EXPECT_EQ(ParseSemantics("te-2.19"), Semantics::kTeLegacy);
   EXPECT_FALSE(SemanticsForTeVersion("2.1.9"));
-  EXPECT_FALSE(SemanticsForTeVersion("2.17.1"));
+  EXPECT_FALSE(SemanticsForTeVersion("2.15.0"));
   EXPECT_FALSE(SemanticsForTeVersion("2.2.0"));
   EXPECT_FALSE(SemanticsForTeVersion("2.21.0"));
   EXPECT_FALSE(SemanticsForTeVersion(""));
