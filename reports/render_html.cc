@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fp8audit/vocabulary_proto.h"
 #include "reports/event_text.h"
 #include "reports/html_chart.h"
 #include "reports/ranks.h"
@@ -273,7 +274,7 @@ void EventTable(const google::protobuf::RepeatedPtrField<v1::Event>& events, uin
       phase = "frame " + Num(e.frame());
       if (e.checkpoint_phase() != 0) phase += " " + PhaseName(e.checkpoint_phase());
       if (e.kind() == v1::CHECKPOINT_ENTER || e.kind() == v1::CHECKPOINT_EXIT) {
-        phase += " " + CheckpointKindName(e.checkpoint_kind());
+        phase += " " + std::string(CheckpointKindName(FromProto(e.checkpoint_kind())));
       }
     } else if (e.checkpoint_phase() != 0) {
       phase = PhaseName(e.checkpoint_phase());
