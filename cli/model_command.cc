@@ -1,11 +1,12 @@
 // `fp8audit model`: predicts FP8 state updates per microbatch for a scenario or a generated
-// checkpointing layout, under the fixed or Transformer Engine's current semantics.
+// checkpointing layout, under one ownership semantics (fixed, or a Transformer Engine release's).
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +32,7 @@ struct ModelFlags {
   std::string format = "text";
   uint32_t layers = 0;
   uint32_t linears_per_layer = 1;
-  std::string checkpoint = "none";
+  std::string checkpoint{state::kNoCheckpointName};
   std::string segments = "per-layer";
   bool eval = false;
   std::string backward = "after";
@@ -50,7 +51,7 @@ state::ModelRequest ToRequest(const ModelFlags& f) {
   if (f.scenarios.empty()) {
     request.layout.layers = f.layers;
     request.layout.linears_per_layer = f.linears_per_layer;
-    request.layout.checkpoint = *state::ParseCheckpointMode(f.checkpoint);
+    state::ParseLayoutCheckpoint(f.checkpoint, &request.layout.checkpoint);
     request.layout.segments = *state::ParseSegments(f.segments);
     request.layout.eval = f.eval;
     request.layout.backward_inside_autocast = f.backward == "inside";
@@ -171,7 +172,8 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str()
       ->needs(layers);
   sub->add_option("--checkpoint", flags->checkpoint, "Activation checkpointing of the layout")
-      ->check(CLI::IsMember({"none", "reentrant", "non-reentrant"}))
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(state::kLayoutCheckpointNames),
+                                                     std::end(state::kLayoutCheckpointNames))))
       ->capture_default_str()
       ->needs(layers);
   sub->add_option("--segments", flags->segments,

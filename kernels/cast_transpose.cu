@@ -7,21 +7,21 @@ namespace {
 
 template <typename T>
 cudaError_t dispatch_format(const void* input, int64_t rows, int64_t cols, const float* scale,
-                            Fp8Format format, uint8_t* rowwise, uint8_t* columnwise, float* amax,
+                            Fp8Type format, uint8_t* rowwise, uint8_t* columnwise, float* amax,
                             float* scale_inv, cudaStream_t stream) {
   const T* in = static_cast<const T*>(input);
-  if (format == Fp8Format::kE4M3) {
-    return detail::launch_cast_transpose_kernel<T, Fp8Format::kE4M3, /*kFenced=*/true>(
+  if (format == Fp8Type::kE4M3) {
+    return detail::launch_cast_transpose_kernel<T, Fp8Type::kE4M3, /*kFenced=*/true>(
         in, rows, cols, scale, rowwise, columnwise, amax, scale_inv, stream);
   }
-  return detail::launch_cast_transpose_kernel<T, Fp8Format::kE5M2, /*kFenced=*/true>(
+  return detail::launch_cast_transpose_kernel<T, Fp8Type::kE5M2, /*kFenced=*/true>(
       in, rows, cols, scale, rowwise, columnwise, amax, scale_inv, stream);
 }
 
 }  // namespace
 
 cudaError_t cast_transpose(const void* input, DType dtype, int64_t rows, int64_t cols,
-                           const float* scale, Fp8Format format, uint8_t* rowwise,
+                           const float* scale, Fp8Type format, uint8_t* rowwise,
                            uint8_t* columnwise, float* amax, float* scale_inv,
                            cudaStream_t stream) {
   switch (dtype) {

@@ -68,7 +68,7 @@ struct AbsMax {
   uint32_t hi16 = 0;
 };
 
-template <typename T, Fp8Format F, int kTileRows>
+template <typename T, Fp8Type F, int kTileRows>
 __device__ __forceinline__ void ct_full_tile(const T* __restrict__ input, int64_t rows,
                                              int64_t cols, int64_t r0, int64_t c0, float scale,
                                              uint8_t* __restrict__ rowwise,
@@ -134,7 +134,7 @@ __device__ __forceinline__ void ct_full_tile(const T* __restrict__ input, int64_
   }
 }
 
-template <typename T, Fp8Format F, int kTileRows>
+template <typename T, Fp8Type F, int kTileRows>
 __device__ __forceinline__ void ct_edge_tile(const T* __restrict__ input, int64_t rows,
                                              int64_t cols, int64_t r0, int64_t c0, float scale,
                                              uint8_t* __restrict__ rowwise,
@@ -165,7 +165,7 @@ __device__ __forceinline__ void ct_edge_tile(const T* __restrict__ input, int64_
   }
 }
 
-template <typename T, Fp8Format F, bool kFenced, int kTileRows, int kMinBlocksPerSm>
+template <typename T, Fp8Type F, bool kFenced, int kTileRows, int kMinBlocksPerSm>
 __global__ void __launch_bounds__(kCtThreads, kMinBlocksPerSm)
     cast_transpose_kernel(const T* __restrict__ input, int64_t rows, int64_t cols,
                           const float* __restrict__ scale_ptr, uint8_t* __restrict__ rowwise,
@@ -222,7 +222,7 @@ inline bool aligned_to(const void* p, uintptr_t bytes) {
 // Host side of one instantiation. grid_blocks <= 0: as many blocks as are resident at once;
 // otherwise that many blocks. kMinBlocksPerSm > 1 caps
 // registers so that many blocks fit on a multiprocessor.
-template <typename T, Fp8Format F, bool kFenced, int kTileRows = kCtDefaultTileRows,
+template <typename T, Fp8Type F, bool kFenced, int kTileRows = kCtDefaultTileRows,
           int kMinBlocksPerSm = 1>
 cudaError_t launch_cast_transpose_kernel(const T* input, int64_t rows, int64_t cols,
                                          const float* scale, uint8_t* rowwise, uint8_t* columnwise,

@@ -17,21 +17,20 @@ namespace fp8audit::kernels::cuda {
 // The input is rows x cols row-major; any shape and alignment is accepted (interior tiles of
 // suitably aligned tensors take the vectorised path, the rest a scalar path, both fenced).
 cudaError_t cast_transpose(const void* input, DType dtype, int64_t rows, int64_t cols,
-                           const float* scale, Fp8Format format, uint8_t* rowwise,
+                           const float* scale, Fp8Type format, uint8_t* rowwise,
                            uint8_t* columnwise, float* amax, float* scale_inv, cudaStream_t stream);
 
 // The same without the transposed output.
-cudaError_t quantize(const void* input, DType dtype, int64_t n, const float* scale,
-                     Fp8Format format, uint8_t* out, float* amax, float* scale_inv,
-                     cudaStream_t stream);
+cudaError_t quantize(const void* input, DType dtype, int64_t n, const float* scale, Fp8Type format,
+                     uint8_t* out, float* amax, float* scale_inv, cudaStream_t stream);
 
 // out[i] = decode(input[i]) * *scale_inv, written as out_dtype (see reference.h).
-cudaError_t dequantize(const uint8_t* input, int64_t n, const float* scale_inv, Fp8Format format,
+cudaError_t dequantize(const uint8_t* input, int64_t n, const float* scale_inv, Fp8Type format,
                        DType out_dtype, void* out, cudaStream_t stream);
 
 // ref::delayed_scaling_update for num_tensors tensors in one launch (one thread per tensor).
 cudaError_t delayed_scaling_update(float* amax_history, int64_t history_len, int64_t num_tensors,
-                                   float* scale, float* scale_inv, Fp8Format format, int margin,
+                                   float* scale, float* scale_inv, Fp8Type format, int margin,
                                    AmaxAlgo algo, cudaStream_t stream);
 
 }  // namespace fp8audit::kernels::cuda

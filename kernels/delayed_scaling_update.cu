@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t delayed_scaling_update(float* amax_history, int64_t history_len, int64_t num_tensors,
-                                   float* scale, float* scale_inv, Fp8Format format, int margin,
+                                   float* scale, float* scale_inv, Fp8Type format, int margin,
                                    AmaxAlgo algo, cudaStream_t stream) {
   if (amax_history == nullptr || scale == nullptr || scale_inv == nullptr || history_len <= 0 ||
       num_tensors <= 0 || margin < -126 || margin > 127) {

@@ -30,9 +30,9 @@ struct InputTraits<__half> {
 // Two floats -> two FP8 codes (lo in bits 0-7, hi in bits 8-15) with the hardware conversion,
 // round to nearest even with saturation to the finite range (bit-identical to encode_fp8, which
 // the GPU test checks for every float).
-template <Fp8Format F>
+template <Fp8Type F>
 __device__ __forceinline__ uint32_t cvt_pair(float lo, float hi) {
-  constexpr __nv_fp8_interpretation_t kInterp = F == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  constexpr __nv_fp8_interpretation_t kInterp = F == Fp8Type::kE4M3 ? __NV_E4M3 : __NV_E5M2;
   return static_cast<uint32_t>(
       __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, kInterp));
 }

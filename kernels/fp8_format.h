@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "fp8audit/vocabulary.h"
+
 #if defined(__CUDACC__)
 #define FP8AUDIT_HD __host__ __device__ __forceinline__
 #else
@@ -20,7 +22,7 @@
 
 namespace fp8audit::kernels {
 
-enum class Fp8Format : uint8_t { kE4M3 = 0, kE5M2 = 1 };
+// The FP8 element types: fp8audit::Fp8Type (fp8audit/vocabulary.h).
 // High-precision element types the kernels read (quantize) or write (dequantize).
 enum class DType : uint8_t { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2 };
 // How the DelayedScaling update reduces the amax history.
@@ -34,9 +36,7 @@ inline constexpr uint8_t kFp8NanCode = 0x7F;
 inline constexpr uint16_t kHalfNanBits = 0x7FFF;
 inline constexpr uint16_t kBf16NanBits = 0x7FFF;
 
-FP8AUDIT_HD constexpr float fp8_max(Fp8Format f) {
-  return f == Fp8Format::kE4M3 ? kE4M3Max : kE5M2Max;
-}
+FP8AUDIT_HD constexpr float fp8_max(Fp8Type f) { return f == Fp8Type::kE4M3 ? kE4M3Max : kE5M2Max; }
 
 FP8AUDIT_HD constexpr int dtype_size(DType t) { return t == DType::kFloat32 ? 4 : 2; }
 
@@ -94,12 +94,12 @@ FP8AUDIT_HD uint32_t narrow_magnitude_rne(uint32_t a, uint32_t mant_bits, uint32
   return shift_right_rne(sig, s);
 }
 
-FP8AUDIT_HD uint8_t encode_fp8(float x, Fp8Format f) {
+FP8AUDIT_HD uint8_t encode_fp8(float x, Fp8Type f) {
   const uint32_t u = float_to_bits(x);
   const uint32_t sign = (u >> 24) & 0x80u;
   const uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return kFp8NanCode;
-  const bool e4m3 = f == Fp8Format::kE4M3;
+  const bool e4m3 = f == Fp8Type::kE4M3;
   // Every magnitude >= max rounds to max (ties at the top round to the even max) or saturates.
   const uint32_t max_bits = e4m3 ? 0x43E00000u /*448*/ : 0x47600000u /*57344*/;
   const uint32_t max_code = e4m3 ? 0x7Eu : 0x7Bu;
@@ -109,10 +109,10 @@ FP8AUDIT_HD uint8_t encode_fp8(float x, Fp8Format f) {
 }
 
 // Exact FP8 -> float. NaN codes decode to kCanonicalNanBits; E5M2 infinities to +-Inf.
-FP8AUDIT_HD float decode_fp8(uint8_t b, Fp8Format f) {
+FP8AUDIT_HD float decode_fp8(uint8_t b, Fp8Type f) {
   const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
   const uint32_t mag = b & 0x7Fu;
-  const bool e4m3 = f == Fp8Format::kE4M3;
+  const bool e4m3 = f == Fp8Type::kE4M3;
   const uint32_t mant_bits = e4m3 ? 3u : 2u;
   const uint32_t bias = e4m3 ? 7u : 15u;
   if (e4m3 ? mag == 0x7Fu : mag > 0x7Cu) return bits_to_float(kCanonicalNanBits);

@@ -9,7 +9,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T, Fp8Format F>
+template <typename T, Fp8Type F>
 __global__ void __launch_bounds__(kThreads)
     quantize_kernel(const T* __restrict__ input, int64_t n, const float* __restrict__ scale_ptr,
                     uint8_t* __restrict__ out, unsigned int* amax_bits, float* scale_inv,
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void dequantize_kernel(const uint8_t* __restrict__ input, int64_t n,
-                                  const float* __restrict__ scale_inv_ptr, Fp8Format format,
+                                  const float* __restrict__ scale_inv_ptr, Fp8Type format,
                                   DType out_dtype, void* __restrict__ out) {
   const float scale_inv = *scale_inv_ptr;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -95,7 +95,7 @@ bool aligned_to(const void* p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-template <typename T, Fp8Format F>
+template <typename T, Fp8Type F>
 cudaError_t launch_quantize(const void* input, int64_t n, const float* scale, uint8_t* out,
                             float* amax, float* scale_inv, cudaStream_t stream) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
@@ -107,18 +107,17 @@ cudaError_t launch_quantize(const void* input, int64_t n, const float* scale, ui
 }
 
 template <typename T>
-cudaError_t quantize_format(const void* input, int64_t n, const float* scale, Fp8Format format,
+cudaError_t quantize_format(const void* input, int64_t n, const float* scale, Fp8Type format,
                             uint8_t* out, float* amax, float* scale_inv, cudaStream_t stream) {
-  return format == Fp8Format::kE4M3
-             ? launch_quantize<T, Fp8Format::kE4M3>(input, n, scale, out, amax, scale_inv, stream)
-             : launch_quantize<T, Fp8Format::kE5M2>(input, n, scale, out, amax, scale_inv, stream);
+  return format == Fp8Type::kE4M3
+             ? launch_quantize<T, Fp8Type::kE4M3>(input, n, scale, out, amax, scale_inv, stream)
+             : launch_quantize<T, Fp8Type::kE5M2>(input, n, scale, out, amax, scale_inv, stream);
 }
 
 }  // namespace
 
-cudaError_t quantize(const void* input, DType dtype, int64_t n, const float* scale,
-                     Fp8Format format, uint8_t* out, float* amax, float* scale_inv,
-                     cudaStream_t stream) {
+cudaError_t quantize(const void* input, DType dtype, int64_t n, const float* scale, Fp8Type format,
+                     uint8_t* out, float* amax, float* scale_inv, cudaStream_t stream) {
   if (input == nullptr || scale == nullptr || out == nullptr || amax == nullptr ||
       scale_inv == nullptr || n <= 0) {
     return cudaErrorInvalidValue;
@@ -134,7 +133,7 @@ cudaError_t quantize(const void* input, DType dtype, int64_t n, const float* sca
   return cudaErrorInvalidValue;
 }
 
-cudaError_t dequantize(const uint8_t* input, int64_t n, const float* scale_inv, Fp8Format format,
+cudaError_t dequantize(const uint8_t* input, int64_t n, const float* scale_inv, Fp8Type format,
                        DType out_dtype, void* out, cudaStream_t stream) {
   if (input == nullptr || scale_inv == nullptr || out == nullptr || n <= 0) {
     return cudaErrorInvalidValue;

@@ -46,7 +46,7 @@ float compute_scale(float amax, float previous_scale, float fp8_max_value, int m
   return s;
 }
 
-void quantize(const void* input, DType dtype, size_t n, float scale, Fp8Format format, uint8_t* out,
+void quantize(const void* input, DType dtype, size_t n, float scale, Fp8Type format, uint8_t* out,
               float* amax, float* scale_inv) {
   uint32_t local = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -59,7 +59,7 @@ void quantize(const void* input, DType dtype, size_t n, float scale, Fp8Format f
 }
 
 void cast_transpose(const void* input, DType dtype, int64_t rows, int64_t cols, float scale,
-                    Fp8Format format, uint8_t* rowwise, uint8_t* columnwise, float* amax,
+                    Fp8Type format, uint8_t* rowwise, uint8_t* columnwise, float* amax,
                     float* scale_inv) {
   constexpr int64_t kBlock = 64;  // cache blocking for the transposed writes
   uint32_t local = 0;
@@ -82,7 +82,7 @@ void cast_transpose(const void* input, DType dtype, int64_t rows, int64_t cols, 
   *scale_inv = reciprocal(scale);
 }
 
-void dequantize(const uint8_t* input, size_t n, float scale_inv, Fp8Format format, DType out_dtype,
+void dequantize(const uint8_t* input, size_t n, float scale_inv, Fp8Type format, DType out_dtype,
                 void* out) {
   for (size_t i = 0; i < n; ++i) {
     const float v = canonicalize_nan(decode_fp8(input[i], format) * scale_inv);
@@ -101,7 +101,7 @@ void dequantize(const uint8_t* input, size_t n, float scale_inv, Fp8Format forma
 }
 
 void delayed_scaling_update(float* amax_history, int64_t history_len, int64_t num_tensors,
-                            float* scale, float* scale_inv, Fp8Format format, int margin,
+                            float* scale, float* scale_inv, Fp8Type format, int margin,
                             AmaxAlgo algo) {
   const float max_value = fp8_max(format);
   for (int64_t t = 0; t < num_tensors; ++t) {

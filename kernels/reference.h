@@ -17,18 +17,18 @@
 namespace fp8audit::kernels::ref {
 
 // input: n elements of `dtype` (float, or bf16/fp16 as uint16 bit patterns). out: n bytes.
-void quantize(const void* input, DType dtype, size_t n, float scale, Fp8Format format, uint8_t* out,
+void quantize(const void* input, DType dtype, size_t n, float scale, Fp8Type format, uint8_t* out,
               float* amax, float* scale_inv);
 
 // input viewed as rows x cols, row-major. rowwise: rows x cols; columnwise: cols x rows
 // (the transpose), both FP8 bytes holding the same codes.
 void cast_transpose(const void* input, DType dtype, int64_t rows, int64_t cols, float scale,
-                    Fp8Format format, uint8_t* rowwise, uint8_t* columnwise, float* amax,
+                    Fp8Type format, uint8_t* rowwise, uint8_t* columnwise, float* amax,
                     float* scale_inv);
 
 // out[i] = decode(in[i]) * scale_inv in float32 (NaN -> kCanonicalNanBits), then narrowed to
 // out_dtype with round to nearest even (see fp8_format.h).
-void dequantize(const uint8_t* input, size_t n, float scale_inv, Fp8Format format, DType out_dtype,
+void dequantize(const uint8_t* input, size_t n, float scale_inv, Fp8Type format, DType out_dtype,
                 void* out);
 
 // The value the FP8 byte holds after one quantization step, exposed for tests.
@@ -47,7 +47,7 @@ inline float scaled_product(float x, float scale) { return x * scale; }
 //   scale_inv = 1 / scale (NaN -> kCanonicalNanBits).
 // margin must lie in [-126, 127].
 void delayed_scaling_update(float* amax_history, int64_t history_len, int64_t num_tensors,
-                            float* scale, float* scale_inv, Fp8Format format, int margin,
+                            float* scale, float* scale_inv, Fp8Type format, int margin,
                             AmaxAlgo algo);
 
 // Pieces shared by the reference and the kernels' host-side checks.

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <optional>
 #include <string>
 
 #include "kernels/reference.h"
@@ -124,12 +125,11 @@ void check_cuda(cudaError_t err, const char* op) {
 
 }  // namespace
 
-Fp8Format parse_fp8_format(std::string_view name, const char* op) {
-  if (name == "e4m3") return Fp8Format::kE4M3;
-  if (name == "e5m2") return Fp8Format::kE5M2;
-  TORCH_CHECK(false, op, ": argument 'fp8_format' must be \"e4m3\" or \"e5m2\", got \"",
-              std::string(name), "\"");
-  return Fp8Format::kE4M3;
+Fp8Type parse_fp8_format(std::string_view name, const char* op) {
+  if (const std::optional<Fp8Type> t = ParseFp8Type(name)) return *t;
+  TORCH_CHECK(false, op, ": argument 'fp8_format' must be \"", Fp8TypeName(Fp8Type::kE4M3),
+              "\" or \"", Fp8TypeName(Fp8Type::kE5M2), "\", got \"", std::string(name), "\"");
+  return Fp8Type::kE4M3;
 }
 
 AmaxAlgo parse_amax_algo(std::string_view name, const char* op) {
@@ -144,7 +144,7 @@ bool cuda_kernels_available() { return FP8AUDIT_KERNELS_TORCH_CUDA != 0; }
 
 std::tuple<at::Tensor, at::Tensor> cast_transpose(const at::Tensor& input, const at::Tensor& scale,
                                                   const at::Tensor& amax,
-                                                  const at::Tensor& scale_inv, Fp8Format format) {
+                                                  const at::Tensor& scale_inv, Fp8Type format) {
   constexpr const char* kOp = "fp8audit.cast_transpose";
   check_defined(input, kOp, "input");
   TORCH_CHECK(input.dim() >= 1, kOp, ": argument 'input' must have at least 1 dimension, got ",
@@ -175,7 +175,7 @@ std::tuple<at::Tensor, at::Tensor> cast_transpose(const at::Tensor& input, const
 }
 
 at::Tensor quantize(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& amax,
-                    const at::Tensor& scale_inv, Fp8Format format) {
+                    const at::Tensor& scale_inv, Fp8Type format) {
   constexpr const char* kOp = "fp8audit.quantize";
   check_quantize_args(input, scale, amax, scale_inv, kOp);
   at::Tensor out = at::empty(input.sizes(), input.options().dtype(at::kByte));
@@ -196,7 +196,7 @@ at::Tensor quantize(const at::Tensor& input, const at::Tensor& scale, const at::
   return out;
 }
 
-at::Tensor dequantize(const at::Tensor& data, const at::Tensor& scale_inv, Fp8Format format,
+at::Tensor dequantize(const at::Tensor& data, const at::Tensor& scale_inv, Fp8Type format,
                       at::ScalarType out_dtype) {
   constexpr const char* kOp = "fp8audit.dequantize";
   check_defined(data, kOp, "data");
@@ -224,7 +224,7 @@ at::Tensor dequantize(const at::Tensor& data, const at::Tensor& scale_inv, Fp8Fo
 }
 
 void delayed_scaling_update(const at::Tensor& amax_history, const at::Tensor& scale,
-                            const at::Tensor& scale_inv, Fp8Format format, int64_t margin,
+                            const at::Tensor& scale_inv, Fp8Type format, int64_t margin,
                             AmaxAlgo algo) {
   constexpr const char* kOp = "fp8audit.delayed_scaling_update";
   check_defined(amax_history, kOp, "amax_history");

@@ -17,8 +17,9 @@
 
 namespace fp8audit::kernels {
 
-// "e4m3" | "e5m2"; anything else throws, naming `op` and the argument fp8_format.
-Fp8Format parse_fp8_format(std::string_view name, const char* op);
+// "e4m3" | "e5m2" (ParseFp8Type, E4M3 and E5M2 too); anything else throws, naming `op` and the
+// argument fp8_format.
+Fp8Type parse_fp8_format(std::string_view name, const char* op);
 // "max" | "most_recent"; anything else throws.
 AmaxAlgo parse_amax_algo(std::string_view name, const char* op);
 
@@ -31,22 +32,22 @@ bool cuda_kernels_available();
 // uint8 FP8 codes, rowwise with input's shape, columnwise [shape[-1], prod(shape[:-1])].
 std::tuple<at::Tensor, at::Tensor> cast_transpose(const at::Tensor& input, const at::Tensor& scale,
                                                   const at::Tensor& amax,
-                                                  const at::Tensor& scale_inv, Fp8Format format);
+                                                  const at::Tensor& scale_inv, Fp8Type format);
 
 // As cast_transpose without the transposed output; input may have any shape (non-empty).
 at::Tensor quantize(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& amax,
-                    const at::Tensor& scale_inv, Fp8Format format);
+                    const at::Tensor& scale_inv, Fp8Type format);
 
 // data: uint8 FP8 codes; scale_inv: float32, one element. Returns decode(data) * scale_inv as
 // out_dtype (float32, bfloat16 or float16), with data's shape.
-at::Tensor dequantize(const at::Tensor& data, const at::Tensor& scale_inv, Fp8Format format,
+at::Tensor dequantize(const at::Tensor& data, const at::Tensor& scale_inv, Fp8Type format,
                       at::ScalarType out_dtype);
 
 // amax_history: float32 [history_len, num_tensors]; scale, scale_inv: float32 with num_tensors
 // elements; all on one device. Updated in place as ref::delayed_scaling_update describes.
 // margin in [-126, 127].
 void delayed_scaling_update(const at::Tensor& amax_history, const at::Tensor& scale,
-                            const at::Tensor& scale_inv, Fp8Format format, int64_t margin,
+                            const at::Tensor& scale_inv, Fp8Type format, int64_t margin,
                             AmaxAlgo algo);
 
 }  // namespace fp8audit::kernels

@@ -3,6 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "fp8audit/vocabulary_proto.h"
 #include "reports/verdict_words.h"
 
 namespace fp8audit::reports {
@@ -192,10 +193,6 @@ std::string PhaseName(uint32_t checkpoint_phase) {
   }
 }
 
-std::string CheckpointKindName(v1::CheckpointKind kind) {
-  return kind == v1::NON_REENTRANT ? "non-reentrant" : "reentrant";
-}
-
 std::string ViolationKindName(v1::Violation::Kind kind) {
   switch (kind) {
     case v1::Violation::FORWARD_COUNT:
@@ -293,7 +290,7 @@ std::string EventLine(const v1::Event& e, uint64_t base_ns) {
   if (e.kind() == v1::CHECKPOINT_ENTER || e.kind() == v1::CHECKPOINT_EXIT) {
     line += " frame " + std::to_string(e.frame());
     if (e.checkpoint_phase() != 0) line += " " + PhaseName(e.checkpoint_phase());
-    line += " " + CheckpointKindName(e.checkpoint_kind());
+    line += " " + std::string(CheckpointKindName(FromProto(e.checkpoint_kind())));
   }
   if (e.kind() == v1::AUTOCAST_ENTER || e.kind() == v1::AUTOCAST_EXIT) {
     line += " depth " + std::to_string(e.autocast_depth());

@@ -36,7 +36,6 @@ std::string PassName(v1::Pass pass);  // "forward", "backward", "-"
 std::string SourceName(v1::Source source);
 std::string KindName(v1::EventKind kind);          // "checkpoint enter", "forward update", ...
 std::string PhaseName(uint32_t checkpoint_phase);  // "original forward", "recompute", "phase N"
-std::string CheckpointKindName(v1::CheckpointKind kind);
 std::string ViolationKindName(v1::Violation::Kind kind);  // "forward count", ...
 
 // The pass an event is shown in: an update's or cross-check's direction, else its pass.

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <utility>
 
+#include "fp8audit/vocabulary_proto.h"
 #include "reports/event_text.h"
 #include "reports/frozen_scales.h"
 #include "state/semantics.h"
@@ -152,7 +153,8 @@ std::string Where(const Context& ctx, const v1::Event& event, bool recompute, bo
   std::string where;
   if (const Frame* f = ctx.Shown(recompute); f != nullptr) {
     where = recompute ? "during recompute" : "during the original forward";
-    where += " of " + CheckpointKindName(f->kind) + " checkpoint frame " + std::to_string(f->id);
+    where += " of " + std::string(CheckpointKindName(FromProto(f->kind))) + " checkpoint frame " +
+             std::to_string(f->id);
   } else {
     where = "outside any checkpoint";
   }

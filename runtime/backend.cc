@@ -35,8 +35,8 @@ kernels::DType ToDType(at::ScalarType t) {
   }
 }
 
-void CastTranspose(const at::Tensor& x2d, const float* scale, kernels::Fp8Format format,
-                   float* amax, float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise) {
+void CastTranspose(const at::Tensor& x2d, const float* scale, Fp8Type format, float* amax,
+                   float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise) {
   if (x2d.device().is_cuda()) {
     cuda::CastTranspose(x2d, scale, format, amax, scale_inv, rowwise, columnwise);
     return;
@@ -60,7 +60,7 @@ at::Tensor GemmTN(const Fp8Operand& a, const Fp8Operand& b, at::ScalarType out_d
 }
 
 void DelayedScalingUpdate(const at::Tensor& history, const at::Tensor& scale,
-                          const at::Tensor& scale_inv, kernels::Fp8Format format, int margin,
+                          const at::Tensor& scale_inv, Fp8Type format, int margin,
                           kernels::AmaxAlgo algo) {
   if (history.device().is_cuda()) {
     cuda::DelayedScalingUpdate(history, scale, scale_inv, format, margin, algo);

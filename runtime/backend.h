@@ -28,13 +28,13 @@ struct Fp8Operand {
   at::Tensor data;       // uint8, 2-D, contiguous
   at::Tensor scale_inv;  // float32, holds the scale_inv at `index`
   int64_t index = 0;
-  kernels::Fp8Format format = kernels::Fp8Format::kE4M3;
+  Fp8Type format = Fp8Type::kE4M3;
 };
 
 // Quantizes x2d [rows, cols] (float32/bfloat16/float16, contiguous) with *scale into FP8 codes,
 // rowwise [rows, cols] and columnwise [cols, rows]; raises *amax; writes 1/scale to *scale_inv.
-void CastTranspose(const at::Tensor& x2d, const float* scale, kernels::Fp8Format format,
-                   float* amax, float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise);
+void CastTranspose(const at::Tensor& x2d, const float* scale, Fp8Type format, float* amax,
+                   float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise);
 
 // out[m, n] = decode(a)[m, k] * decode(b)[n, k]^T (+ bias[n]), as out_dtype. Both operands are
 // K-major (the "TN" layout FP8 tensor cores need). fast_accum: CUDA only, the tensor cores'
@@ -44,17 +44,17 @@ at::Tensor GemmTN(const Fp8Operand& a, const Fp8Operand& b, at::ScalarType out_d
 
 // The DelayedScaling update of one direction of a buffer set (see kernels/reference.h).
 void DelayedScalingUpdate(const at::Tensor& history, const at::Tensor& scale,
-                          const at::Tensor& scale_inv, kernels::Fp8Format format, int margin,
+                          const at::Tensor& scale_inv, Fp8Type format, int margin,
                           kernels::AmaxAlgo algo);
 
 namespace cuda {
 // Implemented in backend_cuda.cc (CUDA builds) or as stubs that throw.
-void CastTranspose(const at::Tensor& x2d, const float* scale, kernels::Fp8Format format,
-                   float* amax, float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise);
+void CastTranspose(const at::Tensor& x2d, const float* scale, Fp8Type format, float* amax,
+                   float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise);
 at::Tensor GemmTN(const Fp8Operand& a, const Fp8Operand& b, at::ScalarType out_dtype,
                   const at::Tensor& bias, bool fast_accum);
 void DelayedScalingUpdate(const at::Tensor& history, const at::Tensor& scale,
-                          const at::Tensor& scale_inv, kernels::Fp8Format format, int margin,
+                          const at::Tensor& scale_inv, Fp8Type format, int margin,
                           kernels::AmaxAlgo algo);
 }  // namespace cuda
 

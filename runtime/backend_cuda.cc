@@ -56,8 +56,8 @@ void Check(cublasStatus_t status, const char* what) {
   }
 }
 
-cudaDataType_t Fp8Type(kernels::Fp8Format f) {
-  return f == kernels::Fp8Format::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
+cudaDataType_t CudaTypeOf(Fp8Type f) {
+  return f == Fp8Type::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2;
 }
 
 cudaDataType_t OutType(at::ScalarType t) {
@@ -161,9 +161,9 @@ void SetScalePointers(const Plan& plan, const float* a_scale, const float* b_sca
 // Row-major out[m, n] = a[m, k] b[n, k]^T is column-major out^T[n, m] = op_T(B) op_N(A) with
 // B := b viewed column-major [k, n] and A := a viewed column-major [k, m]. `a_scale`, `b_scale`:
 // cuBLASLt's A and B (our b and a).
-std::unique_ptr<Plan> MakePlan(int64_t m, int64_t n, int64_t k, kernels::Fp8Format a_format,
-                               kernels::Fp8Format b_format, at::ScalarType out_dtype,
-                               bool fast_accum, const float* a_scale, const float* b_scale) {
+std::unique_ptr<Plan> MakePlan(int64_t m, int64_t n, int64_t k, Fp8Type a_format, Fp8Type b_format,
+                               at::ScalarType out_dtype, bool fast_accum, const float* a_scale,
+                               const float* b_scale) {
   auto plan = std::make_unique<Plan>();
   Check(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
   const cublasOperation_t trans_t = CUBLAS_OP_T;
@@ -179,8 +179,8 @@ std::unique_ptr<Plan> MakePlan(int64_t m, int64_t n, int64_t k, kernels::Fp8Form
   Check(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
                                        sizeof(fast)),
         "FAST_ACCUM");
-  Check(cublasLtMatrixLayoutCreate(&plan->a, Fp8Type(b_format), k, n, k), "layout A");
-  Check(cublasLtMatrixLayoutCreate(&plan->b, Fp8Type(a_format), k, m, k), "layout B");
+  Check(cublasLtMatrixLayoutCreate(&plan->a, CudaTypeOf(b_format), k, n, k), "layout A");
+  Check(cublasLtMatrixLayoutCreate(&plan->b, CudaTypeOf(a_format), k, m, k), "layout B");
   Check(cublasLtMatrixLayoutCreate(&plan->c, OutType(out_dtype), n, m, n), "layout C/D");
   Preference p;
   Check(cublasLtMatmulPreferenceCreate(&p.pref), "PreferenceCreate");
@@ -204,8 +204,8 @@ std::unique_ptr<Plan> MakePlan(int64_t m, int64_t n, int64_t k, kernels::Fp8Form
 
 }  // namespace
 
-void CastTranspose(const at::Tensor& x2d, const float* scale, kernels::Fp8Format format,
-                   float* amax, float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise) {
+void CastTranspose(const at::Tensor& x2d, const float* scale, Fp8Type format, float* amax,
+                   float* scale_inv, at::Tensor* rowwise, at::Tensor* columnwise) {
   const c10::DeviceGuard guard(x2d.device());
   const int64_t rows = x2d.size(0);
   const int64_t cols = x2d.size(1);
@@ -236,7 +236,7 @@ at::Tensor GemmTN(const Fp8Operand& a, const Fp8Operand& b, at::ScalarType out_d
         "M=" +
         std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k));
   }
-  if (a.format == kernels::Fp8Format::kE5M2 && b.format == kernels::Fp8Format::kE5M2) {
+  if (a.format == Fp8Type::kE5M2 && b.format == Fp8Type::kE5M2) {
     throw std::invalid_argument("fp8audit runtime: E5M2 x E5M2 FP8 GEMM is not supported");
   }
   at::Tensor out = at::empty({m, n}, a.data.options().dtype(out_dtype));
@@ -282,7 +282,7 @@ at::Tensor GemmTN(const Fp8Operand& a, const Fp8Operand& b, at::ScalarType out_d
 }
 
 void DelayedScalingUpdate(const at::Tensor& history, const at::Tensor& scale,
-                          const at::Tensor& scale_inv, kernels::Fp8Format format, int margin,
+                          const at::Tensor& scale_inv, Fp8Type format, int margin,
                           kernels::AmaxAlgo algo) {
   const c10::DeviceGuard guard(history.device());
   Check(kernels::cuda::delayed_scaling_update(

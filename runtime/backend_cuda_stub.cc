@@ -15,15 +15,15 @@ namespace {
 bool cuda_built() { return false; }
 
 namespace cuda {
-void CastTranspose(const at::Tensor&, const float*, kernels::Fp8Format, float*, float*, at::Tensor*,
+void CastTranspose(const at::Tensor&, const float*, Fp8Type, float*, float*, at::Tensor*,
                    at::Tensor*) {
   NotBuilt();
 }
 at::Tensor GemmTN(const Fp8Operand&, const Fp8Operand&, at::ScalarType, const at::Tensor&, bool) {
   NotBuilt();
 }
-void DelayedScalingUpdate(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                          kernels::Fp8Format, int, kernels::AmaxAlgo) {
+void DelayedScalingUpdate(const at::Tensor&, const at::Tensor&, const at::Tensor&, Fp8Type, int,
+                          kernels::AmaxAlgo) {
   NotBuilt();
 }
 }  // namespace cuda

@@ -155,16 +155,17 @@ variable_list ReentrantCheckpointBackward::apply(variable_list&& grads) {
 }
 
 void CheckArguments(const CheckpointFunction& fn, const std::vector<at::Tensor>& inputs,
-                    CheckpointImpl impl) {
+                    CheckpointKind kind) {
   if (!fn) {
     throw std::invalid_argument(
         "fp8audit checkpoint: argument 'fn' is not callable (an empty function)");
   }
-  if (impl != CheckpointImpl::reentrant && impl != CheckpointImpl::non_reentrant) {
-    throw std::invalid_argument(
-        "fp8audit checkpoint: argument 'impl' must be reentrant or "
-        "non_reentrant, got value " +
-        std::to_string(static_cast<int>(impl)));
+  if (kind != CheckpointKind::kReentrant && kind != CheckpointKind::kNonReentrant) {
+    throw std::invalid_argument("fp8audit checkpoint: argument 'kind' must be " +
+                                std::string(CheckpointKindName(CheckpointKind::kReentrant)) +
+                                " or " +
+                                std::string(CheckpointKindName(CheckpointKind::kNonReentrant)) +
+                                ", got value " + std::to_string(static_cast<int>(kind)));
   }
   if (inputs.empty()) {
     throw std::invalid_argument("fp8audit checkpoint: argument 'inputs' is empty");
@@ -177,12 +178,12 @@ void CheckArguments(const CheckpointFunction& fn, const std::vector<at::Tensor>&
     }
     any_requires_grad = any_requires_grad || inputs[i].requires_grad();
   }
-  if (impl == CheckpointImpl::reentrant && at::GradMode::is_enabled() && !any_requires_grad) {
+  if (kind == CheckpointKind::kReentrant && at::GradMode::is_enabled() && !any_requires_grad) {
     throw std::invalid_argument(
         "fp8audit checkpoint: argument 'inputs': none of the " + std::to_string(inputs.size()) +
         " input(s) requires grad, so a reentrant checkpoint's output would not require grad and "
         "nothing inside it would receive a gradient (make an input require grad, use "
-        "non_reentrant, or run under no_grad)");
+        "non-reentrant, or run under no_grad)");
   }
 }
 
@@ -258,11 +259,11 @@ void NonReentrantFrame::Recompute() {
 // checkpoint()
 
 std::vector<at::Tensor> checkpoint(const CheckpointFunction& fn,
-                                   const std::vector<at::Tensor>& inputs, CheckpointImpl impl) {
-  CheckArguments(fn, inputs, impl);
+                                   const std::vector<at::Tensor>& inputs, CheckpointKind kind) {
+  CheckArguments(fn, inputs, kind);
   StateManager& mgr = StateManager::Get();
   const bool grad_at_entry = at::GradMode::is_enabled();
-  const state::CheckpointEntry entry = mgr.CheckpointEnter(impl);
+  const state::CheckpointEntry entry = mgr.CheckpointEnter(kind);
   FrameScope scope(mgr, entry.frame);
 
   if (entry.direct) {
@@ -275,7 +276,7 @@ std::vector<at::Tensor> checkpoint(const CheckpointFunction& fn,
     return outputs;
   }
 
-  if (impl == CheckpointImpl::non_reentrant) {
+  if (kind == CheckpointKind::kNonReentrant) {
     auto frame = std::make_shared<NonReentrantFrame>(entry.frame, fn, inputs);
     std::vector<at::Tensor> outputs;
     {
@@ -323,7 +324,7 @@ std::vector<at::Tensor> checkpoint(const CheckpointFunction& fn,
   return outputs;
 }
 
-at::Tensor checkpoint(const CheckpointFunction1& fn, const at::Tensor& input, CheckpointImpl impl) {
+at::Tensor checkpoint(const CheckpointFunction1& fn, const at::Tensor& input, CheckpointKind kind) {
   if (!fn) {
     throw std::invalid_argument(
         "fp8audit checkpoint: argument 'fn' is not callable (an empty function)");
@@ -331,7 +332,7 @@ at::Tensor checkpoint(const CheckpointFunction1& fn, const at::Tensor& input, Ch
   CheckpointFunction wrapped = [fn](const std::vector<at::Tensor>& in) {
     return std::vector<at::Tensor>{fn(in.at(0))};
   };
-  return checkpoint(wrapped, std::vector<at::Tensor>{input}, impl).at(0);
+  return checkpoint(wrapped, std::vector<at::Tensor>{input}, kind).at(0);
 }
 
 }  // namespace fp8audit::runtime

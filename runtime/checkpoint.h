@@ -1,14 +1,14 @@
 // Activation checkpointing with FP8 recompute bookkeeping.
 //
-//   std::vector<at::Tensor> checkpoint(fn, inputs, CheckpointImpl::reentrant | non_reentrant)
+//   std::vector<at::Tensor> checkpoint(fn, inputs, CheckpointKind::kReentrant | kNonReentrant)
 //
-// reentrant: an autograd node whose forward runs fn under no_grad and whose backward recomputes fn
+// Reentrant: an autograd node whose forward runs fn under no_grad and whose backward recomputes fn
 // under grad (the model's RecomputeEnter/Exit around it) and back-propagates through the
 // recomputed graph; parameters used by fn receive their gradients from that inner backward.
 // Every input that is a tensor must be defined, and when grad is enabled at least one must
 // require grad (otherwise nothing inside could ever receive a gradient).
 //
-// non_reentrant: implemented cooperatively, because PyTorch 2.x's saved-tensor hooks cannot be
+// Non-reentrant: implemented cooperatively, because PyTorch 2.x's saved-tensor hooks cannot be
 // driven from C++ without Python (read off PyTorch 2.11's headers and saved_variable.cpp):
 //   - the default hooks that PyTorch's own non-reentrant checkpoint pushes (every tensor saved
 //     for backward inside the frame goes through them) live in at::SavedTensorDefaultHooks, a
@@ -50,8 +50,8 @@ using CheckpointFunction = std::function<std::vector<at::Tensor>(const std::vect
 using CheckpointFunction1 = std::function<at::Tensor(const at::Tensor&)>;
 
 std::vector<at::Tensor> checkpoint(const CheckpointFunction& fn,
-                                   const std::vector<at::Tensor>& inputs, CheckpointImpl impl);
-at::Tensor checkpoint(const CheckpointFunction1& fn, const at::Tensor& input, CheckpointImpl impl);
+                                   const std::vector<at::Tensor>& inputs, CheckpointKind kind);
+at::Tensor checkpoint(const CheckpointFunction1& fn, const at::Tensor& input, CheckpointKind kind);
 
 // Activations an FP8 linear op keeps for its backward.
 struct SavedActivations {

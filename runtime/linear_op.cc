@@ -52,13 +52,13 @@ variable_list LinearBackward::apply(variable_list&& grads) {
     if (g2d.scalar_type() != dtype) g2d = g2d.to(dtype);
     g2d = g2d.contiguous();
     if (fp8) {
-      const auto fmt = buffers->recipe.backward_format();
+      const auto fmt = buffers->recipe.backward_type();
       at::Tensor sinv = at::empty({1}, g2d.options().dtype(at::kFloat));
       at::Tensor g_row, g_col;
       backend::CastTranspose(g2d, buffers->bwd_scale.data_ptr<float>() + grad_slot, fmt,
                              buffers->bwd_history.data_ptr<float>() + grad_slot,
                              sinv.data_ptr<float>(), &g_row, &g_col);
-      const auto e4m3 = kernels::Fp8Format::kE4M3;
+      const auto e4m3 = Fp8Type::kE4M3;
       if (need_dx) {
         at::Tensor dx =
             backend::GemmTN({g_row, sinv, 0, fmt}, {saved.w_col, saved.scale_inv, kScaleSlot, e4m3},
@@ -100,7 +100,7 @@ at::Tensor LinearOp(ModuleCall& call, const GemmSlots& slots, const at::Tensor& 
     const at::Tensor x2d = input.reshape({m, k}).contiguous();
     const at::Tensor w = weight.contiguous();
     if (call.fp8) {
-      const auto e4m3 = kernels::Fp8Format::kE4M3;
+      const auto e4m3 = Fp8Type::kE4M3;
       at::Tensor sinv = at::empty({2 * kScaleSlot}, x2d.options().dtype(at::kFloat));
       at::Tensor x_row, x_col, w_row, w_col;
       backend::CastTranspose(x2d, call.forward_scale(slots.input), e4m3,

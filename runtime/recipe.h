@@ -1,23 +1,17 @@
-// The DelayedScaling recipe of an FP8 autocast, and the runtime's enumerations.
+// The DelayedScaling recipe of an FP8 autocast, and the ownership semantics the runtime
+// implements. The words are the project's: fp8audit::Fp8Format and Fp8Type (fp8audit/vocabulary.h),
+// kernels::AmaxAlgo, state::Semantics (state/semantics.h).
 #pragma once
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "fp8audit/vocabulary.h"
 #include "kernels/fp8_format.h"
+#include "state/semantics.h"
 
 namespace fp8audit::runtime {
-
-// Who decides which autocast exit and which module backward update the global state:
-// `fixed` (per checkpoint frame, one forward and one backward update per logical microbatch) or
-// `te_legacy` (Transformer Engine at commit 172bd93, duplicates included: a positive control).
-enum class Ownership : uint8_t { fixed, te_legacy };
-
-// E4M3: every tensor in E4M3. HYBRID: forward tensors E4M3, gradients E5M2.
-enum class Format : uint8_t { kE4M3, kHybrid };
-enum class AmaxComputeAlgo : uint8_t { kMax, kMostRecent };
 
 struct DelayedScaling {
   static constexpr int kMinMargin = -126;
@@ -26,25 +20,35 @@ struct DelayedScaling {
 
   int margin = 0;               // scale = fp8_max / amax / 2^margin
   int amax_history_len = 1024;  // rows of amax history, >= 1
-  AmaxComputeAlgo amax_compute_algo = AmaxComputeAlgo::kMax;
-  Format format = Format::kHybrid;
+  kernels::AmaxAlgo amax_compute_algo = kernels::AmaxAlgo::kMax;
+  Fp8Format format = Fp8Format::kHybrid;  // E4M3: every tensor E4M3; HYBRID: gradients E5M2
 
   // Throws std::invalid_argument naming the field when a value is out of range.
   void Validate() const;
 
-  kernels::Fp8Format forward_format() const { return kernels::Fp8Format::kE4M3; }
-  kernels::Fp8Format backward_format() const {
-    return format == Format::kHybrid ? kernels::Fp8Format::kE5M2 : kernels::Fp8Format::kE4M3;
-  }
-  kernels::AmaxAlgo algo() const {
-    return amax_compute_algo == AmaxComputeAlgo::kMax ? kernels::AmaxAlgo::kMax
-                                                      : kernels::AmaxAlgo::kMostRecent;
-  }
+  Fp8Type forward_type() const { return TypeFor(format, /*backward=*/false); }
+  Fp8Type backward_type() const { return TypeFor(format, /*backward=*/true); }
+  // TE's spelling: "DelayedScaling(format=HYBRID, margin=0, ...)".
   std::string ToString() const;
   friend bool operator==(const DelayedScaling&, const DelayedScaling&) = default;
 };
 
-std::optional<Format> ParseFormat(std::string_view name);        // "e4m3" | "hybrid"
-std::optional<Ownership> ParseOwnership(std::string_view name);  // "fixed" | "te-legacy" (aliases)
+// Who decides which autocast exit and which module backward update the global state: of the
+// model's semantics (state/semantics_registry.h) the runtime implements `fixed` (per checkpoint
+// frame, one forward and one backward update per logical microbatch) and `te-172bd93`
+// (Transformer Engine at commit 172bd93, duplicates included: a positive control).
+inline constexpr state::Semantics kRuntimeSemantics[] = {state::Semantics::kFixed,
+                                                         state::Semantics::kTeLegacy};
+bool RuntimeImplements(state::Semantics semantics);
+// The names (aliases included) of kRuntimeSemantics, for --help and errors:
+// "fixed, te-172bd93 (aliases te-2.19, te-legacy)".
+std::string RuntimeSemanticsNames();
+// "semantics 'te-2.20' is the model's only; the runtime implements fixed, te-172bd93 (...)".
+std::string NotImplementedLine(state::Semantics semantics);
+// The semantics named `name` (a name or alias of state::ParseSemantics) when the runtime
+// implements it; otherwise nullopt and, with `error`, one line saying why (an unknown name, or a
+// semantics only the model has) and what the runtime implements.
+std::optional<state::Semantics> ParseRuntimeSemantics(std::string_view name,
+                                                      std::string* error = nullptr);
 
 }  // namespace fp8audit::runtime

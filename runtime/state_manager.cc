@@ -45,15 +45,6 @@ class Timer {
   Clock::time_point start_;
 };
 
-state::Semantics SemanticsOf(Ownership o) {
-  return o == Ownership::fixed ? state::Semantics::kFixed : state::Semantics::kTeLegacy;
-}
-
-state::CheckpointKind KindOf(CheckpointImpl impl) {
-  return impl == CheckpointImpl::reentrant ? state::CheckpointKind::kReentrant
-                                           : state::CheckpointKind::kNonReentrant;
-}
-
 const DelayedScaling& DefaultRecipe() {
   static const DelayedScaling recipe;
   return recipe;
@@ -80,7 +71,7 @@ StateManager& StateManager::Get() {
 StateManager::StateManager() { ResetLocked(); }
 
 void StateManager::ResetLocked() {
-  model_ = std::make_unique<state::OwnershipModel>(SemanticsOf(options_.ownership),
+  model_ = std::make_unique<state::OwnershipModel>(options_.semantics,
                                                    static_cast<uint32_t>(modules_.size()));
   model_->set_record_events(true);
   buffers_.clear();
@@ -107,6 +98,9 @@ void StateManager::Configure(const RuntimeOptions& options) {
   if (!autocasts_.empty() || !open_frames_.empty() || !recomputes_.empty()) {
     throw std::logic_error(
         "fp8audit runtime: Configure called while an autocast or a checkpoint is open");
+  }
+  if (!RuntimeImplements(options.semantics)) {
+    throw std::invalid_argument("fp8audit runtime: " + NotImplementedLine(options.semantics));
   }
   options_ = options;
   ResetLocked();
@@ -279,17 +273,18 @@ void StateManager::UpdateLocked(bool forward) {
         b->fwd_version = std::make_shared<ScaleVersion>(ScaleVersion{b->fwd_scale});
       }
       backend::DelayedScalingUpdate(b->fwd_history, b->fwd_scale, b->fwd_scale_inv,
-                                    b->recipe.forward_format(), b->recipe.margin, b->recipe.algo());
+                                    b->recipe.forward_type(), b->recipe.margin,
+                                    b->recipe.amax_compute_algo);
     } else {
       backend::DelayedScalingUpdate(b->bwd_history, b->bwd_scale, b->bwd_scale_inv,
-                                    b->recipe.backward_format(), b->recipe.margin,
-                                    b->recipe.algo());
+                                    b->recipe.backward_type(), b->recipe.margin,
+                                    b->recipe.amax_compute_algo);
     }
   }
 }
 
 std::deque<StateManager::StashEntry>& StateManager::StashFor(uint32_t module, uint32_t frame) {
-  if (options_.ownership == Ownership::te_legacy) {
+  if (options_.semantics == state::Semantics::kTeLegacy) {
     if (module >= module_stash_.size()) module_stash_.resize(module + 1);
     return module_stash_[module];
   }
@@ -304,9 +299,7 @@ void StateManager::EmitLocked(const state::ModelEvent& e) {
   namespace nv = ::fp8audit::nvtx;
   // Without an NVTX tool the domain is null and every mark a no-op: format nothing.
   if (!options_.nvtx || nv::Domain() == nullptr) return;
-  const auto kind = e.checkpoint_kind == state::CheckpointKind::kReentrant
-                        ? CheckpointKind::kReentrant
-                        : CheckpointKind::kNonReentrant;
+  const CheckpointKind kind = e.checkpoint_kind;
   const char* name = e.module < modules_.size() ? modules_[e.module].name.c_str() : "";
   switch (e.kind) {
     case v1::AUTOCAST_ENTER:
@@ -476,18 +469,18 @@ void StateManager::ModuleBackward(const state::ModuleCtx& ctx) {
   DrainLocked(nullptr);
 }
 
-state::CheckpointEntry StateManager::CheckpointEnter(CheckpointImpl impl) {
+state::CheckpointEntry StateManager::CheckpointEnter(CheckpointKind kind) {
   std::lock_guard<std::mutex> lock(mu_);
   Timer timer(options_.measure, &bookkeeping_ns_, &bookkeeping_calls_);
   SyncGradLocked();
   FrameInfo info;
-  info.impl = impl;
+  info.kind = kind;
   info.sync_mark = sync_;
   if (!autocasts_.empty()) {
     info.fp8 = autocasts_.back().enabled;
     info.recipe = autocasts_.back().recipe;
   }
-  const state::CheckpointEntry entry = model_->CheckpointEnter(KindOf(impl));
+  const state::CheckpointEntry entry = model_->CheckpointEnter(kind);
   info.direct = entry.direct;
   frames_[entry.frame] = info;
   open_frames_.push_back(entry.frame);
@@ -504,8 +497,8 @@ void StateManager::CheckpointExit(uint32_t frame, bool failed) {
     PopSyncLocked(it->second.sync_mark);
     // te-legacy reads a reentrant frame's FP8 state after the callable returned
     // (distributed.py:393-400); fixed keeps what it was at entry.
-    if (options_.ownership == Ownership::te_legacy &&
-        it->second.impl == CheckpointImpl::reentrant) {
+    if (options_.semantics == state::Semantics::kTeLegacy &&
+        it->second.kind == CheckpointKind::kReentrant) {
       it->second.fp8 = !autocasts_.empty() && autocasts_.back().enabled;
       if (!autocasts_.empty()) it->second.recipe = autocasts_.back().recipe;
     }
@@ -513,7 +506,7 @@ void StateManager::CheckpointExit(uint32_t frame, bool failed) {
   if (!marks_.empty()) marks_.pop_back();
   model_->CheckpointExit(frame, failed);
   if (!open_frames_.empty() && open_frames_.back() == frame) open_frames_.pop_back();
-  if (failed && options_.ownership == Ownership::fixed) frame_stash_.erase(frame);
+  if (failed && options_.semantics == state::Semantics::kFixed) frame_stash_.erase(frame);
   DrainLocked(nullptr);
 }
 
@@ -524,7 +517,7 @@ void StateManager::RecomputeEnter(uint32_t frame) {
   snapshot.frame = frame;
   snapshot.autocasts = autocasts_.size();
   snapshot.sync_mark = sync_;
-  if (options_.ownership == Ownership::fixed) {
+  if (options_.semantics == state::Semantics::kFixed) {
     auto it = frame_stash_.find(frame);
     if (it != frame_stash_.end()) snapshot.stash = it->second;
   }
@@ -564,7 +557,7 @@ void StateManager::RecomputeExit(uint32_t frame, bool failed) {
   if (!marks_.empty()) marks_.pop_back();
   model_->RecomputeExit(frame, failed);
   autocasts_.resize(snapshot.autocasts);
-  if (options_.ownership == Ownership::fixed) {
+  if (options_.semantics == state::Semantics::kFixed) {
     if (failed) {
       // The model rolled the frame back; so does its stash.
       frame_stash_[frame] = std::move(snapshot.stash);

@@ -1,5 +1,5 @@
 // The corrected global FP8 state manager. One process-wide StateManager owns the ownership model
-// (state/'s OwnershipModel, semantics fixed or te-legacy) and drives it at every transition the
+// (state/'s OwnershipModel, semantics fixed or te-172bd93) and drives it at every transition the
 // runtime makes: autocast enter/exit, module forward/backward, checkpoint enter/exit, recompute
 // enter/exit, and the grad-mode changes around them. Every decision comes from the model: when its
 // update counters advance the manager performs the DelayedScaling update on the amax/scale
@@ -9,7 +9,7 @@
 // Amax/scale buffers: one set per (recipe, device), shared by every autocast with that recipe; a
 // module gets slots in it at its first FP8 forward under the recipe. A global update updates every
 // set's buffers of its direction (forward: inputs and weights in E4M3; backward: gradients in
-// E5M2 under HYBRID, E4M3 otherwise).
+// E5M2 under HYBRID, E4M3 otherwise: TypeFor).
 //
 // Not thread-safe across concurrent training loops: one training thread, whose backward passes
 // (possibly on autograd worker threads) run one at a time. Calls are serialised by a mutex.
@@ -31,10 +31,9 @@
 
 namespace fp8audit::runtime {
 
-enum class CheckpointImpl : uint8_t { reentrant, non_reentrant };
-
 struct RuntimeOptions {
-  Ownership ownership = Ownership::fixed;
+  // One of kRuntimeSemantics (recipe.h); Configure refuses another.
+  state::Semantics semantics = state::Semantics::kFixed;
   // Emit the structured NVTX events (no-ops unless an NVTX tool such as the agent is attached).
   bool nvtx = true;
   // Emit update.forward / update.backward marks for the updates the runtime performs. Turn off
@@ -95,10 +94,11 @@ class StateManager {
   static StateManager& Get();
 
   // Resets the model, buffers and stashes with new options. Throws std::logic_error while an
-  // autocast or a checkpoint is open.
+  // autocast or a checkpoint is open, std::invalid_argument (one line) for a semantics the runtime
+  // does not implement.
   void Configure(const RuntimeOptions& options);
   RuntimeOptions options() const;
-  Ownership ownership() const { return options_.ownership; }
+  state::Semantics semantics() const { return options_.semantics; }
 
   uint32_t RegisterModule(const std::string& name, state::ModuleKind kind, int forward_tensors,
                           int backward_tensors);
@@ -127,7 +127,7 @@ class StateManager {
   ModuleCall ModuleForward(uint32_t module, bool training, bool requires_grad,
                            const at::Device& device);
   void ModuleBackward(const state::ModuleCtx& ctx);
-  state::CheckpointEntry CheckpointEnter(CheckpointImpl impl);
+  state::CheckpointEntry CheckpointEnter(CheckpointKind kind);
   void CheckpointExit(uint32_t frame, bool failed);
   void RecomputeEnter(uint32_t frame);  // throws std::runtime_error when it cannot start
   void RecomputeExit(uint32_t frame, bool failed);
@@ -152,7 +152,7 @@ class StateManager {
     size_t sync_mark = 0;
   };
   struct FrameInfo {
-    CheckpointImpl impl = CheckpointImpl::reentrant;
+    CheckpointKind kind = CheckpointKind::kReentrant;
     bool direct = false;
     bool fp8 = false;
     DelayedScaling recipe;

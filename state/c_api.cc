@@ -13,7 +13,7 @@
 
 #define FP8AUDIT_EXPORT extern "C" __attribute__((visibility("default")))
 
-using fp8audit::state::CheckpointKind;
+using fp8audit::CheckpointKind;
 using fp8audit::state::ModuleCtx;
 using fp8audit::state::ModuleInfo;
 using fp8audit::state::OwnershipModel;

@@ -2,15 +2,21 @@
 
 #include <string>
 
+#include "fp8audit/vocabulary_proto.h"
+
 namespace fp8audit::state {
 
 namespace v1 = ::fp8audit::v1;
 
-std::optional<CheckpointMode> ParseCheckpointMode(std::string_view s) {
-  if (s == "none") return CheckpointMode::kNone;
-  if (s == "reentrant") return CheckpointMode::kReentrant;
-  if (s == "non-reentrant") return CheckpointMode::kNonReentrant;
-  return std::nullopt;
+bool ParseLayoutCheckpoint(std::string_view s, std::optional<CheckpointKind>* checkpoint) {
+  if (s == kNoCheckpointName) {
+    checkpoint->reset();
+    return true;
+  }
+  const std::optional<CheckpointKind> kind = ParseCheckpointKind(s);
+  if (!kind) return false;
+  *checkpoint = kind;
+  return true;
 }
 
 std::optional<Segments> ParseSegments(std::string_view s) {
@@ -31,17 +37,11 @@ void AddLayer(uint32_t layer, uint32_t k_count, google::protobuf::RepeatedPtrFie
     ops->Add()->mutable_call()->set_module(ModuleName(layer, k));
 }
 
-v1::Checkpoint* AddCheckpoint(CheckpointMode mode,
+v1::Checkpoint* AddCheckpoint(CheckpointKind kind,
                               google::protobuf::RepeatedPtrField<v1::Op>* ops) {
   v1::Checkpoint* cp = ops->Add()->mutable_checkpoint();
-  cp->set_kind(mode == CheckpointMode::kNonReentrant ? v1::NON_REENTRANT : v1::REENTRANT);
+  cp->set_kind(ToProto(kind));
   return cp;
-}
-
-const char* ModeName(CheckpointMode m) {
-  return m == CheckpointMode::kNone        ? "none"
-         : m == CheckpointMode::kReentrant ? "reentrant"
-                                           : "non-reentrant";
 }
 const char* SegmentsName(Segments s) {
   return s == Segments::kSingle ? "single" : s == Segments::kPerLayer ? "per-layer" : "nested";
@@ -53,10 +53,8 @@ v1::Scenario MakeLayout(const LayoutSpec& spec) {
   v1::Scenario sc;
   sc.set_schema_version(1);
   sc.set_name(std::to_string(spec.layers) + "x" + std::to_string(spec.linears_per_layer) +
-              " checkpoint=" + ModeName(spec.checkpoint) +
-              (spec.checkpoint == CheckpointMode::kNone
-                   ? ""
-                   : std::string(" segments=") + SegmentsName(spec.segments)) +
+              " checkpoint=" + std::string(LayoutCheckpointName(spec.checkpoint)) +
+              (!spec.checkpoint ? "" : std::string(" segments=") + SegmentsName(spec.segments)) +
               (spec.eval ? " eval" : "") +
               (spec.backward_inside_autocast ? " backward=inside" : ""));
   sc.mutable_recipe()->set_kind(v1::DELAYED_SCALING);
@@ -72,26 +70,26 @@ v1::Scenario MakeLayout(const LayoutSpec& spec) {
   sc.set_backward(spec.backward_inside_autocast ? v1::INSIDE_AUTOCAST : v1::AFTER_AUTOCAST);
   sc.set_microbatches(spec.microbatches);
   auto* body = sc.add_program()->mutable_autocast()->mutable_body();
-  if (spec.checkpoint == CheckpointMode::kNone || spec.layers == 0) {
+  if (!spec.checkpoint || spec.layers == 0) {
     for (uint32_t l = 0; l < spec.layers; ++l) AddLayer(l, spec.linears_per_layer, body);
     return sc;
   }
   switch (spec.segments) {
     case Segments::kSingle: {
-      auto* cp = AddCheckpoint(spec.checkpoint, body);
+      auto* cp = AddCheckpoint(*spec.checkpoint, body);
       for (uint32_t l = 0; l < spec.layers; ++l)
         AddLayer(l, spec.linears_per_layer, cp->mutable_body());
       break;
     }
     case Segments::kPerLayer:
       for (uint32_t l = 0; l < spec.layers; ++l) {
-        AddLayer(l, spec.linears_per_layer, AddCheckpoint(spec.checkpoint, body)->mutable_body());
+        AddLayer(l, spec.linears_per_layer, AddCheckpoint(*spec.checkpoint, body)->mutable_body());
       }
       break;
     case Segments::kNested: {
-      auto* outer = AddCheckpoint(spec.checkpoint, body);
+      auto* outer = AddCheckpoint(*spec.checkpoint, body);
       AddLayer(0, spec.linears_per_layer,
-               AddCheckpoint(spec.checkpoint, outer->mutable_body())->mutable_body());
+               AddCheckpoint(*spec.checkpoint, outer->mutable_body())->mutable_body());
       for (uint32_t l = 1; l < spec.layers; ++l) {
         AddLayer(l, spec.linears_per_layer, outer->mutable_body());
       }

@@ -9,16 +9,16 @@
 #include <string_view>
 
 #include "fp8audit/scenario.pb.h"
+#include "fp8audit/vocabulary.h"
 
 namespace fp8audit::state {
 
-enum class CheckpointMode : uint8_t { kNone, kReentrant, kNonReentrant };
 enum class Segments : uint8_t { kSingle, kPerLayer, kNested };
 
 struct LayoutSpec {
   uint32_t layers = 3;
   uint32_t linears_per_layer = 1;
-  CheckpointMode checkpoint = CheckpointMode::kNone;
+  std::optional<CheckpointKind> checkpoint;  // nullopt: no checkpoint
   Segments segments = Segments::kPerLayer;
   bool eval = false;  // every module in eval mode
   bool backward_inside_autocast = false;
@@ -26,7 +26,17 @@ struct LayoutSpec {
   ::fp8audit::v1::Fp8Format format = ::fp8audit::v1::HYBRID;
 };
 
-std::optional<CheckpointMode> ParseCheckpointMode(std::string_view s);
+// A layout's checkpoint as `fp8audit model --checkpoint` names it: "none" (nullopt) or the
+// checkpoint kind's name.
+inline constexpr std::string_view kNoCheckpointName = "none";
+inline constexpr std::string_view kLayoutCheckpointNames[] = {
+    kNoCheckpointName, CheckpointKindName(CheckpointKind::kReentrant),
+    CheckpointKindName(CheckpointKind::kNonReentrant)};
+constexpr std::string_view LayoutCheckpointName(std::optional<CheckpointKind> checkpoint) {
+  return checkpoint ? CheckpointKindName(*checkpoint) : kNoCheckpointName;
+}
+// False, leaving *checkpoint as it was, for a word that is neither.
+bool ParseLayoutCheckpoint(std::string_view s, std::optional<CheckpointKind>* checkpoint);
 std::optional<Segments> ParseSegments(std::string_view s);
 
 ::fp8audit::v1::Scenario MakeLayout(const LayoutSpec& spec);

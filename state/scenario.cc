@@ -11,6 +11,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "fp8audit/vocabulary_proto.h"
+
 namespace fp8audit::state {
 
 namespace {
@@ -264,8 +266,7 @@ bool Compiler::CompileOps(const pb::RepeatedPtrField<v1::Op>& ops, const pb::Mes
       }
       case v1::Op::kCheckpoint:
         op.kind = OpKind::kCheckpoint;
-        op.checkpoint = in.checkpoint().kind() == v1::NON_REENTRANT ? CheckpointKind::kNonReentrant
-                                                                    : CheckpointKind::kReentrant;
+        op.checkpoint = FromProto(in.checkpoint().kind());
         if (!CompileOps(in.checkpoint().body(), in.checkpoint(), "body",
                         Nested(t, in, "checkpoint", -1), depth + 1, checkpoint_depth + 1, &op.body,
                         &body)) {

@@ -1,7 +1,9 @@
 #include "state/scenario_runner.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "fp8audit/vocabulary_proto.h"
 #include "state/explain.h"
 
 namespace fp8audit::state {
@@ -10,12 +12,11 @@ namespace {
 
 // A node of the autograd graph recorded during a forward.
 struct Node {
-  enum class Kind : uint8_t { kModule, kReentrant, kNonReentrant };
-  Kind kind = Kind::kModule;
-  ModuleCtx ctx;       // kModule
-  uint32_t frame = 0;  // checkpoints
+  std::optional<CheckpointKind> checkpoint;  // nullopt: a module's node
+  ModuleCtx ctx;                             // a module's
+  uint32_t frame = 0;                        // a checkpoint's
   const std::vector<Op>* body = nullptr;
-  std::vector<Node> saved;  // kNonReentrant: the original graph of the region
+  std::vector<Node> saved;  // non-reentrant: the original graph of the region
 };
 
 // Where ops execute.
@@ -118,15 +119,14 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
         return ok;
       }
       Node node;
-      node.kind = op.checkpoint == CheckpointKind::kReentrant ? Node::Kind::kReentrant
-                                                              : Node::Kind::kNonReentrant;
+      node.checkpoint = op.checkpoint;
       node.frame = entry.frame;
       node.body = &op.body;
-      inner.tape = node.kind == Node::Kind::kNonReentrant ? &node.saved : nullptr;
+      inner.tape = op.checkpoint == CheckpointKind::kNonReentrant ? &node.saved : nullptr;
       const bool ok = Exec(op.body, inner);
       model_.CheckpointExit(entry.frame, !ok);
       if (!ok) return false;
-      if (node.kind == Node::Kind::kReentrant) {
+      if (op.checkpoint == CheckpointKind::kReentrant) {
         // The autograd Function's output requires grad only when an input does.
         act_requires_grad_ = entry_requires_grad && caller_grad;
         if (entry.records_node && act_requires_grad_ && cx.tape)
@@ -202,23 +202,18 @@ bool Runner::Recompute(Node& node, std::vector<Node>* tape) {
 bool Runner::Backprop(std::vector<Node>& tape) {
   for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
     Node& node = *it;
-    switch (node.kind) {
-      case Node::Kind::kModule:
-        model_.ModuleBackward(node.ctx);
-        break;
-      case Node::Kind::kReentrant: {
-        // Recompute under enable_grad, then backward through the recomputed graph.
-        std::vector<Node> recomputed;
-        if (!Recompute(node, &recomputed)) return false;
-        if (!Backprop(recomputed)) return false;
-        break;
-      }
-      case Node::Kind::kNonReentrant:
-        // The first saved tensor unpacked triggers the recompute; its graph is discarded and
-        // backward proceeds through the original graph.
-        if (!node.saved.empty() && !Recompute(node, nullptr)) return false;
-        if (!Backprop(node.saved)) return false;
-        break;
+    if (!node.checkpoint) {
+      model_.ModuleBackward(node.ctx);
+    } else if (*node.checkpoint == CheckpointKind::kReentrant) {
+      // Recompute under enable_grad, then backward through the recomputed graph.
+      std::vector<Node> recomputed;
+      if (!Recompute(node, &recomputed)) return false;
+      if (!Backprop(recomputed)) return false;
+    } else {
+      // Non-reentrant: the first saved tensor unpacked triggers the recompute; its graph is
+      // discarded and backward proceeds through the original graph.
+      if (!node.saved.empty() && !Recompute(node, nullptr)) return false;
+      if (!Backprop(node.saved)) return false;
     }
   }
   return true;
@@ -374,8 +369,7 @@ v1::Event ToTraceEvent(const CompiledScenario& scenario, const ModelEvent& event
   e.set_frame(event.frame);
   e.set_checkpoint_phase(event.phase);
   if (event.frame) {
-    e.set_checkpoint_kind(event.checkpoint_kind == CheckpointKind::kReentrant ? v1::REENTRANT
-                                                                              : v1::NON_REENTRANT);
+    e.set_checkpoint_kind(ToProto(event.checkpoint_kind));
   }
   if (event.module != kNone && event.module < scenario.modules.size()) {
     e.set_module(scenario.modules[event.module].name);

@@ -1,5 +1,5 @@
-// The ownership semantics by name (resolved through semantics_registry.h), and the enumerations
-// of the ownership model, with their names as the CLI and reports spell them.
+// The ownership semantics by name (resolved through semantics_registry.h), and the module kinds of
+// the ownership model. The checkpoint kind is fp8audit::CheckpointKind (fp8audit/vocabulary.h).
 #pragma once
 
 #include <array>
@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fp8audit/vocabulary.h"
 #include "state/semantics_registry.h"
 
 namespace fp8audit::state {
@@ -120,6 +121,8 @@ inline constexpr std::string_view kSemanticsNames{internal::kBuiltinNames.data()
                                                   internal::kBuiltinNames.size()};
 
 inline std::string_view SemanticsName(Semantics s) { return internal::EntryOf(s).name; }
+// Its aliases, ", "-separated ("" none).
+inline std::string_view SemanticsAliases(Semantics s) { return internal::EntryOf(s).aliases; }
 inline const SemanticsRules& RulesOf(Semantics s) { return *internal::EntryOf(s).rules; }
 
 // The semantics named `name` or one of its aliases; nullopt for an unknown name.
@@ -160,7 +163,6 @@ inline std::optional<Semantics> RegisterSemantics(const SemanticsEntry& entry) {
   return internal::SemanticsAt(next);
 }
 
-enum class CheckpointKind : uint8_t { kReentrant, kNonReentrant };
 // kLayerNormMlpCheckpoint: a LayerNormMLP built with checkpoint=True (its own recompute).
 // kGroupedLinear: te.GroupedLinear. kOpsFuser: a te.ops fuser (te.LayerNorm, te.RMSNorm,
 // te.ops.Sequential), which reads the first-module flag whether or not FP8 is on.
@@ -172,9 +174,5 @@ enum class ModuleKind : uint8_t {
   kGroupedLinear,
   kOpsFuser
 };
-
-constexpr std::string_view CheckpointKindName(CheckpointKind k) {
-  return k == CheckpointKind::kReentrant ? "reentrant" : "non-reentrant";
-}
 
 }  // namespace fp8audit::state

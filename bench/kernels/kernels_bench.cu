@@ -135,7 +135,7 @@ double GBps(const Variant& v) { return v.bytes / (v.median_ms * 1e6); }
 const char* Name(DType t) {
   return t == DType::kFloat32 ? "fp32" : t == DType::kBFloat16 ? "bf16" : "fp16";
 }
-const char* Name(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
+const char* Name(Fp8Type f) { return Fp8TypeName(f).data(); }
 
 struct Row {
   std::string pair;
@@ -143,7 +143,7 @@ struct Row {
   bool identical;
 };
 
-template <typename T, Fp8Format F>
+template <typename T, Fp8Type F>
 Row BenchPair(const Options& opt, std::vector<std::string>& explore_lines) {
   constexpr DType kType = detail::InputTraits<T>::kDType;
   const int64_t n = opt.rows * opt.cols;
@@ -314,12 +314,12 @@ int Main(int argc, char** argv) {
               opt.buffers);
   std::vector<Row> rows;
   std::vector<std::string> explore;
-  rows.push_back(BenchPair<float, Fp8Format::kE4M3>(opt, explore));
-  rows.push_back(BenchPair<float, Fp8Format::kE5M2>(opt, explore));
-  rows.push_back(BenchPair<__nv_bfloat16, Fp8Format::kE4M3>(opt, explore));
-  rows.push_back(BenchPair<__nv_bfloat16, Fp8Format::kE5M2>(opt, explore));
-  rows.push_back(BenchPair<__half, Fp8Format::kE4M3>(opt, explore));
-  rows.push_back(BenchPair<__half, Fp8Format::kE5M2>(opt, explore));
+  rows.push_back(BenchPair<float, Fp8Type::kE4M3>(opt, explore));
+  rows.push_back(BenchPair<float, Fp8Type::kE5M2>(opt, explore));
+  rows.push_back(BenchPair<__nv_bfloat16, Fp8Type::kE4M3>(opt, explore));
+  rows.push_back(BenchPair<__nv_bfloat16, Fp8Type::kE5M2>(opt, explore));
+  rows.push_back(BenchPair<__half, Fp8Type::kE4M3>(opt, explore));
+  rows.push_back(BenchPair<__half, Fp8Type::kE5M2>(opt, explore));
 
   std::printf(
       "| input -> fp8 | input MiB | D2D copy GB/s | cast-transpose GB/s | %% of copy | "

@@ -11,12 +11,12 @@
 namespace fp8audit::kernels::bench {
 
 double TorchSequenceMedianMs(void* const* inputs, int num_buffers, DType dtype, int64_t rows,
-                             int64_t cols, Fp8Format format, int warmup, int reps) {
+                             int64_t cols, Fp8Type format, int warmup, int reps) {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
   const at::ScalarType in_type = dtype == DType::kFloat32    ? at::kFloat
                                  : dtype == DType::kBFloat16 ? at::kBFloat16
                                                              : at::kHalf;
-  const at::ScalarType fp8 = format == Fp8Format::kE4M3 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
+  const at::ScalarType fp8 = format == Fp8Type::kE4M3 ? at::kFloat8_e4m3fn : at::kFloat8_e5m2;
   const float max_value = fp8_max(format);
   std::vector<at::Tensor> xs;
   for (int i = 0; i < num_buffers; ++i) {

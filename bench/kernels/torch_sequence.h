@@ -12,6 +12,6 @@ namespace fp8audit::kernels::bench {
 // `num_buffers` inputs of rows x cols (device pointers). Returns a negative value when this
 // libtorch has no float8 dtypes.
 double TorchSequenceMedianMs(void* const* inputs, int num_buffers, DType dtype, int64_t rows,
-                             int64_t cols, Fp8Format format, int warmup, int reps);
+                             int64_t cols, Fp8Type format, int warmup, int reps);
 
 }  // namespace fp8audit::kernels::bench

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "state/layouts.h"
@@ -15,11 +16,11 @@ int main(int argc, char** argv) {
   const uint32_t microbatches = argc > 1 ? static_cast<uint32_t>(std::atoi(argv[1])) : 20;
   std::printf("| layout (1000 layers x 10 Linear) | semantics | events/microbatch | Mevents/s |\n");
   std::printf("|---|---|---:|---:|\n");
-  const std::pair<CheckpointMode, Segments> layouts[] = {
-      {CheckpointMode::kNone, Segments::kSingle},
-      {CheckpointMode::kReentrant, Segments::kPerLayer},
-      {CheckpointMode::kNonReentrant, Segments::kPerLayer},
-      {CheckpointMode::kReentrant, Segments::kNested},
+  const std::pair<std::optional<fp8audit::CheckpointKind>, Segments> layouts[] = {
+      {std::nullopt, Segments::kSingle},
+      {fp8audit::CheckpointKind::kReentrant, Segments::kPerLayer},
+      {fp8audit::CheckpointKind::kNonReentrant, Segments::kPerLayer},
+      {fp8audit::CheckpointKind::kReentrant, Segments::kNested},
   };
   for (const auto& [mode, seg] : layouts) {
     LayoutSpec spec;

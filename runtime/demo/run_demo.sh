@@ -36,7 +36,7 @@ declare -A code
 for ownership in te-legacy fixed; do
   rm -rf "${out:?}/$ownership"
   set +e
-  "$fp8audit" run --out "$out/$ownership" --max-rows 0 -- "$repro" --ownership "$ownership" \
+  "$fp8audit" run --out "$out/$ownership" --max-rows 0 -- "$repro" --semantics "$ownership" \
     "${flags[@]}" >"$out/$ownership.repro.txt" 2>"$out/$ownership.run.txt"
   code[$ownership]=$?
   "$fp8audit" report "$out/$ownership" --max-rows 0 >"$out/$ownership.report.txt" 2>&1

@@ -98,26 +98,24 @@ at::Tensor Forward(const ReproOptions& o, const Model& m, const at::Tensor& x) {
     case Layout::kNone:
       return Region(o, whole)(x);
     case Layout::kReentrantSingle:
-      return checkpoint(Region(o, whole), x, CheckpointImpl::reentrant);
     case Layout::kNonReentrantSingle:
-      return checkpoint(Region(o, whole), x, CheckpointImpl::non_reentrant);
+      return checkpoint(Region(o, whole), x, *CheckpointKindOf(o.layout));
     case Layout::kReentrantPerLayer:
     case Layout::kNonReentrantPerLayer: {
-      const CheckpointImpl impl = o.layout == Layout::kReentrantPerLayer
-                                      ? CheckpointImpl::reentrant
-                                      : CheckpointImpl::non_reentrant;
       at::Tensor h = x;
-      for (const Fn& layer : m.layers) h = checkpoint(Region(o, layer), h, impl);
+      for (const Fn& layer : m.layers) {
+        h = checkpoint(Region(o, layer), h, *CheckpointKindOf(o.layout));
+      }
       return h;
     }
     case Layout::kNested:
       return checkpoint(Region(o,
                                [&m](const at::Tensor& t) {
                                  const at::Tensor first =
-                                     checkpoint(m.layers[0], t, CheckpointImpl::reentrant);
+                                     checkpoint(m.layers[0], t, CheckpointKind::kReentrant);
                                  return Stack(m, first, 1);
                                }),
-                        x, CheckpointImpl::reentrant);
+                        x, CheckpointKind::kReentrant);
   }
   throw std::logic_error("unknown layout");
 }
@@ -152,22 +150,27 @@ std::optional<Layout> ParseLayout(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view LayoutName(Layout layout) {
+std::string LayoutName(Layout layout) {
+  const std::optional<CheckpointKind> kind = CheckpointKindOf(layout);
+  if (!kind) return "none";
+  if (layout == Layout::kNested) return "nested";
+  const bool single = layout == Layout::kReentrantSingle || layout == Layout::kNonReentrantSingle;
+  return std::string(CheckpointKindName(*kind)) + (single ? "-single" : "-per-layer");
+}
+
+std::optional<CheckpointKind> CheckpointKindOf(Layout layout) {
   switch (layout) {
     case Layout::kNone:
-      return "none";
+      return std::nullopt;
     case Layout::kReentrantSingle:
-      return "reentrant-single";
     case Layout::kReentrantPerLayer:
-      return "reentrant-per-layer";
-    case Layout::kNonReentrantSingle:
-      return "non-reentrant-single";
-    case Layout::kNonReentrantPerLayer:
-      return "non-reentrant-per-layer";
     case Layout::kNested:
-      return "nested";
+      return CheckpointKind::kReentrant;
+    case Layout::kNonReentrantSingle:
+    case Layout::kNonReentrantPerLayer:
+      return CheckpointKind::kNonReentrant;
   }
-  return "?";
+  return std::nullopt;
 }
 
 std::vector<Layout> AllLayouts() {
@@ -191,7 +194,7 @@ ReproResult Run(const ReproOptions& o) {
   ReproResult r;
   StateManager& mgr = StateManager::Get();
   RuntimeOptions ro;
-  ro.ownership = o.ownership;
+  ro.semantics = o.semantics;
   ro.nvtx = o.nvtx;
   ro.measure = o.measure;
   mgr.Configure(ro);

@@ -26,12 +26,15 @@ enum class Layout : uint8_t {
 };
 
 std::optional<Layout> ParseLayout(std::string_view name);
-std::string_view LayoutName(Layout layout);
+// "none", "nested", or the checkpoint kind's name and "-single" | "-per-layer".
+std::string LayoutName(Layout layout);
 std::vector<Layout> AllLayouts();
+// The kind of a layout's checkpoints (kNested: reentrant); nullopt for kNone.
+std::optional<CheckpointKind> CheckpointKindOf(Layout layout);
 
 struct ReproOptions {
   Layout layout = Layout::kNone;
-  Ownership ownership = Ownership::fixed;
+  state::Semantics semantics = state::Semantics::kFixed;  // one of kRuntimeSemantics
   uint64_t seed = 0;
   uint32_t microbatches = 4;
   uint32_t accumulation = 2;    // microbatches per optimizer step
@@ -41,7 +44,7 @@ struct ReproOptions {
   bool cuda = false;
   DelayedScaling recipe = [] {
     DelayedScaling r;
-    r.format = Format::kHybrid;
+    r.format = Fp8Format::kHybrid;
     r.amax_history_len = 16;
     return r;
   }();

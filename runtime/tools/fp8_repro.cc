@@ -7,7 +7,7 @@
 // mean(y^2), plain SGD (lr 0.05) with the global gradient norm clipped to 1, which keeps every
 // model size finite (runtime/README.md).
 //
-// Exit codes: 0 the runs completed (with --ownership fixed: and every microbatch had 1 forward and
+// Exit codes: 0 the runs completed (with --semantics fixed: and every microbatch had 1 forward and
 // 1 backward update, finite nonzero gradients and numerics bitwise identical to the run without
 // checkpointing); 1 a run failed or a fixed-ownership expectation did not hold; 2 bad flags.
 #include <torch/cuda.h>
@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,8 +25,9 @@
 
 namespace {
 
-using fp8audit::runtime::Ownership;
 namespace repro = fp8audit::runtime::repro;
+namespace runtime = fp8audit::runtime;
+using fp8audit::state::Semantics;
 
 std::string Counts(const repro::ReproResult& r) {
   std::ostringstream s;
@@ -42,7 +44,7 @@ int main(int argc, char** argv) {
       "fp8-repro: duplicate FP8 DelayedScaling state updates under activation "
       "checkpointing, on the fp8audit runtime"};
   std::string layout = "all";
-  std::string ownership = "fixed";
+  std::string semantics{fp8audit::state::SemanticsName(Semantics::kFixed)};
   uint32_t seeds = 3;
   uint32_t microbatches = 4;
   uint32_t accumulation = 2;
@@ -50,15 +52,26 @@ int main(int argc, char** argv) {
   std::string device = "cpu";
   int64_t hidden = 64;
   int64_t tokens = 32;
-  std::string format = "hybrid";
+  std::string format{fp8audit::Fp8FormatName(fp8audit::Fp8Format::kHybrid)};
   bool no_compare = false;
-  app.add_option("--layout", layout,
-                 "none|reentrant-single|reentrant-per-layer|non-reentrant-single|"
-                 "non-reentrant-per-layer|nested|all (default all)")
-      ->check(CLI::IsMember({"none", "reentrant-single", "reentrant-per-layer",
-                             "non-reentrant-single", "non-reentrant-per-layer", "nested", "all"}));
-  app.add_option("--ownership", ownership, "fixed|te-legacy (default fixed)")
-      ->check(CLI::IsMember({"fixed", "te-legacy"}));
+  std::vector<std::string> layout_names;
+  for (repro::Layout l : repro::AllLayouts()) layout_names.push_back(repro::LayoutName(l));
+  layout_names.push_back("all");
+  std::string layout_help;
+  for (const std::string& name : layout_names)
+    layout_help += (layout_help.empty() ? "" : "|") + name;
+  app.add_option("--layout", layout, layout_help + " (default all)")
+      ->check(CLI::IsMember(layout_names));
+  // --ownership: this option's earlier name, still read (existing job scripts).
+  app.add_option("--semantics,--ownership", semantics,
+                 "ownership semantics, of those the runtime implements: " +
+                     runtime::RuntimeSemanticsNames() + " (default fixed)")
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            std::string error;
+            return runtime::ParseRuntimeSemantics(name, &error) ? std::string() : error;
+          },
+          "SEMANTICS"));
   app.add_option("--seeds", seeds, "seeds 0..N-1 (default 3)")->check(CLI::Range(1u, 1000u));
   app.add_option("--microbatches", microbatches, "logical microbatches per run (default 4)")
       ->check(CLI::Range(1u, 100000u));
@@ -75,8 +88,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   app.add_option("--tokens", tokens, "rows per microbatch (default 32)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  app.add_option("--format", format, "hybrid|e4m3 (default hybrid)")
-      ->check(CLI::IsMember({"hybrid", "e4m3"}));
+  const std::vector<std::string> formats{
+      std::string(fp8audit::Fp8FormatName(fp8audit::Fp8Format::kHybrid)),
+      std::string(fp8audit::Fp8FormatName(fp8audit::Fp8Format::kE4M3))};
+  app.add_option("--format", format,
+                 formats[0] + "|" + formats[1] + " (default " + formats[0] + ")")
+      ->check(CLI::IsMember(formats));
   app.add_flag("--no-compare", no_compare,
                "skip the silent reference run without checkpointing (no bitwise comparison)");
   app.footer(
@@ -100,23 +117,23 @@ int main(int argc, char** argv) {
   }
 
   repro::ReproOptions base;
-  base.ownership = *fp8audit::runtime::ParseOwnership(ownership);
+  base.semantics = *runtime::ParseRuntimeSemantics(semantics);
   base.microbatches = microbatches;
   base.accumulation = accumulation;
   base.decoder_layers = decoder_layers;
   base.hidden = hidden;
   base.tokens = tokens;
   base.cuda = device == "cuda";
-  base.recipe.format = *fp8audit::runtime::ParseFormat(format);
+  base.recipe.format = *fp8audit::ParseFp8Format(format);
   std::vector<repro::Layout> layouts =
       layout == "all" ? repro::AllLayouts()
                       : std::vector<repro::Layout>{*repro::ParseLayout(layout)};
-  const bool fixed = base.ownership == Ownership::fixed;
+  const bool fixed = base.semantics == Semantics::kFixed;
 
   std::printf(
-      "fp8-repro: ownership=%s model=%s H=%lld tokens=%lld seeds=%u microbatches=%u "
+      "fp8-repro: semantics=%s model=%s H=%lld tokens=%lld seeds=%u microbatches=%u "
       "accumulation=%u device=%s recipe=%s\n",
-      ownership.c_str(),
+      std::string(fp8audit::state::SemanticsName(base.semantics)).c_str(),
       decoder_layers ? ("decoder " + std::to_string(decoder_layers) + "x7").c_str() : "3 x Linear",
       static_cast<long long>(hidden), static_cast<long long>(tokens), seeds, microbatches,
       accumulation, device.c_str(), base.recipe.ToString().c_str());
@@ -127,7 +144,7 @@ int main(int argc, char** argv) {
       repro::ReproOptions ref = base;
       ref.seed = seed;
       ref.layout = repro::Layout::kNone;
-      ref.ownership = Ownership::fixed;
+      ref.semantics = Semantics::kFixed;
       ref.nvtx = false;  // silent: not part of the audited trace
       reference = repro::Run(ref);
     }
@@ -146,8 +163,8 @@ int main(int argc, char** argv) {
       }
       std::printf(
           "%-24s seed=%u updates/microbatch (fwd/bwd): %s | loss %s, grads %s%s | %s%s\n",
-          std::string(repro::LayoutName(l)).c_str(), seed, Counts(r).c_str(),
-          r.finite ? "finite" : "NOT FINITE", r.nonzero ? "nonzero" : "HAVE ZEROS",
+          repro::LayoutName(l).c_str(), seed, Counts(r).c_str(), r.finite ? "finite" : "NOT FINITE",
+          r.nonzero ? "nonzero" : "HAVE ZEROS",
           r.violations.empty()
               ? ""
               : (" | " + std::to_string(r.violations.size()) + " model violation(s)").c_str(),

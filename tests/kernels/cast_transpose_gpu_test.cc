@@ -20,13 +20,13 @@ namespace fp8audit::kernels::testing {
 namespace {
 
 constexpr DType kDTypes[] = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
-constexpr Fp8Format kFormats[] = {Fp8Format::kE4M3, Fp8Format::kE5M2};
+constexpr Fp8Type kFormats[] = {Fp8Type::kE4M3, Fp8Type::kE5M2};
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 const char* Name(DType t) {
   return t == DType::kFloat32 ? "fp32" : t == DType::kBFloat16 ? "bf16" : "fp16";
 }
-const char* Name(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
+const char* Name(Fp8Type f) { return Fp8TypeName(f).data(); }
 
 // Host input of `dtype` as raw bytes.
 struct HostTensor {
@@ -69,7 +69,7 @@ struct CtResult {
 
 // Runs the kernel with the input placed `in_offset` bytes and the outputs `out_offset` bytes past
 // an allocation's start (to exercise misaligned pointers). Outputs are poisoned first.
-CtResult RunGpu(const HostTensor& x, int64_t rows, int64_t cols, float scale, Fp8Format f,
+CtResult RunGpu(const HostTensor& x, int64_t rows, int64_t cols, float scale, Fp8Type f,
                 float amax_init, size_t in_offset = 0, size_t out_offset = 0) {
   DeviceBuffer<uint8_t> in(x.bytes.size() + in_offset);
   FP8AUDIT_CUDA_CHECK(
@@ -94,7 +94,7 @@ CtResult RunGpu(const HostTensor& x, int64_t rows, int64_t cols, float scale, Fp
   return r;
 }
 
-CtResult RunCpu(const HostTensor& x, int64_t rows, int64_t cols, float scale, Fp8Format f,
+CtResult RunCpu(const HostTensor& x, int64_t rows, int64_t cols, float scale, Fp8Type f,
                 float amax_init) {
   CtResult r;
   r.rowwise.resize(x.n);
@@ -142,7 +142,7 @@ TEST(CastTransposeGpu, BitExactWithReferenceOnRandomInputs) {
       {3, 4099}, {4099, 3},  {8192, 8},  {8, 8192},  {1024, 4096}, {2048, 1536}, {4096, 4096}};
   uint32_t seed = 1;
   for (DType t : kDTypes) {
-    for (Fp8Format f : kFormats) {
+    for (Fp8Type f : kFormats) {
       for (auto [rows, cols] : shapes) {
         const HostTensor x = FromFloats(t, WideRandom(static_cast<size_t>(rows * cols), ++seed));
         const float scale =
@@ -158,7 +158,7 @@ TEST(CastTransposeGpu, BitExactWithReferenceOnRandomInputs) {
 // Exact FP8 values, midpoints between neighbours (ties), one ulp either side of them, NaNs of
 // both signs with payloads, infinities, signed zeros, float subnormals, FLT_MAX and values past
 // the formats' max, spread over full tiles and edge tiles; with ordinary and extreme scales.
-std::vector<float> Adversarial(Fp8Format f, size_t n, uint32_t seed) {
+std::vector<float> Adversarial(Fp8Type f, size_t n, uint32_t seed) {
   std::vector<float> special;
   for (int b = 0; b < 256; ++b) {
     const float v = decode_fp8(static_cast<uint8_t>(b), f);
@@ -193,7 +193,7 @@ TEST(CastTransposeGpu, BitExactOnAdversarialInputs) {
   const std::pair<int64_t, int64_t> shapes[] = {{512, 384}, {333, 257}, {1, 999}, {999, 1}};
   uint32_t seed = 100;
   for (DType t : kDTypes) {
-    for (Fp8Format f : kFormats) {
+    for (Fp8Type f : kFormats) {
       for (auto [rows, cols] : shapes) {
         for (float scale : scales) {
           const HostTensor x =
@@ -216,7 +216,7 @@ TEST(CastTransposeGpu, BitExactOnEverySixteenBitPattern) {
   for (DType t : {DType::kBFloat16, DType::kFloat16}) {
     HostTensor x{t, all.size(), std::vector<uint8_t>(all.size() * 2)};
     std::memcpy(x.bytes.data(), all.data(), x.bytes.size());
-    for (Fp8Format f : kFormats) {
+    for (Fp8Type f : kFormats) {
       for (float scale : {1.0f, 0.25f, 1024.0f}) {
         EXPECT_TRUE(SameResult(RunGpu(x, 256, 256, scale, f, 0.0f),
                                RunCpu(x, 256, 256, scale, f, 0.0f), 256, 256))
@@ -238,8 +238,8 @@ TEST(CastTransposeGpu, SmallTensorsWithFullAndEdgeTiles) {
   for (DType t : kDTypes) {
     for (auto [rows, cols] : shapes) {
       const HostTensor x = FromFloats(t, WideRandom(static_cast<size_t>(rows * cols), 41));
-      EXPECT_TRUE(SameResult(RunGpu(x, rows, cols, 0.5f, Fp8Format::kE5M2, 0.0f),
-                             RunCpu(x, rows, cols, 0.5f, Fp8Format::kE5M2, 0.0f), rows, cols))
+      EXPECT_TRUE(SameResult(RunGpu(x, rows, cols, 0.5f, Fp8Type::kE5M2, 0.0f),
+                             RunCpu(x, rows, cols, 0.5f, Fp8Type::kE5M2, 0.0f), rows, cols))
           << Name(t) << " " << rows << "x" << cols;
     }
   }
@@ -252,8 +252,8 @@ TEST(CastTransposeGpu, MisalignedPointersTakeTheScalarPathCorrectly) {
     const size_t elem = static_cast<size_t>(dtype_size(t));
     const std::vector<std::pair<size_t, size_t>> offsets = {{elem, 0}, {0, 1}, {elem, 3}};
     for (auto [in_off, out_off] : offsets) {
-      EXPECT_TRUE(SameResult(RunGpu(x, 512, 256, 1.5f, Fp8Format::kE4M3, 0.0f, in_off, out_off),
-                             RunCpu(x, 512, 256, 1.5f, Fp8Format::kE4M3, 0.0f), 512, 256))
+      EXPECT_TRUE(SameResult(RunGpu(x, 512, 256, 1.5f, Fp8Type::kE4M3, 0.0f, in_off, out_off),
+                             RunCpu(x, 512, 256, 1.5f, Fp8Type::kE4M3, 0.0f), 512, 256))
           << Name(t) << " offsets " << in_off << "/" << out_off;
     }
   }
@@ -262,10 +262,10 @@ TEST(CastTransposeGpu, MisalignedPointersTakeTheScalarPathCorrectly) {
 TEST(CastTransposeGpu, AmaxOnlyRises) {
   FP8AUDIT_SKIP_WITHOUT_GPU();
   const HostTensor x = FromFloats(DType::kBFloat16, std::vector<float>(1024, -3.0f));
-  EXPECT_EQ(bits_to_float(RunGpu(x, 32, 32, 1.0f, Fp8Format::kE4M3, 0.0f).amax_bits), 3.0f);
-  EXPECT_EQ(bits_to_float(RunGpu(x, 32, 32, 1.0f, Fp8Format::kE4M3, 1000.0f).amax_bits), 1000.0f);
-  EXPECT_TRUE(std::isnan(
-      bits_to_float(RunGpu(x, 32, 32, 1.0f, Fp8Format::kE4M3, std::nanf("")).amax_bits)));
+  EXPECT_EQ(bits_to_float(RunGpu(x, 32, 32, 1.0f, Fp8Type::kE4M3, 0.0f).amax_bits), 3.0f);
+  EXPECT_EQ(bits_to_float(RunGpu(x, 32, 32, 1.0f, Fp8Type::kE4M3, 1000.0f).amax_bits), 1000.0f);
+  EXPECT_TRUE(
+      std::isnan(bits_to_float(RunGpu(x, 32, 32, 1.0f, Fp8Type::kE4M3, std::nanf("")).amax_bits)));
 }
 
 // The published amax and the outputs describe the same data: wherever the largest element sits
@@ -285,10 +285,10 @@ TEST(CastTransposeGpu, AmaxAndOutputsAreConsistentWhereverTheMaximumIs) {
       w[p] = planted;
       const HostTensor x = FromFloats(t, w);
       const float scale = 2.0f;
-      const CtResult r = RunGpu(x, rows, cols, scale, Fp8Format::kE4M3, 0.0f);
+      const CtResult r = RunGpu(x, rows, cols, scale, Fp8Type::kE4M3, 0.0f);
       const float amax = bits_to_float(r.amax_bits);
       EXPECT_EQ(amax, std::fabs(planted)) << Name(t) << " position " << p;
-      const uint8_t want = encode_fp8(std::copysign(amax, planted) * scale, Fp8Format::kE4M3);
+      const uint8_t want = encode_fp8(std::copysign(amax, planted) * scale, Fp8Type::kE4M3);
       EXPECT_EQ(r.rowwise[p], want);
       EXPECT_EQ(r.columnwise[(p % cols) * rows + p / cols], want);
     }
@@ -300,7 +300,7 @@ TEST(QuantizeGpu, BitExactWithReference) {
   const size_t sizes[] = {1, 3, 7, 8, 9, 1000, 4097, 1u << 20, (1u << 22) + 5};
   uint32_t seed = 300;
   for (DType t : kDTypes) {
-    for (Fp8Format f : kFormats) {
+    for (Fp8Type f : kFormats) {
       for (size_t n : sizes) {
         for (size_t offset : {size_t{0}, static_cast<size_t>(dtype_size(t))}) {
           const HostTensor x = FromFloats(t, WideRandom(n, ++seed));
@@ -336,7 +336,7 @@ TEST(DequantizeGpu, BitExactWithReference) {
   DeviceBuffer<uint8_t> in(codes);
   const float scale_invs[] = {
       1.0f, 0.5f, 3.0f, 1e-40f, 0.0f, kInf, std::nanf(""), std::ldexp(1.0f, 100), -7.0f};
-  for (Fp8Format f : kFormats) {
+  for (Fp8Type f : kFormats) {
     for (DType out_t : kDTypes) {
       for (float si : scale_invs) {
         DeviceBuffer<float> sinv(std::vector<float>{si});
@@ -358,16 +358,16 @@ TEST(CastTransposeGpu, LaunchersRejectInvalidArguments) {
   FP8AUDIT_SKIP_WITHOUT_GPU();
   DeviceBuffer<float> buf(64);
   auto* b = reinterpret_cast<uint8_t*>(buf.get());
-  EXPECT_EQ(cuda::cast_transpose(nullptr, DType::kFloat32, 4, 4, buf.get(), Fp8Format::kE4M3, b, b,
+  EXPECT_EQ(cuda::cast_transpose(nullptr, DType::kFloat32, 4, 4, buf.get(), Fp8Type::kE4M3, b, b,
                                  buf.get(), buf.get(), nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(cuda::cast_transpose(buf.get(), DType::kFloat32, 0, 4, buf.get(), Fp8Format::kE4M3, b,
-                                 b, buf.get(), buf.get(), nullptr),
+  EXPECT_EQ(cuda::cast_transpose(buf.get(), DType::kFloat32, 0, 4, buf.get(), Fp8Type::kE4M3, b, b,
+                                 buf.get(), buf.get(), nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(cuda::quantize(buf.get(), DType::kFloat32, -1, buf.get(), Fp8Format::kE4M3, b,
-                           buf.get(), buf.get(), nullptr),
+  EXPECT_EQ(cuda::quantize(buf.get(), DType::kFloat32, -1, buf.get(), Fp8Type::kE4M3, b, buf.get(),
+                           buf.get(), nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(cuda::dequantize(b, 4, nullptr, Fp8Format::kE4M3, DType::kFloat32, buf.get(), nullptr),
+  EXPECT_EQ(cuda::dequantize(b, 4, nullptr, Fp8Type::kE4M3, DType::kFloat32, buf.get(), nullptr),
             cudaErrorInvalidValue);
 }
 

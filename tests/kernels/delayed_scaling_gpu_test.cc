@@ -46,7 +46,7 @@ TEST(DelayedScalingGpu, MatchesReferenceOverManySteps) {
   const Config configs[] = {{1, 7}, {16, 257}, {1024, 64}};
   std::mt19937 rng(77);
   for (const Config& c : configs) {
-    for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+    for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
       for (AmaxAlgo algo : {AmaxAlgo::kMax, AmaxAlgo::kMostRecent}) {
         for (int margin : {0, 2}) {
           std::vector<float> history(c.history * c.tensors, 0.0f);
@@ -81,11 +81,11 @@ TEST(DelayedScalingGpu, MatchesReferenceOverManySteps) {
 TEST(DelayedScalingGpu, LauncherRejectsInvalidArguments) {
   FP8AUDIT_SKIP_WITHOUT_GPU();
   DeviceBuffer<float> buf(16);
-  EXPECT_EQ(cuda::delayed_scaling_update(buf.get(), 0, 4, buf.get(), buf.get(), Fp8Format::kE4M3, 0,
+  EXPECT_EQ(cuda::delayed_scaling_update(buf.get(), 0, 4, buf.get(), buf.get(), Fp8Type::kE4M3, 0,
                                          AmaxAlgo::kMax, nullptr),
             cudaErrorInvalidValue);
-  EXPECT_EQ(cuda::delayed_scaling_update(buf.get(), 2, 4, buf.get(), buf.get(), Fp8Format::kE4M3,
-                                         300, AmaxAlgo::kMax, nullptr),
+  EXPECT_EQ(cuda::delayed_scaling_update(buf.get(), 2, 4, buf.get(), buf.get(), Fp8Type::kE4M3, 300,
+                                         AmaxAlgo::kMax, nullptr),
             cudaErrorInvalidValue);
 }
 

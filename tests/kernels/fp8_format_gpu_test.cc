@@ -32,17 +32,17 @@ std::string Describe(const MismatchReport& r) {
 
 TEST(Fp8FormatGpu, HardwareEncodeMatchesReferenceForEveryFloat) {
   FP8AUDIT_SKIP_WITHOUT_GPU();
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+  for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
     const MismatchReport r = RunComparison([f](MismatchReport* report) {
       return CompareEncodeWithHardware(f, 0, 1ull << 32, report);
     });
-    EXPECT_EQ(r.count, 0u) << (f == Fp8Format::kE4M3 ? "e4m3: " : "e5m2: ") << Describe(r);
+    EXPECT_EQ(r.count, 0u) << (f == Fp8Type::kE4M3 ? "e4m3: " : "e5m2: ") << Describe(r);
   }
 }
 
 TEST(Fp8FormatGpu, HardwareDecodeMatchesReferenceForEveryCode) {
   FP8AUDIT_SKIP_WITHOUT_GPU();
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+  for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
     const MismatchReport r =
         RunComparison([f](MismatchReport* report) { return CompareDecodeWithHardware(f, report); });
     EXPECT_EQ(r.count, 0u) << Describe(r);

@@ -14,21 +14,21 @@
 namespace fp8audit::kernels {
 namespace {
 
-constexpr Fp8Format kFormats[] = {Fp8Format::kE4M3, Fp8Format::kE5M2};
+constexpr Fp8Type kFormats[] = {Fp8Type::kE4M3, Fp8Type::kE5M2};
 
-const char* Name(Fp8Format f) { return f == Fp8Format::kE4M3 ? "e4m3" : "e5m2"; }
+const char* Name(Fp8Type f) { return Fp8TypeName(f).data(); }
 
-bool IsNanCode(uint8_t b, Fp8Format f) {
+bool IsNanCode(uint8_t b, Fp8Type f) {
   const int mag = b & 0x7F;
-  return f == Fp8Format::kE4M3 ? mag == 0x7F : mag > 0x7C;
+  return f == Fp8Type::kE4M3 ? mag == 0x7F : mag > 0x7C;
 }
 
-bool IsInfCode(uint8_t b, Fp8Format f) { return f == Fp8Format::kE5M2 && (b & 0x7F) == 0x7C; }
+bool IsInfCode(uint8_t b, Fp8Type f) { return f == Fp8Type::kE5M2 && (b & 0x7F) == 0x7C; }
 
 // The value a code stands for, from the format's definition (double precision).
-double Definition(uint8_t b, Fp8Format f) {
-  const int mant_bits = f == Fp8Format::kE4M3 ? 3 : 2;
-  const int bias = f == Fp8Format::kE4M3 ? 7 : 15;
+double Definition(uint8_t b, Fp8Type f) {
+  const int mant_bits = f == Fp8Type::kE4M3 ? 3 : 2;
+  const int bias = f == Fp8Type::kE4M3 ? 7 : 15;
   const int e = (b & 0x7F) >> mant_bits;
   const int m = b & ((1 << mant_bits) - 1);
   const double sign = (b & 0x80) ? -1.0 : 1.0;
@@ -39,20 +39,20 @@ double Definition(uint8_t b, Fp8Format f) {
 // Oracle: the code nearest to x among the finite codes of x's sign (ties to the even code), from
 // the definition's values (positive codes 0x00.. are increasing in value), with saturation for
 // |x| >= max and NaN -> 0x7F. The sign of zero follows x.
-uint8_t NearestCode(float x, Fp8Format f) {
+uint8_t NearestCode(float x, Fp8Type f) {
   if (std::isnan(x)) return 0x7F;
-  const int max_code = f == Fp8Format::kE4M3 ? 0x7E : 0x7B;
+  const int max_code = f == Fp8Type::kE4M3 ? 0x7E : 0x7B;
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   const double a = std::fabs(static_cast<double>(x));
   if (a >= fp8_max(f)) return static_cast<uint8_t>(sign | max_code);
-  static const auto table = [](Fp8Format g) {
-    std::vector<double> v((g == Fp8Format::kE4M3 ? 0x7E : 0x7B) + 1);
+  static const auto table = [](Fp8Type g) {
+    std::vector<double> v((g == Fp8Type::kE4M3 ? 0x7E : 0x7B) + 1);
     for (size_t b = 0; b < v.size(); ++b) v[b] = Definition(static_cast<uint8_t>(b), g);
     return v;
   };
-  static const std::vector<double> e4m3 = table(Fp8Format::kE4M3);
-  static const std::vector<double> e5m2 = table(Fp8Format::kE5M2);
-  const std::vector<double>& values = f == Fp8Format::kE4M3 ? e4m3 : e5m2;
+  static const std::vector<double> e4m3 = table(Fp8Type::kE4M3);
+  static const std::vector<double> e5m2 = table(Fp8Type::kE5M2);
+  const std::vector<double>& values = f == Fp8Type::kE4M3 ? e4m3 : e5m2;
   const int hi =
       static_cast<int>(std::upper_bound(values.begin(), values.end(), a) - values.begin());
   const int lo = hi - 1;  // values[lo] <= a < values[hi]
@@ -65,7 +65,7 @@ uint8_t NearestCode(float x, Fp8Format f) {
 float FromBits(uint32_t u) { return bits_to_float(u); }
 
 TEST(Fp8Reference, DecodeMatchesFormatDefinitionForEveryCode) {
-  for (Fp8Format f : kFormats) {
+  for (Fp8Type f : kFormats) {
     for (int b = 0; b < 256; ++b) {
       const auto code = static_cast<uint8_t>(b);
       const float v = decode_fp8(code, f);
@@ -85,8 +85,8 @@ TEST(Fp8Reference, E4M3RoundTripsEveryFiniteValue) {
   int checked = 0;
   for (int b = 0; b < 256; ++b) {
     const auto code = static_cast<uint8_t>(b);
-    if (IsNanCode(code, Fp8Format::kE4M3)) continue;
-    EXPECT_EQ(encode_fp8(decode_fp8(code, Fp8Format::kE4M3), Fp8Format::kE4M3), code) << b;
+    if (IsNanCode(code, Fp8Type::kE4M3)) continue;
+    EXPECT_EQ(encode_fp8(decode_fp8(code, Fp8Type::kE4M3), Fp8Type::kE4M3), code) << b;
     ++checked;
   }
   EXPECT_EQ(checked, 254);
@@ -96,20 +96,20 @@ TEST(Fp8Reference, E5M2RoundTripsEveryFiniteValue) {
   int checked = 0;
   for (int b = 0; b < 256; ++b) {
     const auto code = static_cast<uint8_t>(b);
-    if (IsNanCode(code, Fp8Format::kE5M2) || IsInfCode(code, Fp8Format::kE5M2)) continue;
-    EXPECT_EQ(encode_fp8(decode_fp8(code, Fp8Format::kE5M2), Fp8Format::kE5M2), code) << b;
+    if (IsNanCode(code, Fp8Type::kE5M2) || IsInfCode(code, Fp8Type::kE5M2)) continue;
+    EXPECT_EQ(encode_fp8(decode_fp8(code, Fp8Type::kE5M2), Fp8Type::kE5M2), code) << b;
     ++checked;
   }
   EXPECT_EQ(checked, 248);
 }
 
 TEST(Fp8Reference, E5M2InfinityCodesDecodeToInfinityAndSaturateOnTheWayBack) {
-  EXPECT_EQ(encode_fp8(decode_fp8(0x7C, Fp8Format::kE5M2), Fp8Format::kE5M2), 0x7B);
-  EXPECT_EQ(encode_fp8(decode_fp8(0xFC, Fp8Format::kE5M2), Fp8Format::kE5M2), 0xFB);
+  EXPECT_EQ(encode_fp8(decode_fp8(0x7C, Fp8Type::kE5M2), Fp8Type::kE5M2), 0x7B);
+  EXPECT_EQ(encode_fp8(decode_fp8(0xFC, Fp8Type::kE5M2), Fp8Type::kE5M2), 0xFB);
 }
 
 TEST(Fp8Reference, TiesRoundToEven) {
-  for (Fp8Format f : kFormats) {
+  for (Fp8Type f : kFormats) {
     for (int sign = 0; sign < 2; ++sign) {
       for (int b = 0; b < 0x7F; ++b) {
         const auto lo = static_cast<uint8_t>(b | (sign << 7));
@@ -131,7 +131,7 @@ TEST(Fp8Reference, TiesRoundToEven) {
 }
 
 TEST(Fp8Reference, SignedZerosAreKept) {
-  for (Fp8Format f : kFormats) {
+  for (Fp8Type f : kFormats) {
     EXPECT_EQ(encode_fp8(0.0f, f), 0x00);
     EXPECT_EQ(encode_fp8(-0.0f, f), 0x80);
     EXPECT_EQ(encode_fp8(-1e-30f, f), 0x80);  // underflow keeps the sign
@@ -144,54 +144,54 @@ TEST(Fp8Reference, SignedZerosAreKept) {
 TEST(Fp8Reference, EveryNaNEncodesAs0x7F) {
   const uint32_t nans[] = {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u,
                            0x7FFFFFFFu, 0xFFFFFFFFu, 0x7FA5A5A5u, 0xFF812345u};
-  for (Fp8Format f : kFormats) {
+  for (Fp8Type f : kFormats) {
     for (uint32_t n : nans) EXPECT_EQ(encode_fp8(FromBits(n), f), 0x7F) << Name(f) << " " << n;
   }
 }
 
 TEST(Fp8Reference, InfinitySaturatesToMax) {
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(encode_fp8(inf, Fp8Format::kE4M3), 0x7E);
-  EXPECT_EQ(encode_fp8(-inf, Fp8Format::kE4M3), 0xFE);
-  EXPECT_EQ(encode_fp8(inf, Fp8Format::kE5M2), 0x7B);
-  EXPECT_EQ(encode_fp8(-inf, Fp8Format::kE5M2), 0xFB);
+  EXPECT_EQ(encode_fp8(inf, Fp8Type::kE4M3), 0x7E);
+  EXPECT_EQ(encode_fp8(-inf, Fp8Type::kE4M3), 0xFE);
+  EXPECT_EQ(encode_fp8(inf, Fp8Type::kE5M2), 0x7B);
+  EXPECT_EQ(encode_fp8(-inf, Fp8Type::kE5M2), 0xFB);
 }
 
 TEST(Fp8Reference, ValuesPastMaxSaturate) {
   for (float v : {448.0f, 449.0f, 463.99f, 464.0f, 464.01f, 480.0f, 1e6f, FLT_MAX}) {
-    EXPECT_EQ(encode_fp8(v, Fp8Format::kE4M3), 0x7E) << v;
-    EXPECT_EQ(encode_fp8(-v, Fp8Format::kE4M3), 0xFE) << v;
+    EXPECT_EQ(encode_fp8(v, Fp8Type::kE4M3), 0x7E) << v;
+    EXPECT_EQ(encode_fp8(-v, Fp8Type::kE4M3), 0xFE) << v;
   }
   for (float v : {57344.0f, 57345.0f, 61439.0f, 61440.0f, 61441.0f, 65536.0f, 1e30f, FLT_MAX}) {
-    EXPECT_EQ(encode_fp8(v, Fp8Format::kE5M2), 0x7B) << v;
-    EXPECT_EQ(encode_fp8(-v, Fp8Format::kE5M2), 0xFB) << v;
+    EXPECT_EQ(encode_fp8(v, Fp8Type::kE5M2), 0x7B) << v;
+    EXPECT_EQ(encode_fp8(-v, Fp8Type::kE5M2), 0xFB) << v;
   }
   // Just below max stays below.
-  EXPECT_EQ(encode_fp8(431.99f, Fp8Format::kE4M3), 0x7D);
-  EXPECT_EQ(encode_fp8(53247.0f, Fp8Format::kE5M2), 0x7A);
+  EXPECT_EQ(encode_fp8(431.99f, Fp8Type::kE4M3), 0x7D);
+  EXPECT_EQ(encode_fp8(53247.0f, Fp8Type::kE5M2), 0x7A);
 }
 
 TEST(Fp8Reference, SubnormalsRoundCorrectly) {
   // E4M3: smallest subnormal 2^-9, min normal 2^-6 (code 0x08).
   const float e4_sub = std::ldexp(1.0f, -9);
-  EXPECT_EQ(encode_fp8(e4_sub, Fp8Format::kE4M3), 0x01);
-  EXPECT_EQ(encode_fp8(e4_sub / 2, Fp8Format::kE4M3), 0x00);  // tie -> even (zero)
-  EXPECT_EQ(encode_fp8(std::nextafter(e4_sub / 2, 1.0f), Fp8Format::kE4M3), 0x01);
-  EXPECT_EQ(encode_fp8(-e4_sub / 2, Fp8Format::kE4M3), 0x80);
-  EXPECT_EQ(encode_fp8(1.5f * e4_sub, Fp8Format::kE4M3), 0x02);  // tie 1.5 -> 2
-  EXPECT_EQ(encode_fp8(2.5f * e4_sub, Fp8Format::kE4M3), 0x02);  // tie 2.5 -> 2
-  EXPECT_EQ(encode_fp8(7.5f * e4_sub, Fp8Format::kE4M3), 0x08);  // rounds up into the normals
-  EXPECT_EQ(encode_fp8(7.0f * e4_sub, Fp8Format::kE4M3), 0x07);
+  EXPECT_EQ(encode_fp8(e4_sub, Fp8Type::kE4M3), 0x01);
+  EXPECT_EQ(encode_fp8(e4_sub / 2, Fp8Type::kE4M3), 0x00);  // tie -> even (zero)
+  EXPECT_EQ(encode_fp8(std::nextafter(e4_sub / 2, 1.0f), Fp8Type::kE4M3), 0x01);
+  EXPECT_EQ(encode_fp8(-e4_sub / 2, Fp8Type::kE4M3), 0x80);
+  EXPECT_EQ(encode_fp8(1.5f * e4_sub, Fp8Type::kE4M3), 0x02);  // tie 1.5 -> 2
+  EXPECT_EQ(encode_fp8(2.5f * e4_sub, Fp8Type::kE4M3), 0x02);  // tie 2.5 -> 2
+  EXPECT_EQ(encode_fp8(7.5f * e4_sub, Fp8Type::kE4M3), 0x08);  // rounds up into the normals
+  EXPECT_EQ(encode_fp8(7.0f * e4_sub, Fp8Type::kE4M3), 0x07);
   // E5M2: smallest subnormal 2^-16, min normal 2^-14 (code 0x04).
   const float e5_sub = std::ldexp(1.0f, -16);
-  EXPECT_EQ(encode_fp8(e5_sub, Fp8Format::kE5M2), 0x01);
-  EXPECT_EQ(encode_fp8(e5_sub / 2, Fp8Format::kE5M2), 0x00);
-  EXPECT_EQ(encode_fp8(3.5f * e5_sub, Fp8Format::kE5M2), 0x04);
-  EXPECT_EQ(encode_fp8(-3.0f * e5_sub, Fp8Format::kE5M2), 0x83);
+  EXPECT_EQ(encode_fp8(e5_sub, Fp8Type::kE5M2), 0x01);
+  EXPECT_EQ(encode_fp8(e5_sub / 2, Fp8Type::kE5M2), 0x00);
+  EXPECT_EQ(encode_fp8(3.5f * e5_sub, Fp8Type::kE5M2), 0x04);
+  EXPECT_EQ(encode_fp8(-3.0f * e5_sub, Fp8Type::kE5M2), 0x83);
 }
 
 TEST(Fp8Reference, FloatSubnormalInputsUnderflowToSignedZero) {
-  for (Fp8Format f : kFormats) {
+  for (Fp8Type f : kFormats) {
     EXPECT_EQ(encode_fp8(FromBits(0x00000001u), f), 0x00);
     EXPECT_EQ(encode_fp8(FromBits(0x807FFFFFu), f), 0x80);
     EXPECT_EQ(encode_fp8(FLT_MIN, f), 0x00);
@@ -207,7 +207,7 @@ TEST(Fp8Reference, EncoderMatchesNearestCodeOracle) {
     patterns.push_back(u);
     patterns.push_back(u | 0x80000000u);
   }
-  for (Fp8Format f : kFormats) {
+  for (Fp8Type f : kFormats) {
     int mismatches = 0;
     for (uint32_t u : patterns) {
       const float x = FromBits(u);

@@ -20,7 +20,7 @@ __device__ void Record(MismatchReport* report, uint32_t input, uint32_t hw, uint
   }
 }
 
-template <Fp8Format F>
+template <Fp8Type F>
 __global__ void EncodeKernel(uint64_t begin, uint64_t end, MismatchReport* report) {
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
   for (uint64_t i = begin + blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < end;
@@ -35,9 +35,9 @@ __global__ void EncodeKernel(uint64_t begin, uint64_t end, MismatchReport* repor
   }
 }
 
-__global__ void DecodeKernel(Fp8Format format, MismatchReport* report) {
+__global__ void DecodeKernel(Fp8Type format, MismatchReport* report) {
   const uint32_t b = threadIdx.x;
-  const __nv_fp8_interpretation_t interp = format == Fp8Format::kE4M3 ? __NV_E4M3 : __NV_E5M2;
+  const __nv_fp8_interpretation_t interp = format == Fp8Type::kE4M3 ? __NV_E4M3 : __NV_E5M2;
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), interp);
   const float hw = __half2float(__half(h));
   const float sw = decode_fp8(static_cast<uint8_t>(b), format);
@@ -80,8 +80,8 @@ __global__ void HalfWidenKernel(MismatchReport* report) {
 
 constexpr int kTile = 16;
 
-__global__ void GemmKernel(const uint8_t* a, Fp8Format a_format, const float* a_scale_inv,
-                           const uint8_t* b, Fp8Format b_format, const float* b_scale_inv, int m,
+__global__ void GemmKernel(const uint8_t* a, Fp8Type a_format, const float* a_scale_inv,
+                           const uint8_t* b, Fp8Type b_format, const float* b_scale_inv, int m,
                            int n, int k, float* c) {
   __shared__ float as[kTile][kTile + 1];
   __shared__ float bs[kTile][kTile + 1];
@@ -107,17 +107,17 @@ __global__ void GemmKernel(const uint8_t* a, Fp8Format a_format, const float* a_
 
 }  // namespace
 
-cudaError_t CompareEncodeWithHardware(Fp8Format format, uint64_t begin, uint64_t end,
+cudaError_t CompareEncodeWithHardware(Fp8Type format, uint64_t begin, uint64_t end,
                                       MismatchReport* report) {
-  if (format == Fp8Format::kE4M3) {
-    EncodeKernel<Fp8Format::kE4M3><<<kBlocks, kThreads>>>(begin, end, report);
+  if (format == Fp8Type::kE4M3) {
+    EncodeKernel<Fp8Type::kE4M3><<<kBlocks, kThreads>>>(begin, end, report);
   } else {
-    EncodeKernel<Fp8Format::kE5M2><<<kBlocks, kThreads>>>(begin, end, report);
+    EncodeKernel<Fp8Type::kE5M2><<<kBlocks, kThreads>>>(begin, end, report);
   }
   return cudaGetLastError();
 }
 
-cudaError_t CompareDecodeWithHardware(Fp8Format format, MismatchReport* report) {
+cudaError_t CompareDecodeWithHardware(Fp8Type format, MismatchReport* report) {
   DecodeKernel<<<1, 256>>>(format, report);
   return cudaGetLastError();
 }
@@ -133,8 +133,8 @@ cudaError_t CompareHalfWideningWithHardware(MismatchReport* report) {
   return cudaGetLastError();
 }
 
-cudaError_t GemmFp8NT(const uint8_t* a, Fp8Format a_format, const float* a_scale_inv,
-                      const uint8_t* b, Fp8Format b_format, const float* b_scale_inv, int m, int n,
+cudaError_t GemmFp8NT(const uint8_t* a, Fp8Type a_format, const float* a_scale_inv,
+                      const uint8_t* b, Fp8Type b_format, const float* b_scale_inv, int m, int n,
                       int k, float* c, cudaStream_t stream) {
   const dim3 block(kTile, kTile);
   const dim3 grid((n + kTile - 1) / kTile, (m + kTile - 1) / kTile);

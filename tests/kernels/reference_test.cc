@@ -35,13 +35,13 @@ TEST(CastTransposeReference, ColumnwiseIsTransposeOfRowwiseForOddShapes) {
     const auto x = RandomFloats(static_cast<size_t>(rows * cols), 7);
     std::vector<uint8_t> rw(x.size()), cw(x.size());
     float amax = 0.0f, scale_inv = 0.0f;
-    ref::cast_transpose(x.data(), DType::kFloat32, rows, cols, 2.0f, Fp8Format::kE4M3, rw.data(),
+    ref::cast_transpose(x.data(), DType::kFloat32, rows, cols, 2.0f, Fp8Type::kE4M3, rw.data(),
                         cw.data(), &amax, &scale_inv);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         ASSERT_EQ(rw[r * cols + c], cw[c * rows + r])
             << rows << "x" << cols << " at " << r << "," << c;
-        ASSERT_EQ(rw[r * cols + c], encode_fp8(x[r * cols + c] * 2.0f, Fp8Format::kE4M3));
+        ASSERT_EQ(rw[r * cols + c], encode_fp8(x[r * cols + c] * 2.0f, Fp8Type::kE4M3));
       }
     }
   }
@@ -49,7 +49,7 @@ TEST(CastTransposeReference, ColumnwiseIsTransposeOfRowwiseForOddShapes) {
 
 TEST(CastTransposeReference, RowwiseMatchesQuantize) {
   const auto x = RandomFloats(1000, 11, 300.0f);
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+  for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
     std::vector<uint8_t> rw(x.size()), cw(x.size()), q(x.size());
     float amax_ct = 0.0f, amax_q = 0.0f, si_ct = 0.0f, si_q = 0.0f;
     ref::cast_transpose(x.data(), DType::kFloat32, 25, 40, 1.5f, f, rw.data(), cw.data(), &amax_ct,
@@ -65,11 +65,11 @@ TEST(CastTransposeReference, AmaxIsMaxAbsAndOnlyRises) {
   const std::vector<float> x = {1.0f, -3.0f, 2.5f, -0.0f};
   std::vector<uint8_t> rw(4), cw(4);
   float amax = 0.0f, si = 0.0f;
-  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Format::kE4M3, rw.data(), cw.data(),
+  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Type::kE4M3, rw.data(), cw.data(),
                       &amax, &si);
   EXPECT_EQ(amax, 3.0f);
   amax = 10.0f;
-  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Format::kE4M3, rw.data(), cw.data(),
+  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Type::kE4M3, rw.data(), cw.data(),
                       &amax, &si);
   EXPECT_EQ(amax, 10.0f);
 }
@@ -78,13 +78,13 @@ TEST(CastTransposeReference, AmaxPropagatesInfAndNaN) {
   std::vector<float> x = {1.0f, -kInf, 2.0f, 0.5f};
   std::vector<uint8_t> rw(4), cw(4);
   float amax = 0.0f, si = 0.0f;
-  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Format::kE4M3, rw.data(), cw.data(),
+  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Type::kE4M3, rw.data(), cw.data(),
                       &amax, &si);
   EXPECT_EQ(Bits(amax), Bits(kInf));
   EXPECT_EQ(rw[1], 0xFE);             // -Inf saturates
   x[2] = bits_to_float(0xFFC01234u);  // negative NaN with a payload
   amax = 0.0f;
-  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Format::kE4M3, rw.data(), cw.data(),
+  ref::cast_transpose(x.data(), DType::kFloat32, 2, 2, 1.0f, Fp8Type::kE4M3, rw.data(), cw.data(),
                       &amax, &si);
   EXPECT_EQ(Bits(amax), 0x7FC01234u);  // |NaN| keeps its payload, sign cleared
   EXPECT_EQ(rw[2], 0x7F);
@@ -96,10 +96,10 @@ TEST(CastTransposeReference, ScaleInvIsReciprocalWithCanonicalNaN) {
   uint8_t rw = 0, cw = 0;
   float amax = 0.0f, si = 0.0f;
   for (float scale : {1.0f, 3.0f, 0.1f, 1e-40f, 0.0f, -0.0f, kInf}) {
-    ref::cast_transpose(&x, DType::kFloat32, 1, 1, scale, Fp8Format::kE4M3, &rw, &cw, &amax, &si);
+    ref::cast_transpose(&x, DType::kFloat32, 1, 1, scale, Fp8Type::kE4M3, &rw, &cw, &amax, &si);
     EXPECT_EQ(Bits(si), Bits(1.0f / scale)) << scale;
   }
-  ref::cast_transpose(&x, DType::kFloat32, 1, 1, bits_to_float(0xFFC00001u), Fp8Format::kE4M3, &rw,
+  ref::cast_transpose(&x, DType::kFloat32, 1, 1, bits_to_float(0xFFC00001u), Fp8Type::kE4M3, &rw,
                       &cw, &amax, &si);
   EXPECT_EQ(Bits(si), kCanonicalNanBits);
   EXPECT_EQ(rw, 0x7F);
@@ -116,7 +116,7 @@ TEST(CastTransposeReference, SixteenBitInputsMatchFloatInputsOfTheSameValues) {
     for (size_t i = 0; i < h.size(); ++i) {
       wide[i] = t == DType::kBFloat16 ? bf16_to_float(h[i]) : half_to_float(h[i]);
     }
-    for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+    for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
       std::vector<uint8_t> rw16(h.size()), cw16(h.size()), rw32(h.size()), cw32(h.size());
       float a16 = 0, a32 = 0, s16 = 0, s32 = 0;
       ref::cast_transpose(h.data(), t, 21, 37, 0.75f, f, rw16.data(), cw16.data(), &a16, &s16);
@@ -130,7 +130,7 @@ TEST(CastTransposeReference, SixteenBitInputsMatchFloatInputsOfTheSameValues) {
 }
 
 TEST(DequantizeReference, InvertsEncodingForEveryCode) {
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+  for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
     std::vector<uint8_t> codes(256);
     for (int i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
     std::vector<float> out(256);
@@ -162,7 +162,7 @@ struct State {
   std::vector<float> history, scale, scale_inv;
   State(int64_t h_, int64_t t_) : h(h_), t(t_), history(h_ * t_), scale(t_, 1.0f), scale_inv(t_) {}
   float& at(int64_t row, int64_t col) { return history[row * t + col]; }
-  void Update(Fp8Format f, int margin, AmaxAlgo algo) {
+  void Update(Fp8Type f, int margin, AmaxAlgo algo) {
     ref::delayed_scaling_update(history.data(), h, t, scale.data(), scale_inv.data(), f, margin,
                                 algo);
   }
@@ -174,7 +174,7 @@ TEST(DelayedScalingReference, RollsHistoryAndZeroesTheCurrentSlot) {
     s.at(r, 0) = static_cast<float>(r + 1);         // 1 2 3 4
     s.at(r, 1) = static_cast<float>(10 * (r + 1));  // 10 20 30 40
   }
-  s.Update(Fp8Format::kE4M3, 0, AmaxAlgo::kMax);
+  s.Update(Fp8Type::kE4M3, 0, AmaxAlgo::kMax);
   // Row i takes row i+1, the last row takes the old row 0, then row 0 is cleared.
   EXPECT_EQ(s.at(0, 0), 0.0f);
   EXPECT_EQ(s.at(1, 0), 3.0f);
@@ -189,14 +189,14 @@ TEST(DelayedScalingReference, MaxUsesTheWholeHistoryAndMostRecentTheCurrentSlot)
   a.at(0, 0) = b.at(0, 0) = 2.0f;
   a.at(1, 0) = b.at(1, 0) = 8.0f;
   a.at(2, 0) = b.at(2, 0) = 4.0f;
-  a.Update(Fp8Format::kE4M3, 0, AmaxAlgo::kMax);
-  b.Update(Fp8Format::kE4M3, 0, AmaxAlgo::kMostRecent);
+  a.Update(Fp8Type::kE4M3, 0, AmaxAlgo::kMax);
+  b.Update(Fp8Type::kE4M3, 0, AmaxAlgo::kMostRecent);
   EXPECT_EQ(a.scale[0], 448.0f / 8.0f);
   EXPECT_EQ(b.scale[0], 448.0f / 2.0f);
 }
 
 TEST(DelayedScalingReference, ScaleIsFp8MaxOverAmaxOverTwoToTheMargin) {
-  for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+  for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
     for (int margin : {0, 1, 3, -2}) {
       State s(2, 1);
       s.at(0, 0) = 3.7f;
@@ -213,7 +213,7 @@ TEST(DelayedScalingReference, ZeroOrNonFiniteAmaxKeepsThePreviousScale) {
     State s(1, 1);
     s.scale[0] = 5.5f;
     s.at(0, 0) = amax;
-    s.Update(Fp8Format::kE4M3, 0, AmaxAlgo::kMax);
+    s.Update(Fp8Type::kE4M3, 0, AmaxAlgo::kMax);
     EXPECT_EQ(s.scale[0], 5.5f) << amax;
     EXPECT_EQ(Bits(s.scale_inv[0]), Bits(1.0f / 5.5f));
   }
@@ -222,7 +222,7 @@ TEST(DelayedScalingReference, ZeroOrNonFiniteAmaxKeepsThePreviousScale) {
   s.scale[0] = 2.0f;
   s.at(0, 0) = 1.0f;
   s.at(2, 0) = std::nanf("");
-  s.Update(Fp8Format::kE4M3, 0, AmaxAlgo::kMax);
+  s.Update(Fp8Type::kE4M3, 0, AmaxAlgo::kMax);
   EXPECT_EQ(s.scale[0], 2.0f);
 }
 
@@ -230,7 +230,7 @@ TEST(DelayedScalingReference, InfiniteScaleBecomesFltMax) {
   State s(1, 2);
   s.at(0, 0) = bits_to_float(1u);  // smallest subnormal: 448 / amax overflows
   s.scale[1] = kInf;               // a kept infinite scale is clamped too
-  s.Update(Fp8Format::kE4M3, 0, AmaxAlgo::kMax);
+  s.Update(Fp8Type::kE4M3, 0, AmaxAlgo::kMax);
   EXPECT_EQ(s.scale[0], FLT_MAX);
   EXPECT_EQ(s.scale[1], FLT_MAX);
   EXPECT_EQ(Bits(s.scale_inv[0]), Bits(1.0f / FLT_MAX));
@@ -241,7 +241,7 @@ TEST(DelayedScalingReference, HistoryOfLengthOneWorks) {
   s.at(0, 0) = 448.0f;
   s.at(0, 1) = 1.0f;
   s.at(0, 2) = 0.0f;
-  s.Update(Fp8Format::kE4M3, 0, AmaxAlgo::kMostRecent);
+  s.Update(Fp8Type::kE4M3, 0, AmaxAlgo::kMostRecent);
   EXPECT_EQ(s.scale[0], 1.0f);
   EXPECT_EQ(s.scale[1], 448.0f);
   EXPECT_EQ(s.scale[2], 1.0f);
@@ -264,7 +264,7 @@ TEST(DelayedScalingReference, ManyStepsMatchAStraightforwardModel) {
     model_scale = (448.0f / amax) / 2.0f;
     past.push_back(current);
     if (static_cast<int64_t>(past.size()) > h - 1) past.erase(past.begin());
-    s.Update(Fp8Format::kE4M3, 1, AmaxAlgo::kMax);
+    s.Update(Fp8Type::kE4M3, 1, AmaxAlgo::kMax);
     ASSERT_EQ(Bits(s.scale[0]), Bits(model_scale)) << step;
     for (int64_t i = 0; i < static_cast<int64_t>(past.size()); ++i) {
       // The newest entry sits in the last row; older ones above it.

@@ -46,7 +46,7 @@ struct HostQuantized {
 };
 
 HostQuantized CpuCastTranspose(const std::vector<uint16_t>& x, int rows, int cols, float scale,
-                               Fp8Format f, float* amax) {
+                               Fp8Type f, float* amax) {
   HostQuantized q;
   q.rowwise.resize(x.size());
   q.columnwise.resize(x.size());
@@ -58,10 +58,10 @@ HostQuantized CpuCastTranspose(const std::vector<uint16_t>& x, int rows, int col
 // The fp8 training-state mirror: amax history [kHistory, T], scale [T], scale_inv [T].
 struct ScalingState {
   int tensors;
-  Fp8Format format;
+  Fp8Type format;
   std::vector<float> history, scale, scale_inv;
   DeviceBuffer<float> d_history, d_scale, d_scale_inv;
-  ScalingState(int t, Fp8Format f)
+  ScalingState(int t, Fp8Type f)
       : tensors(t),
         format(f),
         history(kHistory * t, 0.0f),
@@ -84,7 +84,7 @@ TEST(CastTransposeStress, MicrobatchesFeedingGemmsWithRecomputeMatchReference) {
 
   std::mt19937 rng(2024);
   // Forward state: tensors 0 = activation x, 1 = weight w (E4M3). Backward: 0 = dy (E5M2).
-  ScalingState fwd(2, Fp8Format::kE4M3), bwd(1, Fp8Format::kE5M2);
+  ScalingState fwd(2, Fp8Type::kE4M3), bwd(1, Fp8Type::kE5M2);
   const std::vector<uint16_t> w = RandomBf16(size_t{kOut} * kIn, rng, 0.05f);
   DeviceBuffer<uint16_t> d_w(w);
   DeviceBuffer<uint16_t> d_x(size_t{kTokens} * kIn), d_dy(size_t{kTokens} * kOut);
@@ -114,10 +114,10 @@ TEST(CastTransposeStress, MicrobatchesFeedingGemmsWithRecomputeMatchReference) {
   for (int step = 0; step < kSteps; ++step) {
     // Weight cast once per step (its amax goes to the forward history, tensor 1).
     FP8AUDIT_CUDA_CHECK(cuda::cast_transpose(
-        d_w.get(), DType::kBFloat16, kOut, kIn, fwd.scale_ptr(1), Fp8Format::kE4M3,
-        wq.rowwise.get(), wq.columnwise.get(), fwd.amax_slot(1), wq.scale_inv.get(), producer));
+        d_w.get(), DType::kBFloat16, kOut, kIn, fwd.scale_ptr(1), Fp8Type::kE4M3, wq.rowwise.get(),
+        wq.columnwise.get(), fwd.amax_slot(1), wq.scale_inv.get(), producer));
     const HostQuantized w_host =
-        CpuCastTranspose(w, kOut, kIn, fwd.scale[1], Fp8Format::kE4M3, &fwd.history[1]);
+        CpuCastTranspose(w, kOut, kIn, fwd.scale[1], Fp8Type::kE4M3, &fwd.history[1]);
     upload_ref(ref_w, w_host);
     for (int mb = 0; mb < kMicrobatches; ++mb) {
       const float spread = std::ldexp(1.0f, (step * kMicrobatches + mb) % 9 - 4);
@@ -130,52 +130,52 @@ TEST(CastTransposeStress, MicrobatchesFeedingGemmsWithRecomputeMatchReference) {
       // Forward: cast x, then the fprop GEMM on the consumer stream reads the fresh codes and
       // scale_inv right away.
       FP8AUDIT_CUDA_CHECK(cuda::cast_transpose(
-          d_x.get(), DType::kBFloat16, kTokens, kIn, fwd.scale_ptr(0), Fp8Format::kE4M3,
+          d_x.get(), DType::kBFloat16, kTokens, kIn, fwd.scale_ptr(0), Fp8Type::kE4M3,
           xq.rowwise.get(), xq.columnwise.get(), fwd.amax_slot(0), xq.scale_inv.get(), producer));
       FP8AUDIT_CUDA_CHECK(cudaEventRecord(ready, producer));
       FP8AUDIT_CUDA_CHECK(cudaStreamWaitEvent(consumer, ready, 0));
-      FP8AUDIT_CUDA_CHECK(GemmFp8NT(xq.rowwise.get(), Fp8Format::kE4M3, xq.scale_inv.get(),
-                                    wq.rowwise.get(), Fp8Format::kE4M3, wq.scale_inv.get(), kTokens,
+      FP8AUDIT_CUDA_CHECK(GemmFp8NT(xq.rowwise.get(), Fp8Type::kE4M3, xq.scale_inv.get(),
+                                    wq.rowwise.get(), Fp8Type::kE4M3, wq.scale_inv.get(), kTokens,
                                     kOut, kIn, y.get(), consumer));
       // Backward with activation recomputation: cast x again (amax to scratch, as a recompute
       // must not update the state twice), cast dy, then dgrad and wgrad.
       FP8AUDIT_CUDA_CHECK(
           cuda::cast_transpose(d_x.get(), DType::kBFloat16, kTokens, kIn, fwd.scale_ptr(0),
-                               Fp8Format::kE4M3, xq_re.rowwise.get(), xq_re.columnwise.get(),
+                               Fp8Type::kE4M3, xq_re.rowwise.get(), xq_re.columnwise.get(),
                                scratch_amax.get(), xq_re.scale_inv.get(), producer));
       FP8AUDIT_CUDA_CHECK(cuda::cast_transpose(d_dy.get(), DType::kBFloat16, kTokens, kOut,
-                                               bwd.scale_ptr(0), Fp8Format::kE5M2,
-                                               dyq.rowwise.get(), dyq.columnwise.get(),
-                                               bwd.amax_slot(0), dyq.scale_inv.get(), producer));
+                                               bwd.scale_ptr(0), Fp8Type::kE5M2, dyq.rowwise.get(),
+                                               dyq.columnwise.get(), bwd.amax_slot(0),
+                                               dyq.scale_inv.get(), producer));
       FP8AUDIT_CUDA_CHECK(cudaEventRecord(ready, producer));
       FP8AUDIT_CUDA_CHECK(cudaStreamWaitEvent(consumer, ready, 0));
       // dx[M, K] = dy[M, N] . w[N, K]: NT with b = w columnwise [K, N].
-      FP8AUDIT_CUDA_CHECK(GemmFp8NT(dyq.rowwise.get(), Fp8Format::kE5M2, dyq.scale_inv.get(),
-                                    wq.columnwise.get(), Fp8Format::kE4M3, wq.scale_inv.get(),
+      FP8AUDIT_CUDA_CHECK(GemmFp8NT(dyq.rowwise.get(), Fp8Type::kE5M2, dyq.scale_inv.get(),
+                                    wq.columnwise.get(), Fp8Type::kE4M3, wq.scale_inv.get(),
                                     kTokens, kIn, kOut, dx.get(), consumer));
       // dw[N, K] = dy^T[N, M] . x[M, K]: NT with a = dy columnwise, b = recomputed x columnwise.
-      FP8AUDIT_CUDA_CHECK(GemmFp8NT(dyq.columnwise.get(), Fp8Format::kE5M2, dyq.scale_inv.get(),
-                                    xq_re.columnwise.get(), Fp8Format::kE4M3, xq_re.scale_inv.get(),
+      FP8AUDIT_CUDA_CHECK(GemmFp8NT(dyq.columnwise.get(), Fp8Type::kE5M2, dyq.scale_inv.get(),
+                                    xq_re.columnwise.get(), Fp8Type::kE4M3, xq_re.scale_inv.get(),
                                     kOut, kIn, kTokens, dw.get(), consumer));
 
       // Reference recomputation of this microbatch.
       const HostQuantized x_host =
-          CpuCastTranspose(x, kTokens, kIn, fwd.scale[0], Fp8Format::kE4M3, &fwd.history[0]);
+          CpuCastTranspose(x, kTokens, kIn, fwd.scale[0], Fp8Type::kE4M3, &fwd.history[0]);
       const HostQuantized dy_host =
-          CpuCastTranspose(dy, kTokens, kOut, bwd.scale[0], Fp8Format::kE5M2, &bwd.history[0]);
+          CpuCastTranspose(dy, kTokens, kOut, bwd.scale[0], Fp8Type::kE5M2, &bwd.history[0]);
       FP8AUDIT_CUDA_CHECK(cudaStreamSynchronize(consumer));
       FP8AUDIT_CUDA_CHECK(cudaStreamSynchronize(producer));
       upload_ref(ref_x, x_host);
       upload_ref(ref_dy, dy_host);
-      FP8AUDIT_CUDA_CHECK(GemmFp8NT(ref_x.rowwise.get(), Fp8Format::kE4M3, ref_x.scale_inv.get(),
-                                    ref_w.rowwise.get(), Fp8Format::kE4M3, ref_w.scale_inv.get(),
+      FP8AUDIT_CUDA_CHECK(GemmFp8NT(ref_x.rowwise.get(), Fp8Type::kE4M3, ref_x.scale_inv.get(),
+                                    ref_w.rowwise.get(), Fp8Type::kE4M3, ref_w.scale_inv.get(),
                                     kTokens, kOut, kIn, y_ref.get(), nullptr));
-      FP8AUDIT_CUDA_CHECK(GemmFp8NT(ref_dy.rowwise.get(), Fp8Format::kE5M2, ref_dy.scale_inv.get(),
-                                    ref_w.columnwise.get(), Fp8Format::kE4M3, ref_w.scale_inv.get(),
+      FP8AUDIT_CUDA_CHECK(GemmFp8NT(ref_dy.rowwise.get(), Fp8Type::kE5M2, ref_dy.scale_inv.get(),
+                                    ref_w.columnwise.get(), Fp8Type::kE4M3, ref_w.scale_inv.get(),
                                     kTokens, kIn, kOut, dx_ref.get(), nullptr));
-      FP8AUDIT_CUDA_CHECK(GemmFp8NT(
-          ref_dy.columnwise.get(), Fp8Format::kE5M2, ref_dy.scale_inv.get(), ref_x.columnwise.get(),
-          Fp8Format::kE4M3, ref_x.scale_inv.get(), kOut, kIn, kTokens, dw_ref.get(), nullptr));
+      FP8AUDIT_CUDA_CHECK(GemmFp8NT(ref_dy.columnwise.get(), Fp8Type::kE5M2, ref_dy.scale_inv.get(),
+                                    ref_x.columnwise.get(), Fp8Type::kE4M3, ref_x.scale_inv.get(),
+                                    kOut, kIn, kTokens, dw_ref.get(), nullptr));
       FP8AUDIT_CUDA_CHECK(cudaDeviceSynchronize());
       expect_same("x rowwise", xq.rowwise.Download(), x_host.rowwise, step, mb);
       expect_same("x columnwise", xq.columnwise.Download(), x_host.columnwise, step, mb);

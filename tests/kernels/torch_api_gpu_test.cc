@@ -25,7 +25,7 @@ TEST(TorchApiGpu, CudaResultsMatchTheCpuPathBitForBit) {
   ASSERT_TRUE(cuda_kernels_available());
   at::manual_seed(3);
   for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
-    for (Fp8Format f : {Fp8Format::kE4M3, Fp8Format::kE5M2}) {
+    for (Fp8Type f : {Fp8Type::kE4M3, Fp8Type::kE5M2}) {
       const at::Tensor x = (at::randn({3, 300, 520}) * 100).to(dtype);
       const at::Tensor scale = at::full({1}, 1.75f);
       at::Tensor amax_c = at::zeros({1}), sinv_c = at::zeros({1});
@@ -48,8 +48,8 @@ TEST(TorchApiGpu, CudaResultsMatchTheCpuPathBitForBit) {
   at::Tensor h_c = at::rand({16, 9}) * 50, s_c = at::ones({9}), i_c = at::ones({9});
   at::Tensor h_g = h_c.to(at::kCUDA), s_g = s_c.to(at::kCUDA), i_g = i_c.to(at::kCUDA);
   for (int step = 0; step < 20; ++step) {
-    delayed_scaling_update(h_c, s_c, i_c, Fp8Format::kE4M3, 1, AmaxAlgo::kMax);
-    delayed_scaling_update(h_g, s_g, i_g, Fp8Format::kE4M3, 1, AmaxAlgo::kMax);
+    delayed_scaling_update(h_c, s_c, i_c, Fp8Type::kE4M3, 1, AmaxAlgo::kMax);
+    delayed_scaling_update(h_g, s_g, i_g, Fp8Type::kE4M3, 1, AmaxAlgo::kMax);
     h_c.select(0, 0).copy_(at::rand({9}) * step);
     h_g.select(0, 0).copy_(h_c.select(0, 0));
   }
@@ -63,7 +63,7 @@ TEST(TorchApiGpu, RejectsCompanionTensorsOnAnotherDevice) {
   const at::Tensor x = at::ones({8, 8}, at::TensorOptions().device(at::kCUDA));
   try {
     cast_transpose(x, at::ones({1}), at::zeros({1}, x.options()), at::zeros({1}, x.options()),
-                   Fp8Format::kE4M3);
+                   Fp8Type::kE4M3);
     ADD_FAILURE() << "no error";
   } catch (const c10::Error& e) {
     const std::string m = e.what_without_backtrace();

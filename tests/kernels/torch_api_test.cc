@@ -48,7 +48,7 @@ TEST(TorchApi, CastTransposeMatchesReferenceOnCpu) {
   for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
     const at::Tensor x = (at::randn({6, 7, 33}) * 40).to(dtype);
     at::Tensor amax = Scalar(0.0f), scale_inv = Scalar(0.0f);
-    auto [rw, cw] = cast_transpose(x, Scalar(2.0f), amax, scale_inv, Fp8Format::kE4M3);
+    auto [rw, cw] = cast_transpose(x, Scalar(2.0f), amax, scale_inv, Fp8Type::kE4M3);
     EXPECT_EQ(rw.sizes(), x.sizes());
     EXPECT_EQ(cw.sizes(), (at::IntArrayRef{33, 42}));
     EXPECT_EQ(rw.scalar_type(), at::kByte);
@@ -57,7 +57,7 @@ TEST(TorchApi, CastTransposeMatchesReferenceOnCpu) {
     const DType t = dtype == at::kFloat      ? DType::kFloat32
                     : dtype == at::kBFloat16 ? DType::kBFloat16
                                              : DType::kFloat16;
-    ref::cast_transpose(x.data_ptr(), t, 42, 33, 2.0f, Fp8Format::kE4M3, want_rw.data(),
+    ref::cast_transpose(x.data_ptr(), t, 42, 33, 2.0f, Fp8Type::kE4M3, want_rw.data(),
                         want_cw.data(), &want_amax, &want_si);
     EXPECT_EQ(Bytes(rw), want_rw);
     EXPECT_EQ(Bytes(cw), want_cw);
@@ -69,10 +69,10 @@ TEST(TorchApi, CastTransposeMatchesReferenceOnCpu) {
 TEST(TorchApi, QuantizeThenDequantizeRecoversRepresentableValues) {
   const at::Tensor x = at::tensor({1.0f, -2.0f, 0.5f, 448.0f, -0.0f}, at::kFloat);
   at::Tensor amax = Scalar(0.0f), scale_inv = Scalar(0.0f);
-  const at::Tensor q = quantize(x, Scalar(1.0f), amax, scale_inv, Fp8Format::kE4M3);
+  const at::Tensor q = quantize(x, Scalar(1.0f), amax, scale_inv, Fp8Type::kE4M3);
   EXPECT_EQ(amax.item<float>(), 448.0f);
   for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
-    const at::Tensor y = dequantize(q, scale_inv, Fp8Format::kE4M3, dtype);
+    const at::Tensor y = dequantize(q, scale_inv, Fp8Type::kE4M3, dtype);
     EXPECT_EQ(y.scalar_type(), dtype);
     EXPECT_TRUE(at::equal(y.to(at::kFloat), x)) << dtype;
   }
@@ -83,8 +83,8 @@ TEST(TorchApi, DelayedScalingUpdateMatchesReference) {
   at::Tensor scale = at::ones({5}), scale_inv = at::ones({5});
   std::vector<float> h(history.data_ptr<float>(), history.data_ptr<float>() + 40);
   std::vector<float> s(5, 1.0f), si(5, 1.0f);
-  delayed_scaling_update(history, scale, scale_inv, Fp8Format::kE5M2, 2, AmaxAlgo::kMax);
-  ref::delayed_scaling_update(h.data(), 8, 5, s.data(), si.data(), Fp8Format::kE5M2, 2,
+  delayed_scaling_update(history, scale, scale_inv, Fp8Type::kE5M2, 2, AmaxAlgo::kMax);
+  ref::delayed_scaling_update(h.data(), 8, 5, s.data(), si.data(), Fp8Type::kE5M2, 2,
                               AmaxAlgo::kMax);
   EXPECT_EQ(0, std::memcmp(history.data_ptr<float>(), h.data(), 40 * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(scale.data_ptr<float>(), s.data(), 5 * sizeof(float)));
@@ -94,79 +94,73 @@ TEST(TorchApi, DelayedScalingUpdateMatchesReference) {
 TEST(TorchApi, RejectsWrongInputDtype) {
   ExpectErrorMentioning(
       [] {
-        cast_transpose(at::ones({4, 4}, at::kInt), Scalar(1), Scalar(0), Scalar(0),
-                       Fp8Format::kE4M3);
+        cast_transpose(at::ones({4, 4}, at::kInt), Scalar(1), Scalar(0), Scalar(0), Fp8Type::kE4M3);
       },
       {"fp8audit.cast_transpose", "'input'", "float32, bfloat16 or float16", "Int"});
   ExpectErrorMentioning(
-      [] {
-        quantize(at::ones({4}, at::kDouble), Scalar(1), Scalar(0), Scalar(0), Fp8Format::kE4M3);
-      },
+      [] { quantize(at::ones({4}, at::kDouble), Scalar(1), Scalar(0), Scalar(0), Fp8Type::kE4M3); },
       {"fp8audit.quantize", "'input'", "Double"});
 }
 
 TEST(TorchApi, RejectsEmptyInput) {
   ExpectErrorMentioning(
       [] {
-        cast_transpose(at::ones({0, 4}), Scalar(1), Scalar(0), Scalar(0), Fp8Format::kE4M3);
+        cast_transpose(at::ones({0, 4}), Scalar(1), Scalar(0), Scalar(0), Fp8Type::kE4M3);
       },
       {"'input'", "must not be empty"});
   ExpectErrorMentioning(
-      [] { dequantize(at::ones({0}, at::kByte), Scalar(1), Fp8Format::kE4M3, at::kFloat); },
+      [] { dequantize(at::ones({0}, at::kByte), Scalar(1), Fp8Type::kE4M3, at::kFloat); },
       {"'data'", "must not be empty"});
 }
 
 TEST(TorchApi, RejectsNonContiguousInput) {
   const at::Tensor x = at::ones({8, 6}).t();
-  ExpectErrorMentioning(
-      [&] { cast_transpose(x, Scalar(1), Scalar(0), Scalar(0), Fp8Format::kE4M3); },
-      {"'input'", "must be contiguous"});
+  ExpectErrorMentioning([&] { cast_transpose(x, Scalar(1), Scalar(0), Scalar(0), Fp8Type::kE4M3); },
+                        {"'input'", "must be contiguous"});
 }
 
 TEST(TorchApi, RejectsZeroDimensionalInputForCastTranspose) {
   ExpectErrorMentioning(
-      [] { cast_transpose(at::ones({}), Scalar(1), Scalar(0), Scalar(0), Fp8Format::kE4M3); },
+      [] { cast_transpose(at::ones({}), Scalar(1), Scalar(0), Scalar(0), Fp8Type::kE4M3); },
       {"'input'", "at least 1 dimension"});
 }
 
 TEST(TorchApi, RejectsScaleAmaxAndScaleInvOfTheWrongSizeOrDtype) {
   const at::Tensor x = at::ones({4, 4});
   ExpectErrorMentioning(
-      [&] { cast_transpose(x, at::ones({2}), Scalar(0), Scalar(0), Fp8Format::kE4M3); },
+      [&] { cast_transpose(x, at::ones({2}), Scalar(0), Scalar(0), Fp8Type::kE4M3); },
       {"'scale'", "1 element"});
   ExpectErrorMentioning(
-      [&] { cast_transpose(x, Scalar(1), at::zeros({3}), Scalar(0), Fp8Format::kE4M3); },
+      [&] { cast_transpose(x, Scalar(1), at::zeros({3}), Scalar(0), Fp8Type::kE4M3); },
       {"'amax'", "1 element"});
   ExpectErrorMentioning(
-      [&] { cast_transpose(x, Scalar(1), Scalar(0), at::zeros({0}), Fp8Format::kE4M3); },
+      [&] { cast_transpose(x, Scalar(1), Scalar(0), at::zeros({0}), Fp8Type::kE4M3); },
       {"'scale_inv'", "1 element"});
   ExpectErrorMentioning(
-      [&] {
-        cast_transpose(x, Scalar(1), at::zeros({1}, at::kDouble), Scalar(0), Fp8Format::kE4M3);
-      },
+      [&] { cast_transpose(x, Scalar(1), at::zeros({1}, at::kDouble), Scalar(0), Fp8Type::kE4M3); },
       {"'amax'", "float32", "Double"});
   ExpectErrorMentioning(
-      [&] { dequantize(at::ones({4}, at::kByte), at::ones({2}), Fp8Format::kE4M3, at::kFloat); },
+      [&] { dequantize(at::ones({4}, at::kByte), at::ones({2}), Fp8Type::kE4M3, at::kFloat); },
       {"'scale_inv'", "1 element"});
 }
 
 TEST(TorchApi, RejectsUndefinedTensors) {
   ExpectErrorMentioning(
-      [] { cast_transpose(at::Tensor(), Scalar(1), Scalar(0), Scalar(0), Fp8Format::kE4M3); },
+      [] { cast_transpose(at::Tensor(), Scalar(1), Scalar(0), Scalar(0), Fp8Type::kE4M3); },
       {"'input'", "undefined"});
   ExpectErrorMentioning(
-      [] { quantize(at::ones({2}), at::Tensor(), Scalar(0), Scalar(0), Fp8Format::kE4M3); },
+      [] { quantize(at::ones({2}), at::Tensor(), Scalar(0), Scalar(0), Fp8Type::kE4M3); },
       {"'scale'", "undefined"});
 }
 
 TEST(TorchApi, RejectsArgumentsThatShareMemory) {
   const at::Tensor x = at::ones({4, 4});
   const at::Tensor s = Scalar(1);
-  ExpectErrorMentioning([&] { cast_transpose(x, s, s, Scalar(0), Fp8Format::kE4M3); },
+  ExpectErrorMentioning([&] { cast_transpose(x, s, s, Scalar(0), Fp8Type::kE4M3); },
                         {"'scale'", "'amax'", "share memory"});
   const at::Tensor both = at::zeros({2});
   ExpectErrorMentioning(
-      [&] { quantize(x, s, both.slice(0, 0, 1), both.slice(0, 0, 1), Fp8Format::kE4M3); },
+      [&] { quantize(x, s, both.slice(0, 0, 1), both.slice(0, 0, 1), Fp8Type::kE4M3); },
       {"'amax'", "'scale_inv'", "share memory"});
 }
 
@@ -179,10 +173,10 @@ TEST(TorchApi, RejectsUnknownFormatAndAlgorithmNames) {
 
 TEST(TorchApi, RejectsBadDequantizeArguments) {
   ExpectErrorMentioning(
-      [] { dequantize(at::ones({4}, at::kChar), Scalar(1), Fp8Format::kE4M3, at::kFloat); },
+      [] { dequantize(at::ones({4}, at::kChar), Scalar(1), Fp8Type::kE4M3, at::kFloat); },
       {"'data'", "uint8"});
   ExpectErrorMentioning(
-      [] { dequantize(at::ones({4}, at::kByte), Scalar(1), Fp8Format::kE4M3, at::kInt); },
+      [] { dequantize(at::ones({4}, at::kByte), Scalar(1), Fp8Type::kE4M3, at::kInt); },
       {"'out_dtype'"});
 }
 
@@ -190,43 +184,41 @@ TEST(TorchApi, RejectsBadDelayedScalingArguments) {
   const at::Tensor h = at::zeros({4, 3});
   ExpectErrorMentioning(
       [&] {
-        delayed_scaling_update(at::zeros({12}), at::ones({3}), at::ones({3}), Fp8Format::kE4M3, 0,
+        delayed_scaling_update(at::zeros({12}), at::ones({3}), at::ones({3}), Fp8Type::kE4M3, 0,
                                AmaxAlgo::kMax);
       },
       {"'amax_history'", "2-D"});
   ExpectErrorMentioning(
       [&] {
-        delayed_scaling_update(h, at::ones({2}), at::ones({3}), Fp8Format::kE4M3, 0,
-                               AmaxAlgo::kMax);
+        delayed_scaling_update(h, at::ones({2}), at::ones({3}), Fp8Type::kE4M3, 0, AmaxAlgo::kMax);
       },
       {"'scale'", "3 elements"});
   ExpectErrorMentioning(
       [&] {
-        delayed_scaling_update(h, at::ones({3}), at::ones({3}, at::kHalf), Fp8Format::kE4M3, 0,
+        delayed_scaling_update(h, at::ones({3}), at::ones({3}, at::kHalf), Fp8Type::kE4M3, 0,
                                AmaxAlgo::kMax);
       },
       {"'scale_inv'", "float32"});
   ExpectErrorMentioning(
       [&] {
-        delayed_scaling_update(h, at::ones({3}), at::ones({3}), Fp8Format::kE4M3, 200,
+        delayed_scaling_update(h, at::ones({3}), at::ones({3}), Fp8Type::kE4M3, 200,
                                AmaxAlgo::kMax);
       },
       {"'margin'"});
   ExpectErrorMentioning(
       [&] {
-        delayed_scaling_update(at::zeros({4, 6}).t(), at::ones({4}), at::ones({4}),
-                               Fp8Format::kE4M3, 0, AmaxAlgo::kMax);
+        delayed_scaling_update(at::zeros({4, 6}).t(), at::ones({4}), at::ones({4}), Fp8Type::kE4M3,
+                               0, AmaxAlgo::kMax);
       },
       {"'amax_history'", "contiguous"});
   const at::Tensor s = at::ones({3});
-  ExpectErrorMentioning(
-      [&] { delayed_scaling_update(h, s, s, Fp8Format::kE4M3, 0, AmaxAlgo::kMax); },
-      {"'scale'", "'scale_inv'", "share memory"});
+  ExpectErrorMentioning([&] { delayed_scaling_update(h, s, s, Fp8Type::kE4M3, 0, AmaxAlgo::kMax); },
+                        {"'scale'", "'scale_inv'", "share memory"});
 }
 
 TEST(TorchApi, FailedChecksLeaveOutputsUntouched) {
   at::Tensor amax = Scalar(7.0f), scale_inv = Scalar(3.0f);
-  EXPECT_THROW(cast_transpose(at::ones({4, 4}), at::ones({2}), amax, scale_inv, Fp8Format::kE4M3),
+  EXPECT_THROW(cast_transpose(at::ones({4, 4}), at::ones({2}), amax, scale_inv, Fp8Type::kE4M3),
                c10::Error);
   EXPECT_EQ(amax.item<float>(), 7.0f);
   EXPECT_EQ(scale_inv.item<float>(), 3.0f);
@@ -251,8 +243,8 @@ TEST(TorchOps, LoadLibraryRegistersFp8auditOps) {
   const at::Tensor rw = stack[0].toTensor();
   const at::Tensor cw = stack[1].toTensor();
   EXPECT_EQ(cw.sizes(), (at::IntArrayRef{3, 2}));
-  EXPECT_EQ(rw.data_ptr<uint8_t>()[1], encode_fp8(2.0f, Fp8Format::kE4M3));
-  EXPECT_EQ(cw.data_ptr<uint8_t>()[1], encode_fp8(4.0f, Fp8Format::kE4M3));
+  EXPECT_EQ(rw.data_ptr<uint8_t>()[1], encode_fp8(2.0f, Fp8Type::kE4M3));
+  EXPECT_EQ(cw.data_ptr<uint8_t>()[1], encode_fp8(4.0f, Fp8Type::kE4M3));
   EXPECT_EQ(amax.item<float>(), 6.0f);
 
   torch::jit::Stack bad{x, Scalar(1.0f), amax, scale_inv, std::string("e3m4")};

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -145,10 +146,10 @@ Counts Predicted(repro::Layout layout, uint32_t decoder_layers, uint32_t microba
   spec.microbatches = microbatches;
   using repro::Layout;
   spec.checkpoint =
-      layout == Layout::kNone ? state::CheckpointMode::kNone
+      layout == Layout::kNone ? std::optional<CheckpointKind>()
       : (layout == Layout::kNonReentrantSingle || layout == Layout::kNonReentrantPerLayer)
-          ? state::CheckpointMode::kNonReentrant
-          : state::CheckpointMode::kReentrant;
+          ? CheckpointKind::kNonReentrant
+          : CheckpointKind::kReentrant;
   spec.segments = layout == Layout::kNested ? state::Segments::kNested
                   : (layout == Layout::kReentrantSingle || layout == Layout::kNonReentrantSingle)
                       ? state::Segments::kSingle
@@ -184,7 +185,7 @@ TEST_P(AgentCounts, FixedOwnershipShowsOneForwardAndOneBackwardUpdateInEveryMicr
   const uint32_t layers = GetParam();
   const uint32_t seeds = 3, microbatches = 3;
   const AgentRun run = RunUnderAgent(
-      {"--layout", "all", "--ownership", "fixed", "--seeds", std::to_string(seeds),
+      {"--layout", "all", "--semantics", "fixed", "--seeds", std::to_string(seeds),
        "--microbatches", std::to_string(microbatches), "--accumulation", "2", "--decoder-layers",
        std::to_string(layers), "--hidden", "16", "--tokens", "8"});
   if (run.blocked) GTEST_SKIP() << kBlocked;
@@ -201,7 +202,7 @@ TEST_P(AgentCounts, TeLegacyCountsEqualTheOwnershipModelsPredictions) {
   const uint32_t layers = GetParam();
   const uint32_t microbatches = 2;
   const AgentRun run =
-      RunUnderAgent({"--layout", "all", "--ownership", "te-legacy", "--seeds", "1",
+      RunUnderAgent({"--layout", "all", "--semantics", "te-legacy", "--seeds", "1",
                      "--microbatches", std::to_string(microbatches), "--decoder-layers",
                      std::to_string(layers), "--hidden", "16", "--tokens", "8", "--no-compare"});
   if (run.blocked) GTEST_SKIP() << kBlocked;

@@ -30,9 +30,9 @@ using repro::ReproResult;
 
 StateManager& Mgr() { return StateManager::Get(); }
 
-void Reset(Ownership ownership = Ownership::fixed) {
+void Reset(state::Semantics semantics = state::Semantics::kFixed) {
   RuntimeOptions o;
-  o.ownership = ownership;
+  o.semantics = semantics;
   Mgr().Configure(o);
   Mgr().TakeViolations();
 }
@@ -92,7 +92,7 @@ TEST_P(EveryLayout, FixedOwnershipUpdatesOnceForwardAndOnceBackwardPerMicrobatch
 TEST_P(EveryLayout, FixedOwnershipCheckpointedRunIsBitwiseIdenticalToNoCheckpoint) {
   const auto [layout, layers] = GetParam();
   for (uint64_t seed : {0u, 1u, 2u}) {
-    for (Format format : {Format::kHybrid, Format::kE4M3}) {
+    for (Fp8Format format : {Fp8Format::kHybrid, Fp8Format::kE4M3}) {
       ReproOptions o = Opts(layout, layers);
       o.seed = seed;
       o.recipe.format = format;
@@ -109,7 +109,7 @@ TEST_P(EveryLayout, FixedOwnershipCheckpointedRunIsBitwiseIdenticalToNoCheckpoin
 TEST_P(EveryLayout, TeLegacyCountsEqualTheOwnershipModelsPrediction) {
   const auto [layout, layers] = GetParam();
   ReproOptions o = Opts(layout, layers);
-  o.ownership = Ownership::te_legacy;
+  o.semantics = state::Semantics::kTeLegacy;
   o.microbatches = 3;
   const ReproResult r = repro::Run(o);
   ASSERT_TRUE(r.error.empty()) << r.error;
@@ -120,15 +120,15 @@ TEST_P(EveryLayout, TeLegacyCountsEqualTheOwnershipModelsPrediction) {
   spec.microbatches = o.microbatches;
   switch (layout) {
     case Layout::kNone:
-      spec.checkpoint = state::CheckpointMode::kNone;
+      spec.checkpoint = std::nullopt;
       break;
     case Layout::kReentrantSingle:
     case Layout::kReentrantPerLayer:
     case Layout::kNested:
-      spec.checkpoint = state::CheckpointMode::kReentrant;
+      spec.checkpoint = CheckpointKind::kReentrant;
       break;
     default:
-      spec.checkpoint = state::CheckpointMode::kNonReentrant;
+      spec.checkpoint = CheckpointKind::kNonReentrant;
   }
   spec.segments = layout == Layout::kNested ? state::Segments::kNested
                   : (layout == Layout::kReentrantSingle || layout == Layout::kNonReentrantSingle)
@@ -216,15 +216,17 @@ TEST(Repro, TrainingStaysFiniteAndLearnsOverLongRuns) {
     uint32_t layers;
     int64_t hidden, tokens;
     uint32_t microbatches, seeds;
-    Ownership ownership;
+    state::Semantics semantics;
   };
-  for (const Case& c :
-       {Case{2, 16, 8, 40, 3, Ownership::fixed}, Case{2, 64, 32, 16, 3, Ownership::fixed},
-        Case{2, 16, 8, 40, 1, Ownership::te_legacy}, Case{28, 16, 8, 24, 1, Ownership::fixed}}) {
+  for (const Case& c : {Case{2, 16, 8, 40, 3, state::Semantics::kFixed},
+                        Case{2, 64, 32, 16, 3, state::Semantics::kFixed},
+                        Case{2, 16, 8, 40, 1, state::Semantics::kTeLegacy},
+                        Case{28, 16, 8, 24, 1, state::Semantics::kFixed}}) {
     for (uint32_t seed = 0; seed < c.seeds; ++seed) {
       ReproOptions o = Opts(Layout::kNone, c.layers);
-      o.ownership = c.ownership;
-      o.layout = c.ownership == Ownership::fixed ? Layout::kNone : Layout::kReentrantPerLayer;
+      o.semantics = c.semantics;
+      o.layout =
+          c.semantics == state::Semantics::kFixed ? Layout::kNone : Layout::kReentrantPerLayer;
       o.hidden = c.hidden;
       o.tokens = c.tokens;
       o.microbatches = c.microbatches;
@@ -265,7 +267,7 @@ TEST(FixedOwnership, AutocastOpenedInsideTheCheckpointedCallableKeepsOneOneAndNu
 
 TEST(TeLegacyOwnership, EvalModuleUnderReentrantCheckpointRaisesLikeTransformerEngine) {
   ReproOptions o = Opts(Layout::kReentrantSingle);
-  o.ownership = Ownership::te_legacy;
+  o.semantics = state::Semantics::kTeLegacy;
   o.eval_modules = true;
   const ReproResult r = repro::Run(o);
   EXPECT_NE(r.error.find("recomputes with no stashed FP8 metadata"), std::string::npos) << r.error;
@@ -275,11 +277,11 @@ TEST(FixedOwnership, NoGradCheckpointOfEitherKindLeavesNoStashAndNoOpenFrame) {
   Reset();
   Linear fc(8, 8);
   const at::Tensor x = at::randn({4, 8});
-  for (CheckpointImpl impl : {CheckpointImpl::reentrant, CheckpointImpl::non_reentrant}) {
+  for (CheckpointKind kind : {CheckpointKind::kReentrant, CheckpointKind::kNonReentrant}) {
     MicrobatchScope mb;
     at::NoGradGuard no_grad;
     Fp8Autocast autocast;
-    const at::Tensor y = checkpoint([&](const at::Tensor& t) { return fc->forward(t); }, x, impl);
+    const at::Tensor y = checkpoint([&](const at::Tensor& t) { return fc->forward(t); }, x, kind);
     EXPECT_FALSE(y.requires_grad());
     EXPECT_EQ(Mgr().stash_entries(), 0u);
   }
@@ -310,7 +312,7 @@ std::pair<uint64_t, uint64_t> Microbatch(const std::function<at::Tensor(const at
   return {Mgr().forward_updates() - f0, Mgr().backward_updates() - b0};
 }
 
-class BothKinds : public ::testing::TestWithParam<CheckpointImpl> {};
+class BothKinds : public ::testing::TestWithParam<CheckpointKind> {};
 
 TEST_P(BothKinds, ExceptionInTheCheckpointedForwardLeavesTheStateUsable) {
   Reset();
@@ -387,9 +389,10 @@ TEST_P(BothKinds, ExceptionInTheRecomputeRollsBackAndARetryMatchesACleanRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Runtime, BothKinds, ::testing::Values(CheckpointImpl::reentrant, CheckpointImpl::non_reentrant),
-    [](const ::testing::TestParamInfo<CheckpointImpl>& info) {
-      return std::string(info.param == CheckpointImpl::reentrant ? "reentrant" : "non_reentrant");
+    Runtime, BothKinds,
+    ::testing::Values(CheckpointKind::kReentrant, CheckpointKind::kNonReentrant),
+    [](const ::testing::TestParamInfo<CheckpointKind>& info) {
+      return std::string(info.param == CheckpointKind::kReentrant ? "reentrant" : "non_reentrant");
     });
 
 // ---- numerics of the CPU backend -------------------------------------------------------------
@@ -411,10 +414,10 @@ TEST(CpuBackend, LinearForwardIsTheFp8EmulationOfItsInputsAndTheUpdateSetsTheSca
     std::vector<uint8_t> q(c.numel());
     float amax = 0, sinv = 0;
     kernels::ref::quantize(c.data_ptr<float>(), kernels::DType::kFloat32, q.size(), 1.0f,
-                           kernels::Fp8Format::kE4M3, q.data(), &amax, &sinv);
+                           Fp8Type::kE4M3, q.data(), &amax, &sinv);
     at::Tensor out = at::empty_like(c);
-    kernels::ref::dequantize(q.data(), q.size(), sinv, kernels::Fp8Format::kE4M3,
-                             kernels::DType::kFloat32, out.data_ptr<float>());
+    kernels::ref::dequantize(q.data(), q.size(), sinv, Fp8Type::kE4M3, kernels::DType::kFloat32,
+                             out.data_ptr<float>());
     return out;
   };
   const at::Tensor expected = at::mm(qdq(x), qdq(fc->weight.detach()).t()) + fc->bias.detach();
@@ -448,8 +451,8 @@ TEST(CpuBackend, Fp8GradientsAreCloseToHighPrecisionOnes) {
 TEST(Backends, CudaBackendFailsClearlyWhenNotBuilt) {
   if (backend::cuda_built()) GTEST_SKIP() << "this build has the CUDA backend";
   try {
-    backend::cuda::DelayedScalingUpdate(at::Tensor(), at::Tensor(), at::Tensor(),
-                                        kernels::Fp8Format::kE4M3, 0, kernels::AmaxAlgo::kMax);
+    backend::cuda::DelayedScalingUpdate(at::Tensor(), at::Tensor(), at::Tensor(), Fp8Type::kE4M3, 0,
+                                        kernels::AmaxAlgo::kMax);
     FAIL() << "no exception";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA backend not built"), std::string::npos);
@@ -476,7 +479,7 @@ void ExpectStateStillWorks() {
   const at::Tensor x = at::randn({4, 16}).requires_grad_();
   EXPECT_EQ(Microbatch(
                 [&](const at::Tensor& t) {
-                  return checkpoint(std::ref(net), t, CheckpointImpl::reentrant);
+                  return checkpoint(std::ref(net), t, CheckpointKind::kReentrant);
                 },
                 x),
             std::make_pair(uint64_t{1}, uint64_t{1}));
@@ -492,10 +495,10 @@ TEST(BadInput, RecipeValuesOutOfRangeNameTheArgumentAndOpenNothing) {
   r.amax_history_len = 0;
   EXPECT_NE(ErrorOf([&] { Fp8Autocast a(true, r); }).find("'amax_history_len'"), std::string::npos);
   r = DelayedScaling();
-  r.format = static_cast<Format>(7);
+  r.format = static_cast<Fp8Format>(7);
   EXPECT_NE(ErrorOf([&] { Fp8Autocast a(true, r); }).find("'format'"), std::string::npos);
   r = DelayedScaling();
-  r.amax_compute_algo = static_cast<AmaxComputeAlgo>(9);
+  r.amax_compute_algo = static_cast<kernels::AmaxAlgo>(9);
   EXPECT_NE(ErrorOf([&] { Fp8Autocast a(true, r); }).find("'amax_compute_algo'"),
             std::string::npos);
   ExpectStateStillWorks();
@@ -538,21 +541,22 @@ TEST(BadInput, CheckpointOfANonCallableOrOfInputsThatNeedNoGradNamesTheArgument)
     MicrobatchScope mb;
     Fp8Autocast autocast;
     EXPECT_NE(ErrorOf([&] {
-                checkpoint(CheckpointFunction1(), x, CheckpointImpl::reentrant);
+                checkpoint(CheckpointFunction1(), x, CheckpointKind::kReentrant);
               }).find("'fn'"),
               std::string::npos);
     EXPECT_NE(ErrorOf([&] {
                 checkpoint(CheckpointFunction(), std::vector<at::Tensor>{x},
-                           CheckpointImpl::non_reentrant);
+                           CheckpointKind::kNonReentrant);
               }).find("'fn'"),
               std::string::npos);
     EXPECT_NE(ErrorOf([&] {
-                checkpoint([](const at::Tensor& t) { return t * 2; }, x, CheckpointImpl::reentrant);
+                checkpoint([](const at::Tensor& t) { return t * 2; }, x,
+                           CheckpointKind::kReentrant);
               }).find("'inputs'"),
               std::string::npos);
     EXPECT_NE(ErrorOf([&] {
                 checkpoint([](const std::vector<at::Tensor>& t) { return t; },
-                           std::vector<at::Tensor>{at::Tensor()}, CheckpointImpl::non_reentrant);
+                           std::vector<at::Tensor>{at::Tensor()}, CheckpointKind::kNonReentrant);
               }).find("'inputs[0]'"),
               std::string::npos);
     EXPECT_EQ(Mgr().stash_entries(), 0u);
@@ -565,6 +569,36 @@ TEST(BadInput, ConfigureWhileAnAutocastIsOpenIsRefused) {
   Reset();
   Fp8Autocast autocast;
   EXPECT_THROW(Mgr().Configure(RuntimeOptions()), std::logic_error);
+}
+
+TEST(BadInput, ConfigureWithASemanticsOnlyTheModelHasIsRefusedNamingWhatTheRuntimeImplements) {
+  Reset();
+  RuntimeOptions o;
+  o.semantics = state::Semantics::kTe220;
+  try {
+    Mgr().Configure(o);
+    ADD_FAILURE() << "te-2.20 accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'te-2.20'"), std::string::npos) << what;
+    EXPECT_NE(what.find("fixed, te-172bd93"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
+  EXPECT_EQ(Mgr().semantics(), state::Semantics::kFixed);  // the manager kept its options
+}
+
+TEST(RuntimeSemantics, NamesAndAliasesOfFixedAndTe172bd93ParseOthersAreRefusedInOneLine) {
+  EXPECT_EQ(ParseRuntimeSemantics("fixed"), state::Semantics::kFixed);
+  EXPECT_EQ(ParseRuntimeSemantics("te-172bd93"), state::Semantics::kTeLegacy);
+  EXPECT_EQ(ParseRuntimeSemantics("te-legacy"), state::Semantics::kTeLegacy);
+  EXPECT_EQ(ParseRuntimeSemantics("te-2.19"), state::Semantics::kTeLegacy);
+  std::string error;
+  EXPECT_FALSE(ParseRuntimeSemantics("te-2.20", &error));
+  EXPECT_EQ(error, "semantics 'te-2.20' is the model's only; the runtime implements " +
+                       RuntimeSemanticsNames());
+  EXPECT_FALSE(ParseRuntimeSemantics("bogus", &error));
+  EXPECT_EQ(error.rfind("unknown semantics 'bogus'; the runtime implements ", 0), 0u) << error;
+  EXPECT_EQ(RuntimeSemanticsNames(), "fixed, te-172bd93 (aliases te-2.19, te-legacy)");
 }
 
 TEST(Bookkeeping, MeasuredTimeIsReportedAndSmall) {

@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <tuple>
 
 #include "state/scenario_runner.h"
 
 namespace fp8audit::state {
 namespace {
+
+const std::optional<CheckpointKind> kLayoutCheckpoints[] = {
+    std::nullopt, CheckpointKind::kReentrant, CheckpointKind::kNonReentrant};
 
 RunOutcome RunLayout(const LayoutSpec& spec, Semantics semantics) {
   std::string error;
@@ -27,8 +31,7 @@ std::pair<uint64_t, uint64_t> Counts(const RunOutcome& r, size_t mb = 0) {
 TEST(FixedSemantics, EveryGeneratedLayoutUpdatesOnceForwardAndOnceBackward) {
   int layouts = 0;
   for (uint32_t layers = 1; layers <= 8; ++layers) {
-    for (auto mode :
-         {CheckpointMode::kNone, CheckpointMode::kReentrant, CheckpointMode::kNonReentrant}) {
+    for (std::optional<CheckpointKind> mode : kLayoutCheckpoints) {
       for (auto seg : {Segments::kSingle, Segments::kPerLayer, Segments::kNested}) {
         for (bool eval : {false, true}) {
           for (uint32_t mbs = 1; mbs <= 4; ++mbs) {
@@ -60,11 +63,26 @@ TEST(FixedSemantics, EveryGeneratedLayoutUpdatesOnceForwardAndOnceBackward) {
   EXPECT_EQ(layouts, 8 * 3 * 3 * 2 * 4 * 2);
 }
 
+TEST(LayoutCheckpoint, NoneAndEachCheckpointKindsNameParseBackAndOtherWordsAreRefused) {
+  for (std::optional<CheckpointKind> c : kLayoutCheckpoints) {
+    // Anything but c, so that the parse has to write it.
+    std::optional<CheckpointKind> parsed =
+        c ? std::nullopt : std::optional(CheckpointKind::kReentrant);
+    ASSERT_TRUE(ParseLayoutCheckpoint(LayoutCheckpointName(c), &parsed)) << LayoutCheckpointName(c);
+    EXPECT_EQ(parsed, c);
+  }
+  EXPECT_EQ(LayoutCheckpointName(std::nullopt), "none");
+  EXPECT_EQ(LayoutCheckpointName(CheckpointKind::kNonReentrant), "non-reentrant");
+  std::optional<CheckpointKind> kept = CheckpointKind::kReentrant;
+  EXPECT_FALSE(ParseLayoutCheckpoint("full", &kept));
+  EXPECT_EQ(kept, CheckpointKind::kReentrant);
+}
+
 TEST(TeLegacySemantics, Decoder28x7ReentrantPerLayerGives29ForwardAnd196Backward) {
   LayoutSpec spec;
   spec.layers = 28;
   spec.linears_per_layer = 7;
-  spec.checkpoint = CheckpointMode::kReentrant;
+  spec.checkpoint = CheckpointKind::kReentrant;
   spec.segments = Segments::kPerLayer;
   spec.microbatches = 3;
   const RunOutcome r = RunLayout(spec, Semantics::kTeLegacy);
@@ -75,7 +93,7 @@ TEST(TeLegacySemantics, Decoder28x7ReentrantPerLayerGives29ForwardAnd196Backward
 }
 
 struct LegacyCase {
-  CheckpointMode mode;
+  std::optional<CheckpointKind> mode;
   Segments segments;
   bool inside;
   uint64_t forward;
@@ -87,18 +105,18 @@ struct LegacyCase {
 // linear.py:258-265).
 TEST(TeLegacySemantics, ThreeLinearLayoutsMatchTransformerEngine) {
   const LegacyCase cases[] = {
-      {CheckpointMode::kNone, Segments::kSingle, false, 1, 1},
-      {CheckpointMode::kNone, Segments::kSingle, true, 1, 1},
-      {CheckpointMode::kReentrant, Segments::kSingle, false, 2, 3},
-      {CheckpointMode::kReentrant, Segments::kSingle, true, 1, 3},
-      {CheckpointMode::kReentrant, Segments::kPerLayer, false, 4, 3},
-      {CheckpointMode::kReentrant, Segments::kPerLayer, true, 1, 3},
-      {CheckpointMode::kNonReentrant, Segments::kSingle, false, 2, 1},
-      {CheckpointMode::kNonReentrant, Segments::kSingle, true, 1, 1},
-      {CheckpointMode::kNonReentrant, Segments::kPerLayer, false, 4, 1},
-      {CheckpointMode::kNonReentrant, Segments::kPerLayer, true, 1, 1},
-      {CheckpointMode::kReentrant, Segments::kNested, false, 3, 2},
-      {CheckpointMode::kReentrant, Segments::kNested, true, 1, 2},
+      {std::nullopt, Segments::kSingle, false, 1, 1},
+      {std::nullopt, Segments::kSingle, true, 1, 1},
+      {CheckpointKind::kReentrant, Segments::kSingle, false, 2, 3},
+      {CheckpointKind::kReentrant, Segments::kSingle, true, 1, 3},
+      {CheckpointKind::kReentrant, Segments::kPerLayer, false, 4, 3},
+      {CheckpointKind::kReentrant, Segments::kPerLayer, true, 1, 3},
+      {CheckpointKind::kNonReentrant, Segments::kSingle, false, 2, 1},
+      {CheckpointKind::kNonReentrant, Segments::kSingle, true, 1, 1},
+      {CheckpointKind::kNonReentrant, Segments::kPerLayer, false, 4, 1},
+      {CheckpointKind::kNonReentrant, Segments::kPerLayer, true, 1, 1},
+      {CheckpointKind::kReentrant, Segments::kNested, false, 3, 2},
+      {CheckpointKind::kReentrant, Segments::kNested, true, 1, 2},
   };
   for (const auto& c : cases) {
     LayoutSpec spec;
@@ -120,7 +138,7 @@ TEST(TeLegacySemantics, ReentrantPerLayerScalesWithModulesPerSegment) {
     LayoutSpec spec;
     spec.layers = 4;
     spec.linears_per_layer = k;
-    spec.checkpoint = CheckpointMode::kReentrant;
+    spec.checkpoint = CheckpointKind::kReentrant;
     const RunOutcome r = RunLayout(spec, Semantics::kTeLegacy);
     EXPECT_EQ(Counts(r), std::make_pair(uint64_t{5}, uint64_t{4 * k}));
   }
@@ -129,7 +147,7 @@ TEST(TeLegacySemantics, ReentrantPerLayerScalesWithModulesPerSegment) {
 TEST(TeLegacySemantics, NestedReentrantLeaksAFirstModuleFlagAndAStashEveryMicrobatch) {
   LayoutSpec spec;
   spec.layers = 3;
-  spec.checkpoint = CheckpointMode::kReentrant;
+  spec.checkpoint = CheckpointKind::kReentrant;
   spec.segments = Segments::kNested;
   spec.microbatches = 2;
   const RunOutcome r = RunLayout(spec, Semantics::kTeLegacy);
@@ -141,7 +159,7 @@ TEST(TeLegacySemantics, NestedReentrantLeaksAFirstModuleFlagAndAStashEveryMicrob
 TEST(TeLegacySemantics, EvalModulesUnderCheckpointRaiseOnRecompute) {
   LayoutSpec spec;
   spec.layers = 2;
-  spec.checkpoint = CheckpointMode::kReentrant;
+  spec.checkpoint = CheckpointKind::kReentrant;
   spec.segments = Segments::kSingle;
   spec.eval = true;
   const RunOutcome r = RunLayout(spec, Semantics::kTeLegacy);
@@ -153,7 +171,7 @@ TEST(TeLegacySemantics, EvalModulesUnderCheckpointRaiseOnRecompute) {
 TEST(Explanations, EachExtraUpdateNamesTheTransitionThatCausedIt) {
   LayoutSpec spec;
   spec.layers = 2;
-  spec.checkpoint = CheckpointMode::kReentrant;
+  spec.checkpoint = CheckpointKind::kReentrant;
   const RunOutcome r = RunLayout(spec, Semantics::kTeLegacy);
   ASSERT_EQ(Counts(r), std::make_pair(uint64_t{3}, uint64_t{2}));
   const auto& ex = r.microbatches[0].explanations;
@@ -171,7 +189,7 @@ TEST(Explanations, EachExtraUpdateNamesTheTransitionThatCausedIt) {
 TEST(Explanations, NoneWhenCountsMatch) {
   LayoutSpec spec;
   spec.layers = 3;
-  spec.checkpoint = CheckpointMode::kReentrant;
+  spec.checkpoint = CheckpointKind::kReentrant;
   const RunOutcome r = RunLayout(spec, Semantics::kFixed);
   EXPECT_TRUE(r.microbatches[0].explanations.empty());
 }

@@ -16,7 +16,7 @@ ModelRequest Decoder28x7(Semantics semantics) {
   ModelRequest request;
   request.layout.layers = 28;
   request.layout.linears_per_layer = 7;
-  request.layout.checkpoint = CheckpointMode::kReentrant;
+  request.layout.checkpoint = CheckpointKind::kReentrant;
   request.layout.segments = Segments::kPerLayer;
   request.semantics = semantics;
   request.microbatches = 2;
