@@ -166,20 +166,42 @@ std::string CountsCell(const CompareColumn& r) {
 }
 
 void RenderCompare(const std::vector<CompareRow>& rows, std::string* out) {
-  Appendf(out, "%-46s %-22s %-22s %-22s %s\n", "scenario", "te-172bd93 fwd/bwd", "te-2.20 fwd/bwd",
-          "fixed fwd/bwd", "fixed verdict");
-  for (const CompareRow& row : rows) {
-    Appendf(out, "%-46s %-22s %-22s %-22s %s\n", row.name.c_str(),
-            CountsCell(row.te_172bd93).c_str(), CountsCell(row.te_220).c_str(),
-            CountsCell(row.fixed).c_str(), row.fixed.passed ? "PASS" : "FAIL");
+  if (rows.empty()) return;
+  Appendf(out, "%-46s", "scenario");
+  for (const CompareColumn& c : rows[0].columns) {
+    Appendf(out, " %-22s", (std::string(SemanticsName(c.semantics)) + " fwd/bwd").c_str());
   }
+  Appendf(out, " %s\n", "fixed verdict");
+  for (const CompareRow& row : rows) {
+    Appendf(out, "%-46s", row.name.c_str());
+    for (const CompareColumn& c : row.columns) Appendf(out, " %-22s", CountsCell(c).c_str());
+    Appendf(out, " %s\n", row.fixed().passed ? "PASS" : "FAIL");
+  }
+}
+
+// The TE releases' semantics in registration order, then the fixed one.
+std::vector<Semantics> CompareOrder() {
+  std::vector<Semantics> order;
+  for (Semantics s : AllSemantics()) {
+    if (s != Semantics::kFixed) order.push_back(s);
+  }
+  order.push_back(Semantics::kFixed);
+  return order;
 }
 
 }  // namespace
 
 bool ModelReport::passed() const {
   if (prediction) return prediction->result.verdict() == v1::PASS;
-  return std::all_of(rows.begin(), rows.end(), [](const CompareRow& r) { return r.fixed.passed; });
+  return std::all_of(rows.begin(), rows.end(),
+                     [](const CompareRow& r) { return r.fixed().passed; });
+}
+
+const CompareColumn* CompareRow::of(Semantics s) const {
+  for (const CompareColumn& c : columns) {
+    if (c.semantics == s) return &c;
+  }
+  return nullptr;
 }
 
 std::optional<ModelReport> Predict(const ModelRequest& request, std::string* error) {
@@ -203,12 +225,11 @@ std::optional<ModelReport> Predict(const ModelRequest& request, std::string* err
     for (const CompiledScenario& sc : compiled) {
       CompareRow row;
       row.name = sc.name;
-      options.semantics = Semantics::kTeLegacy;
-      row.te_172bd93 = Column(RunScenario(sc, options));
-      options.semantics = Semantics::kTe220;
-      row.te_220 = Column(RunScenario(sc, options));
-      options.semantics = Semantics::kFixed;
-      row.fixed = Column(RunScenario(sc, options));
+      for (Semantics s : CompareOrder()) {
+        options.semantics = s;
+        row.columns.push_back(Column(RunScenario(sc, options)));
+        row.columns.back().semantics = s;
+      }
       report.rows.push_back(std::move(row));
     }
     return report;

@@ -1,6 +1,6 @@
 // `fp8audit model` in one call: a scenario file or a generated layout, run under one semantics
 // (with the ModelResult and, optionally, the event stream written as an .fp8trace), or under
-// te-172bd93, te-2.20 and fixed side by side, one row per input; and its text and JSON renderings.
+// every registered semantics side by side, one row per input; and its text and JSON renderings.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ namespace fp8audit::state {
 struct ModelRequest {
   std::vector<std::string> scenarios;  // scenario files; none: the generated `layout`
   LayoutSpec layout;                   // its microbatches are ignored: see `microbatches`
-  bool compare = false;                // every input under te-172bd93, te-2.20 and fixed
+  bool compare = false;                // every input under every registered semantics
   Semantics semantics = Semantics::kFixed;
   uint32_t microbatches = 0;  // 0: the scenario's own count (a layout: 1)
   std::string trace_out;      // not empty: also write the event stream there (not with compare)
@@ -33,6 +33,7 @@ struct Prediction {
 
 // One input under one semantics, in counts only.
 struct CompareColumn {
+  Semantics semantics = Semantics::kFixed;
   struct Counts {
     uint64_t forward = 0;
     uint64_t backward = 0;
@@ -43,12 +44,14 @@ struct CompareColumn {
   bool passed = false;
 };
 
-// One input under each TE release's semantics and the fixed one.
+// One input under each registered semantics: the TE releases' in registration order, then the
+// fixed one (the row's verdict).
 struct CompareRow {
   std::string name;
-  CompareColumn te_172bd93;
-  CompareColumn te_220;
-  CompareColumn fixed;
+  std::vector<CompareColumn> columns;
+  const CompareColumn& fixed() const { return columns.back(); }
+  // The column of `s`; nullptr when it was not run.
+  const CompareColumn* of(Semantics s) const;
 };
 
 struct ModelReport {

@@ -125,6 +125,14 @@ inline std::string_view SemanticsName(Semantics s) { return internal::EntryOf(s)
 inline std::string_view SemanticsAliases(Semantics s) { return internal::EntryOf(s).aliases; }
 inline const SemanticsRules& RulesOf(Semantics s) { return *internal::EntryOf(s).rules; }
 
+// Every registered semantics, in registration order (kFixed first).
+inline std::vector<Semantics> AllSemantics() {
+  std::vector<Semantics> out;
+  const size_t total = std::size(kBuiltinSemantics) + internal::AddedSemantics().size();
+  for (size_t i = 0; i < total; ++i) out.push_back(internal::SemanticsAt(i));
+  return out;
+}
+
 // The semantics named `name` or one of its aliases; nullopt for an unknown name.
 inline std::optional<Semantics> ParseSemantics(std::string_view name) {
   if (name.empty()) return std::nullopt;

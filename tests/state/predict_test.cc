@@ -41,7 +41,7 @@ TEST(Predict, RunsALayoutUnderTheRequestedSemantics) {
   EXPECT_TRUE(fixed->passed());
 }
 
-TEST(Predict, ComparesEveryInputUnderBothSemantics) {
+TEST(Predict, ComparesEveryInputUnderEveryRegisteredSemantics) {
   ModelRequest request;
   request.compare = true;
   request.scenarios = {kDir + "reentrant_single.textproto", kDir + "no_checkpoint.textproto"};
@@ -51,15 +51,17 @@ TEST(Predict, ComparesEveryInputUnderBothSemantics) {
   EXPECT_FALSE(report->prediction);
   ASSERT_EQ(report->rows.size(), 2u);
   const CompareRow& row = report->rows[0];
-  ASSERT_FALSE(row.te_172bd93.microbatches.empty());
-  EXPECT_EQ(row.te_172bd93.microbatches[0].forward, 2u);
-  EXPECT_EQ(row.te_172bd93.microbatches[0].backward, 3u);
-  EXPECT_FALSE(row.te_172bd93.passed);
-  ASSERT_FALSE(row.te_220.microbatches.empty());
-  EXPECT_EQ(row.te_220.microbatches[0].forward, 2u);
-  EXPECT_EQ(row.te_220.microbatches[0].backward, 3u);
-  EXPECT_EQ(row.fixed.microbatches[0].forward, 1u);
-  EXPECT_TRUE(row.fixed.passed);
+  ASSERT_EQ(row.columns.size(), AllSemantics().size());  // every registered one, fixed last
+  for (Semantics s : {Semantics::kTeLegacy, Semantics::kTe220}) {
+    const CompareColumn* c = row.of(s);
+    ASSERT_TRUE(c && !c->microbatches.empty()) << SemanticsName(s);
+    EXPECT_EQ(c->microbatches[0].forward, 2u);
+    EXPECT_EQ(c->microbatches[0].backward, 3u);
+    EXPECT_FALSE(c->passed);
+  }
+  EXPECT_EQ(row.fixed().semantics, Semantics::kFixed);
+  EXPECT_EQ(row.fixed().microbatches[0].forward, 1u);
+  EXPECT_TRUE(row.fixed().passed);
   EXPECT_TRUE(report->passed());  // judged on the fixed column
 
   std::string table;
