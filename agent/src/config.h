@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "fp8audit/vocabulary.h"
+
 namespace fp8audit::agent {
 
 // How kernel_bulk's scaled_max maps to a direction: FP8AUDIT_FP8_FORMAT.
@@ -17,8 +19,9 @@ enum class OnFull : uint8_t {
   kDrop,  // drop the event at once (counted)
 };
 
-// Which probes count state updates: FP8AUDIT_PROBE (probe_control.h has the rules).
-enum class ProbeMode : uint8_t { kAuto, kTe, kCupti, kAll };
+// Which probes count state updates: FP8AUDIT_PROBE, a --probe value of fp8audit/vocabulary.h
+// (probe_control.h has the rules).
+using ::fp8audit::ProbeMode;
 
 struct Config {
   bool disabled = false;                                 // FP8AUDIT_DISABLE=1
@@ -33,7 +36,7 @@ struct Config {
   FormatHint format = FormatHint::kAuto;                 // FP8AUDIT_FP8_FORMAT=auto|hybrid|e4m3
   OnFull on_full = OnFull::kWait;                        // FP8AUDIT_ON_FULL=wait|drop
   bool self_profile = false;                             // FP8AUDIT_SELF_PROFILE=1
-  ProbeMode probe = ProbeMode::kAuto;                    // FP8AUDIT_PROBE=auto|te|cupti|all
+  ProbeMode probe = ProbeMode::kAuto;                    // FP8AUDIT_PROBE (ParseProbeMode)
   bool python_hook = false;  // FP8AUDIT_PYHOOK names te-count (the Python hook counts updates)
   int32_t rank = -1;         // RANK, else LOCAL_RANK, else SLURM_PROCID
   std::string run_id;        // FP8AUDIT_RUN_ID: [A-Za-z0-9._-], at most kMaxRunId bytes

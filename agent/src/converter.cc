@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "agent/src/nvtx_grammar.h"
-#include "agent/src/probe_control.h"
+#include "fp8audit/vocabulary.h"
 #include "proto/text_escape.h"
 
 namespace fp8audit::agent {

@@ -282,8 +282,8 @@ TEST(ProbeControl, CuptiIsSubscribedOnlyWhereTheModeAndTheJobAskForIt) {
     bool subscribe, provisional;
   };
   const Case cases[] = {
-      {ProbeMode::kTe, false, true, true, false, false},
-      {ProbeMode::kCupti, true, true, false, true, false},
+      {ProbeMode::kTeCall, false, true, true, false, false},
+      {ProbeMode::kKernel, true, true, false, true, false},
       {ProbeMode::kAll, true, true, false, true, false},
       {ProbeMode::kAuto, true, true, false, false, false},  // a TE job: CUPTI left alone
       {ProbeMode::kAuto, false, true, false, true, true},   // no TE yet: until it loads
@@ -299,14 +299,15 @@ TEST(ProbeControl, CuptiIsSubscribedOnlyWhereTheModeAndTheJobAskForIt) {
   EXPECT_TRUE(IsTeLibrary("libtransformer_engine.so.2"));
   EXPECT_FALSE(IsTeLibrary("/site/transformer_engine_torch.cpython-312.so"));
   EXPECT_FALSE(IsTeLibrary("/lib/libtransformer_engine_notes.txt"));
-  EXPECT_EQ(ProbeNames(kProbeTeCall | kProbeCupti | kProbePythonHook),
-            (std::vector<std::string>{"te-call", "cupti", "python-hook"}));
+  EXPECT_EQ(ProbeNames(ProbeBit(Probe::kTeCall) | ProbeBit(Probe::kKernel) |
+                       ProbeBit(Probe::kPythonHook)),
+            (std::vector<std::string>{"te-call", "kernel", "python-hook"}));
 }
 
 TEST(ProbeControl, AProbesEventNamesTheActiveProbes) {
   RawEvent raw;
   raw.kind = RawKind::kProbes;
-  raw.count = kProbeTeCall | kProbePythonHook;
+  raw.count = ProbeBit(Probe::kTeCall) | ProbeBit(Probe::kPythonHook);
   raw.SetText("CUPTI released");
   EventConverter c(FormatHint::kAuto);
   std::vector<v1::Event> out;
