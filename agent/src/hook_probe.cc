@@ -21,17 +21,14 @@ bool ParseU32(std::string_view s, uint32_t* out) {
 }
 
 bool IsRecomputeMark(std::string_view text) {
-  return text.size() > kHookRecomputeMark.size() &&
-         text.substr(0, kHookRecomputeMark.size()) == kHookRecomputeMark &&
-         text[kHookRecomputeMark.size()] == ' ';
+  return nvtx::HasKeys(text, nvtx::kHookRecomputeMark);
 }
 
 }  // namespace
 
 bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
-  if (text.substr(0, kHookUpdateRange.size()) != kHookUpdateRange) return false;
-  std::string_view rest = text.substr(kHookUpdateRange.size());
-  if (!rest.empty() && rest.front() != ' ') return false;
+  if (!nvtx::IsMessage(text, nvtx::kHookUpdateRange)) return false;
+  std::string_view rest = text.substr(std::string_view(nvtx::kHookUpdateRange).size());
   HookUpdate u;
   while (!rest.empty()) {
     rest.remove_prefix(1);
@@ -41,13 +38,13 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
     const size_t eq = token.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
-    if (key == "pass") {
-      u.rule = value == "forward"    ? RuleEvent::kUpdateForward
-               : value == "backward" ? RuleEvent::kUpdateBackward
-                                     : RuleEvent::kUpdate;
-    } else if (key == "count") {
+    if (key == nvtx::kKeyPass) {
+      u.rule = value == nvtx::kPassForward    ? RuleEvent::kUpdateForward
+               : value == nvtx::kPassBackward ? RuleEvent::kUpdateBackward
+                                              : RuleEvent::kUpdate;
+    } else if (key == nvtx::kKeyCount) {
       if (!ParseU32(value, &u.count)) return false;
-    } else if (key == "unfused") {
+    } else if (key == nvtx::kKeyUnfused) {
       if (!ParseU32(value, &u.unfused)) return false;
     }
   }
@@ -57,16 +54,15 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 }
 
 bool IsHookMark(std::string_view text) {
-  return text.rfind("fp8audit.te ", 0) == 0 || text.rfind("fp8audit.patch ", 0) == 0 ||
-         IsRecomputeMark(text);
+  return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   if (!IsHookMark(text)) return false;
   RawEvent e;
-  e.kind = IsRecomputeMark(text)                ? RawKind::kRecompute
-           : text.rfind("fp8audit.te ", 0) == 0 ? RawKind::kTeVersion
-                                                : RawKind::kTePatched;
+  e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
+           : IsTeMark(text)      ? RawKind::kTeVersion
+                                 : RawKind::kTePatched;
   e.SetText(text);
   sink_.Record(ts, &e);
   return true;

@@ -1,5 +1,6 @@
 // The python-hook probe: what fp8audit's Python hook (python/fp8audit/hook) sends as NVTX, in any
-// domain (it uses torch.cuda.nvtx, the default domain). The NVTX probe hands these messages here:
+// domain (it uses torch.cuda.nvtx, the default domain); the words are fp8audit/nvtx_grammar.h's
+// (kHook*, keys). The NVTX probe hands these messages here:
 //   mark   "fp8audit.te te=<version>"                     TE was imported (TE_VERSION)
 //   mark   "fp8audit.patch te=<version> semantics=<s>"    fp8audit.te.patch() applied (TE_PATCHED)
 //   mark   "fp8audit.te.recompute module=<m> fp8=<0|1> forward_fp8=<0|1|?>[ checkpoint=<c>]"
@@ -19,12 +20,10 @@
 #include <string_view>
 
 #include "agent/src/record_sink.h"
+#include "fp8audit/nvtx_grammar.h"
 #include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
-
-inline constexpr std::string_view kHookUpdateRange = "fp8audit.te.update";
-inline constexpr std::string_view kHookRecomputeMark = "fp8audit.te.recompute";
 
 struct HookUpdate {
   RuleEvent rule = RuleEvent::kUpdate;  // from pass=
@@ -33,8 +32,10 @@ struct HookUpdate {
 };
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
-// A mark the hook sends ("fp8audit.te ...", "fp8audit.patch ..." or "fp8audit.te.recompute ...").
+// A mark the hook sends (kHookTeMark, kHookPatchMark or kHookRecomputeMark, each with keys).
 bool IsHookMark(std::string_view text);
+// The hook's mark that TE was imported (kHookTeMark with keys: "fp8audit.te te=<version>").
+inline bool IsTeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookTeMark); }
 
 class HookProbe {
  public:

@@ -161,7 +161,7 @@ void OnMark(nvtxDomainHandle_t domain, Message message) {
   if (ts == nullptr) return;
   if (hook) {
     Hook().OnMark(ts, text);
-    if (text.rfind("fp8audit.te ", 0) == 0) h->te_seen("Transformer Engine was imported");
+    if (IsTeMark(text)) h->te_seen("Transformer Engine was imported");
     return;
   }
   RecordText(*h, ts, step ? RawKind::kStep : RawKind::kStructured, text);
@@ -185,7 +185,7 @@ int OnPush(nvtxDomainHandle_t domain, Message message) {
   }
   if (microbatch) {
     RecordText(*h, ts, RawKind::kMicrobatchBegin, text);
-  } else if (MaybeHook(text) && text.rfind(kHookUpdateRange, 0) == 0) {
+  } else if (MaybeHook(text) && text.rfind(nvtx::kHookUpdateRange, 0) == 0) {
     h->hook_update();  // CUDA is in use by now (TE updates device state)
     Hook().OnPush(ts, domain, level, text);
   } else if (Ours(domain)) {
