@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "agent/src/thread_state.h"
-
 namespace fp8audit::agent {
 namespace {
 
@@ -71,15 +69,16 @@ bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
 bool HookProbe::OnPush(ThreadState* ts, const void* domain, uint32_t level, std::string_view text) {
   HookUpdate u;
   if (!ParseHookUpdate(text, &u)) return false;
-  if (ts->nhook >= kMaxHookRanges) return true;  // nested beyond reason: not recorded
+  HookThreadState& hook = HookStateOf(ts);
+  if (hook.nranges >= kMaxHookRanges) return true;  // nested beyond reason: not recorded
   sink_.OnActivity(ts, "Python-hook update");
-  ThreadState::HookRange& r = ts->hook_ranges[ts->nhook++];
+  HookThreadState::Range& r = hook.ranges[hook.nranges++];
   r.domain = domain;
   r.level = level;
   r.rule = u.rule;
   r.count = u.count;
   r.unfused = u.unfused;
-  r.counted_at_open = ts->counted_updates;
+  r.counted_at_open = LedgerOf(ts).counted_updates;
   const size_t n = std::min(text.size(), sizeof(r.text));
   std::memcpy(r.text, text.data(), n);
   r.text_len = static_cast<uint8_t>(n);
@@ -87,11 +86,13 @@ bool HookProbe::OnPush(ThreadState* ts, const void* domain, uint32_t level, std:
 }
 
 void HookProbe::OnPop(ThreadState* ts, const void* domain, uint32_t level) {
-  if (ts->nhook == 0) return;
-  const ThreadState::HookRange& r = ts->hook_ranges[ts->nhook - 1];
+  HookThreadState& hook = HookStateOf(ts);
+  if (hook.nranges == 0) return;
+  const HookThreadState::Range& r = hook.ranges[hook.nranges - 1];
   if (r.domain != domain || r.level != level) return;
-  --ts->nhook;
-  const bool inner = ts->counted_updates != r.counted_at_open;
+  --hook.nranges;
+  UpdateLedger& ledger = LedgerOf(ts);
+  const bool inner = ledger.counted_updates != r.counted_at_open;
   const uint32_t counted = inner ? r.unfused : r.count;
   const uint32_t crosscheck = r.count - counted;
   const std::string_view text(r.text, r.text_len);
@@ -105,7 +106,7 @@ void HookProbe::OnPop(ThreadState* ts, const void* domain, uint32_t level) {
     e.SetText(text);
     sink_.Record(ts, &e);
   }
-  ts->counted_updates += counted;
+  ledger.counted_updates += counted;
 }
 
 }  // namespace fp8audit::agent

@@ -19,11 +19,31 @@
 #include <cstdint>
 #include <string_view>
 
+#include "agent/src/raw_event.h"
 #include "agent/src/record_sink.h"
 #include "fp8audit/nvtx_grammar.h"
 #include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
+
+// The python-hook probe's part of a thread's state (thread_state.h holds it): its open update
+// ranges, innermost last.
+inline constexpr int kMaxHookRanges = 4;
+struct HookThreadState {
+  struct Range {
+    const void* domain = nullptr;
+    uint32_t level = 0;                 // its depth in the domain's range stack
+    RuleEvent rule = RuleEvent::kNone;  // kUpdateForward / kUpdateBackward / kUpdate
+    uint32_t count = 0;                 // updates the hook announced
+    uint32_t unfused = 0;               // of which TE runs without its C entry point
+    uint64_t counted_at_open = 0;       // the ledger's counted_updates when the range opened
+    uint8_t text_len = 0;
+    char text[kRawTextBytes - 1] = {};
+  };
+  Range ranges[kMaxHookRanges];
+  int nranges = 0;
+};
+HookThreadState& HookStateOf(ThreadState* ts);
 
 struct HookUpdate {
   RuleEvent rule = RuleEvent::kUpdate;  // from pass=
