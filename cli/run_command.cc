@@ -24,6 +24,7 @@
 #include "cli/python_hook.h"
 #include "cli/run_reports.h"
 #include "fp8audit/patterns.h"
+#include "fp8audit/vocabulary.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -157,7 +158,9 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
   env.emplace_back("FP8AUDIT_ON_FULL", args.on_full);
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
-  env.emplace_back("FP8AUDIT_PROBE", args.probe);
+  // Checked by --probe's validator: one of kProbeModeNames, or an earlier spelling.
+  const ProbeMode probe = ParseProbeMode(args.probe).value_or(ProbeMode::kAuto);
+  env.emplace_back("FP8AUDIT_PROBE", std::string(ProbeModeName(probe)));
   if (args.fix_te && args.no_python_hook) {
     Say("--fix-te works through the Python hook: drop --no-python-hook");
     return kExitUsage;
@@ -165,7 +168,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (!args.no_python_hook) {
     // te-count before te-fix: the fix then wraps the counting function and keeps it when removed.
     std::vector<std::string> features = {"te-version", "te-recompute"};
-    if (args.probe != "cupti") features.emplace_back("te-count");
+    if (ProbeModeUses(probe, ::fp8audit::Probe::kPythonHook)) features.emplace_back("te-count");
     if (args.fix_te) features.emplace_back("te-fix");
     const auto hook = PythonHookEnvironment(features, /*need_model=*/args.fix_te, &error);
     if (hook.empty() && args.fix_te) {
@@ -305,12 +308,16 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                 "releases only, otherwise one line on stderr and TE runs unpatched; one line "
                 "after the run when no process imported TE)");
   sub->add_option("--probe", args->probe,
-                  "what counts FP8 state updates (FP8AUDIT_PROBE): auto (default) counts "
-                  "Transformer Engine's update calls where libtransformer_engine is loaded and "
-                  "leaves CUPTI free for torch.profiler and Nsight, and uses CUPTI kernel-launch "
-                  "callbacks in a job without TE or with --patterns; te never uses CUPTI; cupti "
-                  "only launches; all every probe (for cross-checks)")
-      ->check(CLI::IsMember({"auto", "te", "cupti", "all"}))
+                  "what counts FP8 state updates (FP8AUDIT_PROBE), one of " +
+                      std::string(kProbeModeNames) +
+                      ": auto (default) counts Transformer Engine's update calls where "
+                      "libtransformer_engine is loaded and leaves CUPTI free for torch.profiler "
+                      "and Nsight, and uses CUPTI kernel-launch callbacks in a job without TE or "
+                      "with --patterns; te-call never uses CUPTI; kernel only launches; all every "
+                      "probe (for cross-checks); the earlier te and cupti are read too")
+      ->check([](const std::string& value) {
+        return ParseProbeMode(value) ? std::string() : "not one of " + std::string(kProbeModeNames);
+      })
       ->type_name("MODE");
   sub->add_flag("--no-python-hook", args->no_python_hook,
                 "do not put fp8audit's Python hook on CMD's PYTHONPATH (by default it records "

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -105,7 +107,11 @@ void Auditor::OnHeader(const v1::TraceHeader& header) {
   s.segments.set_markers_configured(header.markers() == "nvtx");
   // The agent's probes: its mode and those active from the start.
   v1::Recording* rec = report_.mutable_recording();
-  rec->set_probe_mode(Printable(header.probe_mode(), 32));
+  // By its one name (an older trace's "te" or "cupti" too); "": not recorded.
+  const std::optional<ProbeMode> mode =
+      header.probe_mode().empty() ? std::nullopt : ParseProbeMode(header.probe_mode());
+  rec->set_probe_mode(mode ? std::string(ProbeModeName(*mode))
+                           : Printable(header.probe_mode(), 32));
   s.probe_info = !header.probe_mode().empty() || header.probes_size() > 0;
   s.segments.SetActiveProbes(s.probes_active.Set(header.probes(), rec));
 }
@@ -469,8 +475,8 @@ void Auditor::CompareProbes(bool words, v1::MicrobatchResult* row) {
   // no other probe can see).
   if (!s.probe_info) return;
   uint32_t compared = seg.probes_throughout;
-  if (!s.te_call_heard && !s.te_loaded) compared &= ~ProbeBit("te-call");
-  if (!s.hook_heard) compared &= ~ProbeBit("python-hook");
+  if (!s.te_call_heard && !s.te_loaded) compared &= ~ProbeBit(Probe::kTeCall);
+  if (!s.hook_heard) compared &= ~ProbeBit(Probe::kPythonHook);
   bool disagree = false;
   for (int dir : {kFwd, kBwd}) {
     const std::string seen = seg.probes.Disagreement(compared, dir);
@@ -484,9 +490,9 @@ void Auditor::CompareProbes(bool words, v1::MicrobatchResult* row) {
 void Auditor::FinishRecording() {
   State& s = *state_;
   v1::Recording* rec = report_.mutable_recording();
-  const bool cupti =
-      std::find(rec->probes().begin(), rec->probes().end(), "cupti") != rec->probes().end();
-  rec->set_kernel_launches_not_counted(s.probe_info && !cupti);
+  const bool kernel_probe = std::find(rec->probes().begin(), rec->probes().end(),
+                                      ProbeName(Probe::kKernel)) != rec->probes().end();
+  rec->set_kernel_launches_not_counted(s.probe_info && !kernel_probe);
   const ChosenSemantics chosen = ChooseSemantics(options_.semantics, *rec);
   rec->set_semantics(chosen.name);
   rec->set_semantics_from(chosen.from);

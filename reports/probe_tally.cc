@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "reports/event_text.h"
@@ -10,7 +11,7 @@
 namespace fp8audit::reports {
 namespace {
 
-// Probes compared with one another, in the order a disagreement lists them.
+// Probes compared with one another (by source), in the order a disagreement lists them.
 constexpr std::array<int, 3> kCompared = {kTeCall, kKernel, kHook};
 
 }  // namespace
@@ -29,10 +30,8 @@ int SourceIndex(v1::Source source) {
 }
 
 uint32_t ProbeBit(std::string_view name) {
-  for (int i = 0; i < 3; ++i) {
-    if (name == kProbeName[i]) return 1u << i;
-  }
-  return 0;
+  const std::optional<Probe> probe = ParseProbe(name);
+  return probe ? ProbeBit(*probe) : 0;
 }
 
 uint64_t HookUnfused(std::string_view detail, uint64_t count) {
@@ -112,13 +111,13 @@ std::string ProbeTallies::Disagreement(uint32_t compared, int dir) const {
   uint64_t first = 0;
   int n = 0;
   for (int src : kCompared) {
-    if ((compared & 1u << src) == 0) continue;
+    if ((compared & ProbeBit(kSourceProbe[src])) == 0) continue;
     uint64_t seen = SatAdd(counted_by[src][dir], cross_by[src][dir]);
     if (src == kHook) seen -= std::min(seen, unfused[dir]);
     if (n++ == 0) first = seen;
     differ = differ || seen != first;
     if (!line.empty()) line += ", ";
-    line += kProbeName[src];
+    line += ProbeName(kSourceProbe[src]);
     line += ' ';
     line += std::to_string(seen);
   }
@@ -133,6 +132,7 @@ uint32_t ActiveProbes::Set(const google::protobuf::RepeatedPtrField<std::string>
   for (const std::string& p : probes) {
     if (now.size() == kMaxProbeNames) break;
     std::string name = Printable(p, 32);
+    if (const std::optional<Probe> probe = ParseProbe(name)) name = ProbeName(*probe);
     if (std::find(now.begin(), now.end(), name) != now.end()) continue;
     bits |= ProbeBit(name);
     now.push_back(std::move(name));

@@ -12,6 +12,7 @@
 
 #include "fp8audit/report.pb.h"
 #include "fp8audit/trace.pb.h"
+#include "fp8audit/vocabulary.h"
 
 namespace fp8audit::reports {
 
@@ -25,9 +26,13 @@ inline constexpr int kOther = 3;
 inline constexpr int kSources = 4;
 int SourceIndex(v1::Source source);
 
-// The agent's probe names (the header's and PROBES events' `probes`), by source.
-inline constexpr std::array<std::string_view, 3> kProbeName = {"cupti", "te-call", "python-hook"};
-// A probe's bit in a set of probes (1 << its source), 0 for a name that is not one of them.
+// The probe each source but kOther is (its name: ProbeName, fp8audit/vocabulary.h).
+inline constexpr std::array<Probe, 3> kSourceProbe = {Probe::kKernel, Probe::kTeCall,
+                                                      Probe::kPythonHook};
+// Sets of probes are vocabulary.h's ProbeBit bits. By name: the names the agent writes in the
+// header's and PROBES events' `probes` (ParseProbe: an older trace's "cupti" is the kernel probe);
+// 0 for a name that is not a probe's.
+using ::fp8audit::ProbeBit;
 uint32_t ProbeBit(std::string_view name);
 
 // The unfused updates a Python hook range names ("... unfused=U"), at most `count`.
@@ -50,12 +55,13 @@ struct ProbeTallies {
   // Each source that saw something, with what it saw.
   void WriteTo(v1::SourceTallies* by) const;
   // The probes of `compared` (ProbeBit bits) when at least two of them saw different numbers of
-  // fused updates in `dir`: "te-call 1, cupti 2" (te-call, cupti, python-hook in that order);
+  // fused updates in `dir`: "te-call 1, kernel 2" (te-call, kernel, python-hook in that order);
   // else "".
   std::string Disagreement(uint32_t compared, int dir) const;
 };
 
-// The probes active now, by name (printable, at most 16): each change adds the new ones to a
+// The probes active now, by name (printable, at most 16; a probe's by its ProbeName, so an older
+// trace's "cupti" is listed as "kernel"): each change adds the new ones to a
 // Recording's probes and those no longer active to its released (each list at most 16, once a
 // name).
 class ActiveProbes {

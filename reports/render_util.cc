@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "fp8audit/vocabulary.h"
 #include "reports/event_text.h"
 #include "reports/verdicts.h"
 #include "state/semantics.h"
@@ -206,8 +207,8 @@ std::string EventsText(const v1::RankReport& rank) {
   if (rec.kernel_launches_not_counted()) {
     return events + "; kernel launches not counted (CUPTI not used)";
   }
-  const bool released =
-      std::find(rec.released().begin(), rec.released().end(), "cupti") != rec.released().end();
+  const bool released = std::find(rec.released().begin(), rec.released().end(),
+                                  ProbeName(Probe::kKernel)) != rec.released().end();
   return events + " (" + std::to_string(rank.totals().kernel_launches()) + " kernel launches" +
          (released ? ", until CUPTI was released)" : ")");
 }
@@ -215,7 +216,7 @@ std::string EventsText(const v1::RankReport& rank) {
 std::string BySourceText(const v1::SourceTallies& by) {
   std::string text;
   auto pair = [](uint64_t f, uint64_t b) { return std::to_string(f) + "/" + std::to_string(b); };
-  auto add = [&](const char* name, bool has, const v1::ProbeTally& t) {
+  auto add = [&](std::string_view name, bool has, const v1::ProbeTally& t) {
     if (!has) return;
     const uint64_t cf = t.crosscheck_forward(), cb = t.crosscheck_backward();
     const uint64_t f = uint64_t{t.forward()} + cf, b = uint64_t{t.backward()} + cb;
@@ -232,9 +233,9 @@ std::string BySourceText(const v1::SourceTallies& by) {
     text += (text.empty() ? "" : ", ") + std::string(name) + " " + pair(f, b);
     if (!parts.empty()) text += " (" + parts + ")";
   };
-  add("te-call", by.has_te_call(), by.te_call());
-  add("cupti", by.has_kernel(), by.kernel());
-  add("python-hook", by.has_python_hook(), by.python_hook());
+  add(ProbeName(Probe::kTeCall), by.has_te_call(), by.te_call());
+  add(ProbeName(Probe::kKernel), by.has_kernel(), by.kernel());
+  add(ProbeName(Probe::kPythonHook), by.has_python_hook(), by.python_hook());
   add("other", by.has_other(), by.other());
   return text;
 }

@@ -136,19 +136,12 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
   }
 
   if (const char* v = env("FP8AUDIT_PROBE"); v != nullptr) {
-    static const std::pair<const char*, ProbeMode> kModes[] = {{"auto", ProbeMode::kAuto},
-                                                               {"", ProbeMode::kAuto},
-                                                               {"te", ProbeMode::kTe},
-                                                               {"cupti", ProbeMode::kCupti},
-                                                               {"all", ProbeMode::kAll}};
-    bool known = false;
-    for (const auto& [name, mode] : kModes) {
-      if (std::strcmp(v, name) == 0) {
-        c.probe = mode;
-        known = true;
-      }
+    if (const auto mode = ParseProbeMode(v)) {
+      c.probe = *mode;
+    } else {
+      warn("FP8AUDIT_PROBE", v, "is not one of " + std::string(kProbeModeNames),
+           std::string(ProbeModeName(ProbeMode::kAuto)));
     }
-    if (!known) warn("FP8AUDIT_PROBE", v, "is not auto, te, cupti or all", "auto");
   }
 
   if (const char* v = env("FP8AUDIT_PYHOOK"); v != nullptr) {

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "fp8audit/nvtx_grammar.h"
+#include "fp8audit/vocabulary.h"
+
 namespace fp8audit::agent {
 
 // How kernel_bulk's scaled_max maps to a direction: FP8AUDIT_FP8_FORMAT.
@@ -17,23 +20,24 @@ enum class OnFull : uint8_t {
   kDrop,  // drop the event at once (counted)
 };
 
-// Which probes count state updates: FP8AUDIT_PROBE (probe_control.h has the rules).
-enum class ProbeMode : uint8_t { kAuto, kTe, kCupti, kAll };
+// Which probes count state updates: FP8AUDIT_PROBE, a --probe value of fp8audit/vocabulary.h
+// (probe_control.h has the rules).
+using ::fp8audit::ProbeMode;
 
 struct Config {
-  bool disabled = false;                                 // FP8AUDIT_DISABLE=1
-  std::string out_dir;                                   // FP8AUDIT_OUT, made absolute
-  uint32_t expect_forward = 1;                           // FP8AUDIT_EXPECT_FORWARD
-  uint32_t expect_backward = 1;                          // FP8AUDIT_EXPECT_BACKWARD
-  bool fail_fast = false;                                // FP8AUDIT_FAIL_FAST=1
-  std::string patterns_path;                             // FP8AUDIT_PATTERNS
-  std::string microbatch_range = "fp8audit.microbatch";  // FP8AUDIT_MICROBATCH_RANGE
-  std::string step_mark = "fp8audit.step";               // FP8AUDIT_STEP_MARK
-  bool markers_configured = false;                       // FP8AUDIT_MICROBATCH_RANGE was set
-  FormatHint format = FormatHint::kAuto;                 // FP8AUDIT_FP8_FORMAT=auto|hybrid|e4m3
-  OnFull on_full = OnFull::kWait;                        // FP8AUDIT_ON_FULL=wait|drop
-  bool self_profile = false;                             // FP8AUDIT_SELF_PROFILE=1
-  ProbeMode probe = ProbeMode::kAuto;                    // FP8AUDIT_PROBE=auto|te|cupti|all
+  bool disabled = false;                                  // FP8AUDIT_DISABLE=1
+  std::string out_dir;                                    // FP8AUDIT_OUT, made absolute
+  uint32_t expect_forward = 1;                            // FP8AUDIT_EXPECT_FORWARD
+  uint32_t expect_backward = 1;                           // FP8AUDIT_EXPECT_BACKWARD
+  bool fail_fast = false;                                 // FP8AUDIT_FAIL_FAST=1
+  std::string patterns_path;                              // FP8AUDIT_PATTERNS
+  std::string microbatch_range = nvtx::kMicrobatchRange;  // FP8AUDIT_MICROBATCH_RANGE
+  std::string step_mark = nvtx::kStepMark;                // FP8AUDIT_STEP_MARK
+  bool markers_configured = false;                        // FP8AUDIT_MICROBATCH_RANGE was set
+  FormatHint format = FormatHint::kAuto;                  // FP8AUDIT_FP8_FORMAT=auto|hybrid|e4m3
+  OnFull on_full = OnFull::kWait;                         // FP8AUDIT_ON_FULL=wait|drop
+  bool self_profile = false;                              // FP8AUDIT_SELF_PROFILE=1
+  ProbeMode probe = ProbeMode::kAuto;                     // FP8AUDIT_PROBE (ParseProbeMode)
   bool python_hook = false;  // FP8AUDIT_PYHOOK names te-count (the Python hook counts updates)
   int32_t rank = -1;         // RANK, else LOCAL_RANK, else SLURM_PROCID
   std::string run_id;        // FP8AUDIT_RUN_ID: [A-Za-z0-9._-], at most kMaxRunId bytes

@@ -5,7 +5,8 @@
 #include <string_view>
 
 #include "agent/src/nvtx_grammar.h"
-#include "agent/src/probe_control.h"
+#include "fp8audit/nvtx_grammar.h"
+#include "fp8audit/vocabulary.h"
 #include "proto/text_escape.h"
 
 namespace fp8audit::agent {
@@ -167,20 +168,21 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_source(v1::PYTHON_HOOK);
       e->set_pass(v1::PASS_UNSPECIFIED);
       e->set_detail(std::string(raw.Text()));
-      e->set_te_version(KeyValue(raw.Text(), "te"));
-      if (raw.kind == RawKind::kTePatched) e->set_semantics(KeyValue(raw.Text(), "semantics"));
+      e->set_te_version(KeyValue(raw.Text(), nvtx::kKeyTe));
+      if (raw.kind == RawKind::kTePatched)
+        e->set_semantics(KeyValue(raw.Text(), nvtx::kKeySemantics));
       return true;
     case RawKind::kRecompute: {
       e->set_kind(v1::MODULE_RECOMPUTE);
       e->set_source(v1::PYTHON_HOOK);
-      e->set_module(KeyValue(raw.Text(), "module"));
+      e->set_module(KeyValue(raw.Text(), nvtx::kKeyModule));
       const auto mode = [&](std::string_view key) {
         const std::string v = KeyValue(raw.Text(), key);
         return v == "1" ? v1::FP8_ON : v == "0" ? v1::FP8_OFF : v1::FP8_MODE_UNSPECIFIED;
       };
-      e->set_fp8(mode("fp8"));
-      e->set_forward_fp8(mode("forward_fp8"));
-      e->set_detail(KeyValue(raw.Text(), "checkpoint"));
+      e->set_fp8(mode(nvtx::kKeyFp8));
+      e->set_forward_fp8(mode(nvtx::kKeyForwardFp8));
+      e->set_detail(KeyValue(raw.Text(), nvtx::kKeyCheckpoint));
       return true;
     }
     case RawKind::kProbes:

@@ -138,7 +138,7 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_set_launch_
   namespace a = fp8audit::agent;
   const int launches = a::SetLaunchProbe(on != 0);
   a::Probes().SetRecording(on != 0);
-  const bool te_call = (a::Probes().bits() & a::kProbeTeCall) != 0;
+  const bool te_call = (a::Probes().bits() & fp8audit::ProbeBit(fp8audit::Probe::kTeCall)) != 0;
   return launches == 0 || te_call ? 0 : -1;
 }
 

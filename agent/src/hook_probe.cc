@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "agent/src/thread_state.h"
-
 namespace fp8audit::agent {
 namespace {
 
@@ -21,17 +19,14 @@ bool ParseU32(std::string_view s, uint32_t* out) {
 }
 
 bool IsRecomputeMark(std::string_view text) {
-  return text.size() > kHookRecomputeMark.size() &&
-         text.substr(0, kHookRecomputeMark.size()) == kHookRecomputeMark &&
-         text[kHookRecomputeMark.size()] == ' ';
+  return nvtx::HasKeys(text, nvtx::kHookRecomputeMark);
 }
 
 }  // namespace
 
 bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
-  if (text.substr(0, kHookUpdateRange.size()) != kHookUpdateRange) return false;
-  std::string_view rest = text.substr(kHookUpdateRange.size());
-  if (!rest.empty() && rest.front() != ' ') return false;
+  if (!nvtx::IsMessage(text, nvtx::kHookUpdateRange)) return false;
+  std::string_view rest = text.substr(std::string_view(nvtx::kHookUpdateRange).size());
   HookUpdate u;
   while (!rest.empty()) {
     rest.remove_prefix(1);
@@ -41,13 +36,13 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
     const size_t eq = token.find('=');
     if (eq == std::string_view::npos) continue;
     const std::string_view key = token.substr(0, eq), value = token.substr(eq + 1);
-    if (key == "pass") {
-      u.rule = value == "forward"    ? RuleEvent::kUpdateForward
-               : value == "backward" ? RuleEvent::kUpdateBackward
-                                     : RuleEvent::kUpdate;
-    } else if (key == "count") {
+    if (key == nvtx::kKeyPass) {
+      u.rule = value == nvtx::kPassForward    ? RuleEvent::kUpdateForward
+               : value == nvtx::kPassBackward ? RuleEvent::kUpdateBackward
+                                              : RuleEvent::kUpdate;
+    } else if (key == nvtx::kKeyCount) {
       if (!ParseU32(value, &u.count)) return false;
-    } else if (key == "unfused") {
+    } else if (key == nvtx::kKeyUnfused) {
       if (!ParseU32(value, &u.unfused)) return false;
     }
   }
@@ -57,16 +52,15 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 }
 
 bool IsHookMark(std::string_view text) {
-  return text.rfind("fp8audit.te ", 0) == 0 || text.rfind("fp8audit.patch ", 0) == 0 ||
-         IsRecomputeMark(text);
+  return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   if (!IsHookMark(text)) return false;
   RawEvent e;
-  e.kind = IsRecomputeMark(text)                ? RawKind::kRecompute
-           : text.rfind("fp8audit.te ", 0) == 0 ? RawKind::kTeVersion
-                                                : RawKind::kTePatched;
+  e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
+           : IsTeMark(text)      ? RawKind::kTeVersion
+                                 : RawKind::kTePatched;
   e.SetText(text);
   sink_.Record(ts, &e);
   return true;
@@ -75,15 +69,16 @@ bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
 bool HookProbe::OnPush(ThreadState* ts, const void* domain, uint32_t level, std::string_view text) {
   HookUpdate u;
   if (!ParseHookUpdate(text, &u)) return false;
-  if (ts->nhook >= kMaxHookRanges) return true;  // nested beyond reason: not recorded
+  HookThreadState& hook = HookStateOf(ts);
+  if (hook.nranges >= kMaxHookRanges) return true;  // nested beyond reason: not recorded
   sink_.OnActivity(ts, "Python-hook update");
-  ThreadState::HookRange& r = ts->hook_ranges[ts->nhook++];
+  HookThreadState::Range& r = hook.ranges[hook.nranges++];
   r.domain = domain;
   r.level = level;
   r.rule = u.rule;
   r.count = u.count;
   r.unfused = u.unfused;
-  r.counted_at_open = ts->counted_updates;
+  r.counted_at_open = LedgerOf(ts).counted_updates;
   const size_t n = std::min(text.size(), sizeof(r.text));
   std::memcpy(r.text, text.data(), n);
   r.text_len = static_cast<uint8_t>(n);
@@ -91,11 +86,13 @@ bool HookProbe::OnPush(ThreadState* ts, const void* domain, uint32_t level, std:
 }
 
 void HookProbe::OnPop(ThreadState* ts, const void* domain, uint32_t level) {
-  if (ts->nhook == 0) return;
-  const ThreadState::HookRange& r = ts->hook_ranges[ts->nhook - 1];
+  HookThreadState& hook = HookStateOf(ts);
+  if (hook.nranges == 0) return;
+  const HookThreadState::Range& r = hook.ranges[hook.nranges - 1];
   if (r.domain != domain || r.level != level) return;
-  --ts->nhook;
-  const bool inner = ts->counted_updates != r.counted_at_open;
+  --hook.nranges;
+  UpdateLedger& ledger = LedgerOf(ts);
+  const bool inner = ledger.counted_updates != r.counted_at_open;
   const uint32_t counted = inner ? r.unfused : r.count;
   const uint32_t crosscheck = r.count - counted;
   const std::string_view text(r.text, r.text_len);
@@ -109,7 +106,7 @@ void HookProbe::OnPop(ThreadState* ts, const void* domain, uint32_t level) {
     e.SetText(text);
     sink_.Record(ts, &e);
   }
-  ts->counted_updates += counted;
+  ledger.counted_updates += counted;
 }
 
 }  // namespace fp8audit::agent

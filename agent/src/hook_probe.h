@@ -1,5 +1,6 @@
 // The python-hook probe: what fp8audit's Python hook (python/fp8audit/hook) sends as NVTX, in any
-// domain (it uses torch.cuda.nvtx, the default domain). The NVTX probe hands these messages here:
+// domain (it uses torch.cuda.nvtx, the default domain); the words are fp8audit/nvtx_grammar.h's
+// (kHook*, keys). The NVTX probe hands these messages here:
 //   mark   "fp8audit.te te=<version>"                     TE was imported (TE_VERSION)
 //   mark   "fp8audit.patch te=<version> semantics=<s>"    fp8audit.te.patch() applied (TE_PATCHED)
 //   mark   "fp8audit.te.recompute module=<m> fp8=<0|1> forward_fp8=<0|1|?>[ checkpoint=<c>]"
@@ -18,13 +19,31 @@
 #include <cstdint>
 #include <string_view>
 
+#include "agent/src/raw_event.h"
 #include "agent/src/record_sink.h"
+#include "fp8audit/nvtx_grammar.h"
 #include "fp8audit/patterns.h"
 
 namespace fp8audit::agent {
 
-inline constexpr std::string_view kHookUpdateRange = "fp8audit.te.update";
-inline constexpr std::string_view kHookRecomputeMark = "fp8audit.te.recompute";
+// The python-hook probe's part of a thread's state (thread_state.h holds it): its open update
+// ranges, innermost last.
+inline constexpr int kMaxHookRanges = 4;
+struct HookThreadState {
+  struct Range {
+    const void* domain = nullptr;
+    uint32_t level = 0;                 // its depth in the domain's range stack
+    RuleEvent rule = RuleEvent::kNone;  // kUpdateForward / kUpdateBackward / kUpdate
+    uint32_t count = 0;                 // updates the hook announced
+    uint32_t unfused = 0;               // of which TE runs without its C entry point
+    uint64_t counted_at_open = 0;       // the ledger's counted_updates when the range opened
+    uint8_t text_len = 0;
+    char text[kRawTextBytes - 1] = {};
+  };
+  Range ranges[kMaxHookRanges];
+  int nranges = 0;
+};
+HookThreadState& HookStateOf(ThreadState* ts);
 
 struct HookUpdate {
   RuleEvent rule = RuleEvent::kUpdate;  // from pass=
@@ -33,8 +52,10 @@ struct HookUpdate {
 };
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
-// A mark the hook sends ("fp8audit.te ...", "fp8audit.patch ..." or "fp8audit.te.recompute ...").
+// A mark the hook sends (kHookTeMark, kHookPatchMark or kHookRecomputeMark, each with keys).
 bool IsHookMark(std::string_view text);
+// The hook's mark that TE was imported (kHookTeMark with keys: "fp8audit.te te=<version>").
+inline bool IsTeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookTeMark); }
 
 class HookProbe {
  public:

@@ -12,7 +12,6 @@
 #include "agent/src/cupti_callbacks.h"
 #include "agent/src/lifecycle.h"
 #include "agent/src/self_profile.h"
-#include "agent/src/thread_state.h"
 
 namespace fp8audit::agent {
 
@@ -111,9 +110,10 @@ bool KernelProbe::Capturing(CUstream stream) const {
 // A classified launch inside a TE update call the te-call probe recorded is a cross-check of it.
 void KernelProbe::RecordUpdate(ThreadState* ts, const FunctionInfo* fi, ScaledMax scaled_max,
                                uint64_t count) {
+  UpdateLedger& ledger = LedgerOf(ts);
   RawEvent e;
-  e.kind = ts->te_call_depth > 0 ? RawKind::kKernelCrossCheck : RawKind::kKernelUpdate;
-  if (e.kind == RawKind::kKernelUpdate) ts->counted_updates += count;
+  e.kind = ledger.te_call_depth > 0 ? RawKind::kKernelCrossCheck : RawKind::kKernelUpdate;
+  if (e.kind == RawKind::kKernelUpdate) ledger.counted_updates += count;
   e.fn = fi;
   e.rule = fi->event;
   e.scaled_max = scaled_max;
@@ -128,18 +128,19 @@ void KernelProbe::OnLaunch(const void* handle_ptr, const char* symbol, void** pa
   ThreadState* ts = sink_.Self();
   if (ts == nullptr) return;
   sink_.CountLaunches(1);
-  const uint64_t seq = ++ts->launch_seq;
+  KernelThreadState& k = KernelStateOf(ts);
+  const uint64_t seq = ++k.launch_seq;
   sink_.OnActivity(ts, "launch");
   const auto handle = reinterpret_cast<uintptr_t>(handle_ptr);
   const uint64_t epoch = function_epoch();
-  if (ts->cache_epoch != epoch) {
-    for (auto& e : ts->cache) e = {};
-    ts->cache_epoch = epoch;
+  if (k.cache_epoch != epoch) {
+    for (auto& e : k.cache) e = {};
+    k.cache_epoch = epoch;
   }
-  const FunctionInfo* fi = ts->CacheLookup(handle);
+  const FunctionInfo* fi = k.CacheLookup(handle);
   if (fi == nullptr) {
     fi = Resolve(handle, symbol, false);
-    ts->CacheInsert(handle, fi);
+    k.CacheInsert(handle, fi);
     sink_.EnsureTrace();
   }
   if (fi->event == RuleEvent::kNone) return;
@@ -148,13 +149,13 @@ void KernelProbe::OnLaunch(const void* handle_ptr, const char* symbol, void** pa
     // The rest of one update: this thread's very next launch after a full chunk, same kernel,
     // same scaled_max, same stream (TE launches nothing else in between; a new update starts
     // with other kernels, its amax reduction).
-    const bool continues = ts->full_chunk_seq != 0 && ts->full_chunk_seq + 1 == seq &&
-                           ts->full_chunk_fn == fi && ts->full_chunk_scaled_max == scaled_max &&
-                           ts->full_chunk_stream == stream;
-    ts->full_chunk_seq = KernelClassifier::IsFullUpdateChunk(grid_x) ? seq : 0;
-    ts->full_chunk_fn = fi;
-    ts->full_chunk_scaled_max = scaled_max;
-    ts->full_chunk_stream = stream;
+    const bool continues = k.full_chunk_seq != 0 && k.full_chunk_seq + 1 == seq &&
+                           k.full_chunk_fn == fi && k.full_chunk_scaled_max == scaled_max &&
+                           k.full_chunk_stream == stream;
+    k.full_chunk_seq = KernelClassifier::IsFullUpdateChunk(grid_x) ? seq : 0;
+    k.full_chunk_fn = fi;
+    k.full_chunk_scaled_max = scaled_max;
+    k.full_chunk_stream = stream;
     if (continues) return;
   }
   RecordUpdate(ts, fi, scaled_max, 1);

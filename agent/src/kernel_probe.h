@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +27,35 @@
 namespace fp8audit::agent {
 
 struct ThreadState;
+
+// The kernel probe's part of a thread's state (thread_state.h holds it).
+inline constexpr size_t kCacheSize = 512;  // kernel functions cached per thread (power of two)
+struct KernelThreadState {
+  struct CacheEntry {
+    uintptr_t key = 0;
+    const FunctionInfo* info = nullptr;
+  };
+  CacheEntry cache[kCacheSize];
+  uint64_t cache_epoch = 0;
+  // Launches on this thread, and the last chunked update launch that filled a whole chunk (its
+  // launch number, function, scaled_max and stream): the next launch may continue that update.
+  uint64_t launch_seq = 0;
+  uint64_t full_chunk_seq = 0;
+  const FunctionInfo* full_chunk_fn = nullptr;
+  ScaledMax full_chunk_scaled_max = ScaledMax::kNotRead;
+  const void* full_chunk_stream = nullptr;
+
+  const FunctionInfo* CacheLookup(uintptr_t key) const {
+    const CacheEntry& e = cache[Slot(key)];
+    return e.key == key ? e.info : nullptr;
+  }
+  void CacheInsert(uintptr_t key, const FunctionInfo* info) { cache[Slot(key)] = {key, info}; }
+  static size_t Slot(uintptr_t key) {
+    return static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 40) &
+           (kCacheSize - 1);
+  }
+};
+KernelThreadState& KernelStateOf(ThreadState* ts);
 
 enum class AttachResult : uint8_t {
   kAttached,

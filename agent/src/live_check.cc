@@ -1,6 +1,9 @@
 #include "agent/src/live_check.h"
 
+#include <optional>
 #include <string_view>
+
+#include "fp8audit/vocabulary_proto.h"
 
 #if FP8AUDIT_AGENT_HAVE_AUDITOR
 #include "reports/auditor.h"
@@ -50,11 +53,11 @@ std::string DescribeUpdate(const v1::Event& e) {
                                                     : "update";
   if (e.count() > 1) s += " x" + std::to_string(e.count());
   if (!e.detail().empty()) {
-    const bool quoted = e.source() != v1::KERNEL && e.source() != v1::TE_CALL;
-    s += (e.source() == v1::KERNEL        ? " kernel "
-          : e.source() == v1::TE_CALL     ? " TE call "
-          : e.source() == v1::PYTHON_HOOK ? " python hook '"
-                                          : " nvtx '") +
+    // The probe that recorded it, by name (a kernel's or TE entry point's name unquoted), else
+    // the NVTX message it came from.
+    const std::optional<Probe> probe = ProbeOf(e.source());
+    const bool quoted = !probe || *probe == Probe::kPythonHook;
+    s += " " + std::string(probe ? ProbeName(*probe) : "nvtx") + (quoted ? " '" : " ") +
          ShortName(e.detail()) + (quoted ? "'" : "");
   }
   s += " in the ";

@@ -1,7 +1,9 @@
 #include "agent/src/nvtx_grammar.h"
 
 #include <cstdint>
+#include <optional>
 
+#include "fp8audit/nvtx_grammar.h"
 #include "fp8audit/vocabulary_proto.h"
 
 namespace fp8audit::agent {
@@ -9,25 +11,35 @@ namespace {
 
 namespace v1 = ::fp8audit::v1;
 
-struct Name {
-  std::string_view text;
-  v1::EventKind kind;
-};
-
-constexpr Name kEvents[] = {
-    {"autocast.enter", v1::AUTOCAST_ENTER},
-    {"autocast.exit", v1::AUTOCAST_EXIT},
-    {"checkpoint.enter", v1::CHECKPOINT_ENTER},
-    {"checkpoint.exit", v1::CHECKPOINT_EXIT},
-    {"module.forward", v1::MODULE_FORWARD},
-    {"module.backward", v1::MODULE_BACKWARD},
-    {"update.forward", v1::UPDATE_FORWARD},
-    {"update.backward", v1::UPDATE_BACKWARD},
-    {"update", v1::UPDATE},
-    {"stash.push", v1::STASH_PUSH},
-    {"stash.pop", v1::STASH_POP},
-    {"exception", v1::EXCEPTION},
-};
+v1::EventKind KindOf(nvtx::Event e) {
+  switch (e) {
+    case nvtx::Event::kAutocastEnter:
+      return v1::AUTOCAST_ENTER;
+    case nvtx::Event::kAutocastExit:
+      return v1::AUTOCAST_EXIT;
+    case nvtx::Event::kCheckpointEnter:
+      return v1::CHECKPOINT_ENTER;
+    case nvtx::Event::kCheckpointExit:
+      return v1::CHECKPOINT_EXIT;
+    case nvtx::Event::kModuleForward:
+      return v1::MODULE_FORWARD;
+    case nvtx::Event::kModuleBackward:
+      return v1::MODULE_BACKWARD;
+    case nvtx::Event::kUpdateForward:
+      return v1::UPDATE_FORWARD;
+    case nvtx::Event::kUpdateBackward:
+      return v1::UPDATE_BACKWARD;
+    case nvtx::Event::kUpdate:
+      return v1::UPDATE;
+    case nvtx::Event::kStashPush:
+      return v1::STASH_PUSH;
+    case nvtx::Event::kStashPop:
+      return v1::STASH_POP;
+    case nvtx::Event::kException:
+      return v1::EXCEPTION;
+  }
+  return v1::EVENT_KIND_UNSPECIFIED;
+}
 
 bool ParseU64(std::string_view s, uint64_t* out) {
   if (s.empty() || s.size() > 20) return false;
@@ -47,12 +59,9 @@ bool ParseU64(std::string_view s, uint64_t* out) {
 bool ParseStructuredMessage(std::string_view message, v1::Event* event) {
   size_t end = message.find(' ');
   const std::string_view head = message.substr(0, end);
-  const Name* found = nullptr;
-  for (const Name& n : kEvents) {
-    if (n.text == head) found = &n;
-  }
-  if (found == nullptr) return false;
-  event->set_kind(found->kind);
+  const std::optional<nvtx::Event> found = nvtx::ParseEvent(head);
+  if (!found) return false;
+  event->set_kind(KindOf(*found));
   while (end != std::string_view::npos) {
     message.remove_prefix(end + 1);
     end = message.find(' ');
@@ -62,31 +71,30 @@ bool ParseStructuredMessage(std::string_view message, v1::Event* event) {
     const std::string_view key = token.substr(0, eq);
     const std::string_view value = token.substr(eq + 1);
     uint64_t n = 0;
-    if (key == "depth" && ParseU64(value, &n) && n <= UINT32_MAX) {
+    if (key == nvtx::kKeyDepth && ParseU64(value, &n) && n <= UINT32_MAX) {
       event->set_autocast_depth(static_cast<uint32_t>(n));
-    } else if (key == "frame" && ParseU64(value, &n)) {
+    } else if (key == nvtx::kKeyFrame && ParseU64(value, &n)) {
       event->set_frame(n);
-    } else if (key == "phase" && ParseU64(value, &n) && n <= UINT32_MAX) {
+    } else if (key == nvtx::kKeyPhase && ParseU64(value, &n) && n <= UINT32_MAX) {
       event->set_checkpoint_phase(static_cast<uint32_t>(n));
-    } else if (key == "kind") {
+    } else if (key == nvtx::kKeyKind) {
       if (const auto kind = ParseCheckpointKind(value)) event->set_checkpoint_kind(ToProto(*kind));
-    } else if (key == "module") {
+    } else if (key == nvtx::kKeyModule) {
       event->set_module(std::string(value));
-    } else if (key == "failed") {
+    } else if (key == nvtx::kKeyFailed) {
       event->set_failed(value == "1" || value == "true");
-    } else if (key == "count" && ParseU64(value, &n)) {
+    } else if (key == nvtx::kKeyCount && ParseU64(value, &n)) {
       event->set_count(n);
-    } else if (key == "pass") {
-      if (value == "forward") event->set_pass(v1::FORWARD);
-      if (value == "backward") event->set_pass(v1::BACKWARD);
+    } else if (key == nvtx::kKeyPass) {
+      if (value == nvtx::kPassForward) event->set_pass(v1::FORWARD);
+      if (value == nvtx::kPassBackward) event->set_pass(v1::BACKWARD);
     }
   }
   return true;
 }
 
 bool IsMicrobatchRange(std::string_view text, std::string_view range) {
-  if (range.empty() || text.substr(0, range.size()) != range) return false;
-  return text.size() == range.size() || text[range.size()] == ' ';
+  return !range.empty() && nvtx::IsMessage(text, range);
 }
 
 bool ParseMicrobatchId(std::string_view text, uint64_t* id) {
@@ -95,7 +103,11 @@ bool ParseMicrobatchId(std::string_view text, uint64_t* id) {
     text.remove_prefix(end + 1);
     end = text.find(' ');
     const std::string_view token = text.substr(0, end);
-    if (token.substr(0, 3) == "id=") return ParseU64(token.substr(3), id);
+    const std::string_view key = nvtx::kKeyId;
+    if (token.size() > key.size() && token.substr(0, key.size()) == key &&
+        token[key.size()] == '=') {
+      return ParseU64(token.substr(key.size() + 1), id);
+    }
   }
   return false;
 }

@@ -1,4 +1,5 @@
-// Parses the structured FP8 NVTX messages (grammar in proto/fp8audit/nvtx_events.h).
+// Parses the structured FP8 NVTX messages (grammar in proto/fp8audit/nvtx_events.h, its words in
+// fp8audit/nvtx_grammar.h).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@ namespace fp8audit::agent {
 bool ParseStructuredMessage(std::string_view message, ::fp8audit::v1::Event* event);
 
 // Whether a range's text is the microbatch range `range`: exactly its name, or its name followed by
-// a space and keys ("fp8audit.microbatch id=7").
+// a space and keys (nvtx::kMicrobatchRange, then " id=7").
 bool IsMicrobatchRange(std::string_view text, std::string_view range);
 
 // The logical microbatch id a microbatch range names (its key id=<uint>); false when it names

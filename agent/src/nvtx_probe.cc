@@ -16,7 +16,6 @@
 #include "agent/src/lifecycle.h"
 #include "agent/src/nvtx_grammar.h"
 #include "agent/src/self_profile.h"
-#include "agent/src/thread_state.h"
 
 namespace fp8audit::agent {
 namespace {
@@ -123,16 +122,17 @@ void RecordText(const NvtxProbeHost& h, ThreadState* ts, RawKind kind, std::stri
   h.sink->Record(ts, &e);
 }
 
-ThreadState::RangeStack* StackFor(ThreadState* ts, const void* domain) {
-  for (int i = 0; i < ts->nstacks; ++i) {
-    if (ts->stacks[i].domain == domain) return &ts->stacks[i];
+NvtxThreadState::RangeStack* StackFor(ThreadState* ts, const void* domain) {
+  NvtxThreadState& n = NvtxStateOf(ts);
+  for (int i = 0; i < n.nstacks; ++i) {
+    if (n.stacks[i].domain == domain) return &n.stacks[i];
   }
-  if (ts->nstacks < kMaxDomainStacks) {
-    ThreadState::RangeStack* s = &ts->stacks[ts->nstacks++];
+  if (n.nstacks < kMaxDomainStacks) {
+    NvtxThreadState::RangeStack* s = &n.stacks[n.nstacks++];
     s->domain = domain;
     return s;
   }
-  return &ts->stacks[kMaxDomainStacks - 1];  // shared by any further domains
+  return &n.stacks[kMaxDomainStacks - 1];  // shared by any further domains
 }
 
 // ---- Handlers ---------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ void OnMark(nvtxDomainHandle_t domain, Message message) {
   if (ts == nullptr) return;
   if (hook) {
     Hook().OnMark(ts, text);
-    if (text.rfind("fp8audit.te ", 0) == 0) h->te_seen("Transformer Engine was imported");
+    if (IsTeMark(text)) h->te_seen("Transformer Engine was imported");
     return;
   }
   RecordText(*h, ts, step ? RawKind::kStep : RawKind::kStructured, text);
@@ -176,7 +176,7 @@ int OnPush(nvtxDomainHandle_t domain, Message message) {
   const std::string_view text = t.view();
   ThreadState* ts = h->sink->Self();
   if (ts == nullptr) return 0;
-  ThreadState::RangeStack* st = StackFor(ts, domain);
+  NvtxThreadState::RangeStack* st = StackFor(ts, domain);
   const uint32_t level = st->depth++;
   const bool microbatch = IsMicrobatchRange(text, h->config->microbatch_range);
   if (level < 64) {
@@ -185,7 +185,7 @@ int OnPush(nvtxDomainHandle_t domain, Message message) {
   }
   if (microbatch) {
     RecordText(*h, ts, RawKind::kMicrobatchBegin, text);
-  } else if (MaybeHook(text) && text.rfind(kHookUpdateRange, 0) == 0) {
+  } else if (MaybeHook(text) && text.rfind(nvtx::kHookUpdateRange, 0) == 0) {
     h->hook_update();  // CUDA is in use by now (TE updates device state)
     Hook().OnPush(ts, domain, level, text);
   } else if (Ours(domain)) {
@@ -200,10 +200,10 @@ int OnPop(nvtxDomainHandle_t domain) {
   if (h == nullptr) return -1;
   ThreadState* ts = h->sink->Self();
   if (ts == nullptr) return -1;
-  ThreadState::RangeStack* st = StackFor(ts, domain);
+  NvtxThreadState::RangeStack* st = StackFor(ts, domain);
   if (st->depth == 0) return -1;
   const uint32_t level = --st->depth;
-  if (ts->nhook > 0) Hook().OnPop(ts, domain, level);
+  if (HookStateOf(ts).nranges > 0) Hook().OnPop(ts, domain, level);
   if (level < 64 && ((st->microbatch_bits >> level) & 1) != 0) {
     st->microbatch_bits &= ~(1ull << level);
     RecordText(*h, ts, RawKind::kMicrobatchEnd, h->config->microbatch_range);

@@ -3,6 +3,7 @@
 // "fp8audit" domain; other ranges and marks only keep the per-thread range stacks in step.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -10,6 +11,21 @@
 #include "agent/src/record_sink.h"
 
 namespace fp8audit::agent {
+
+struct ThreadState;
+
+// The NVTX probe's part of a thread's state (thread_state.h holds it): a range stack per domain.
+inline constexpr int kMaxDomainStacks = 8;
+struct NvtxThreadState {
+  struct RangeStack {
+    const void* domain = nullptr;
+    uint32_t depth = 0;
+    uint64_t microbatch_bits = 0;  // bit d: the range at depth d is a microbatch range
+  };
+  RangeStack stacks[kMaxDomainStacks];
+  int nstacks = 0;
+};
+NvtxThreadState& NvtxStateOf(ThreadState* ts);
 
 // What the NVTX probe is handed by the agent: the configuration (its microbatch range and step
 // mark; it outlives the probe), where it records, and what it calls when the Python hook shows

@@ -13,39 +13,18 @@
 
 namespace fp8audit::agent {
 
-const char* ProbeModeName(ProbeMode mode) {
-  switch (mode) {
-    case ProbeMode::kTe:
-      return "te";
-    case ProbeMode::kCupti:
-      return "cupti";
-    case ProbeMode::kAll:
-      return "all";
-    case ProbeMode::kAuto:
-      break;
-  }
-  return "auto";
-}
+namespace {
 
-std::vector<std::string> ProbeNames(uint32_t bits) {
-  std::vector<std::string> names;
-  if (bits & kProbeTeCall) names.emplace_back("te-call");
-  if (bits & kProbeCupti) names.emplace_back("cupti");
-  if (bits & kProbePythonHook) names.emplace_back("python-hook");
-  return names;
-}
+constexpr uint32_t kTeCallBit = ProbeBit(Probe::kTeCall);
+constexpr uint32_t kKernelBit = ProbeBit(Probe::kKernel);
+constexpr uint32_t kHookBit = ProbeBit(Probe::kPythonHook);
+
+}  // namespace
 
 CuptiPlan PlanCuptiAtCudaInit(ProbeMode mode, bool te_loaded, bool te_interposed,
                               bool user_patterns) {
-  switch (mode) {
-    case ProbeMode::kTe:
-      return {false, false};
-    case ProbeMode::kCupti:
-    case ProbeMode::kAll:
-      return {true, false};
-    case ProbeMode::kAuto:
-      break;
-  }
+  if (!ProbeModeUses(mode, Probe::kKernel)) return {false, false};
+  if (mode != ProbeMode::kAuto) return {true, false};
   if (user_patterns || !te_interposed) return {true, false};
   if (te_loaded) return {false, false};
   return {true, true};
@@ -110,8 +89,8 @@ void ProbeControl::Init(const Config& config, bool te_interposed, ProbeHost host
   user_patterns_ = !config.patterns_path.empty();
   te_interposed_ = te_interposed;
   uint32_t bits = 0;
-  if (mode_ != ProbeMode::kCupti && te_interposed) bits |= kProbeTeCall;
-  if (config.python_hook) bits |= kProbePythonHook;
+  if (ProbeModeUses(mode_, Probe::kTeCall) && te_interposed) bits |= kTeCallBit;
+  if (config.python_hook) bits |= kHookBit;
   bits_.store(bits, std::memory_order_release);
 }
 
@@ -147,20 +126,20 @@ void ProbeControl::OnCudaInit(bool from_driver) {
   if (r == AttachResult::kAttached) {
     provisional_.store(plan.provisional, std::memory_order_release);
     polled_loads_ = 0;
-    SetBits(bits() | kProbeCupti, "CUPTI subscribed");
+    SetBits(bits() | kKernelBit, "CUPTI subscribed");
     Warn(std::string("the agent holds CUPTI for its kernel-launch probe (--probe ") +
-         ProbeModeName(mode_) +
+         std::string(ProbeModeName(mode_)) +
          "): torch.profiler, Nsight Systems and other CUPTI tools in this job lose CUDA "
          "activity" +
-         (plan.provisional ? " until Transformer Engine loads (--probe te leaves CUPTI "
+         (plan.provisional ? " until Transformer Engine loads (--probe te-call leaves CUPTI "
                              "alone)"
                            : ""));
     if (plan.provisional && TeLibraryLoaded()) OnTeSeen("Transformer Engine is loaded");
     return;
   }
-  // Not attached: the TE probes count (in `cupti` mode too, when the agent interposes TE).
-  const bool te_fallback = te_interposed_ && mode_ != ProbeMode::kTe;
-  if (te_fallback) SetBits(bits() | kProbeTeCall, "CUPTI unavailable");
+  // Not attached: the TE probes count (in `kernel` mode too, when the agent interposes TE).
+  const bool te_fallback = te_interposed_ && mode_ != ProbeMode::kTeCall;
+  if (te_fallback) SetBits(bits() | kTeCallBit, "CUPTI unavailable");
   const std::string then = te_fallback
                                ? "; Transformer Engine's update calls and NVTX events still are"
                                : "; NVTX events still are";
@@ -176,7 +155,7 @@ void ProbeControl::OnTeSeen(const char* why) {
   if (!provisional_.exchange(false, std::memory_order_acq_rel)) return;
   if (DetachKernelProbe()) {
     SetBits(
-        bits() & ~kProbeCupti,
+        bits() & ~kKernelBit,
         (std::string("CUPTI released: ") + why + " and counts through its update calls").c_str());
   }
 }

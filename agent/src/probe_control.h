@@ -1,13 +1,16 @@
-// Which probes count FP8 state updates (FP8AUDIT_PROBE, `fp8audit run --probe`), and when.
+// Which probes count FP8 state updates (FP8AUDIT_PROBE, `fp8audit run --probe`), and when. The
+// probes and modes, their names and parsers are fp8audit/vocabulary.h's (Probe, ProbeMode,
+// ProbeModeUses); the rules are here.
 //
 //   te-call      the preloaded libfp8audit.so defines Transformer Engine's DelayedScaling update
 //                entry points (te_probe.h); every call is one update, then TE's own function runs
 //   python-hook  fp8audit's Python hook (FP8AUDIT_PYHOOK=te-count) brackets
 //                reduce_and_update_fp8_tensors with an NVTX range (hook_probe.h)
-//   cupti        CUPTI launch callbacks, classified by kernel name (kernel_probe.h)
+//   kernel       CUPTI launch callbacks, classified by kernel name (kernel_probe.h)
 //
-// Modes: `te` never subscribes to CUPTI; `cupti` records no TE call (the Python hook still counts
-// when armed); `all` runs every probe. `auto` (the default) leaves CUPTI alone in a job whose
+// Modes: `te-call` never subscribes to CUPTI; `kernel` records no TE call (the Python hook still
+// counts when armed; `fp8audit run` arms it only where ProbeModeUses says); `all` runs every probe.
+// `auto` (the default) leaves CUPTI alone in a job whose
 // libtransformer_engine is loaded and reached through the preloaded agent, unless kernel patterns
 // were given: at CUDA's initialisation (the driver calls the injection) it subscribes only when no
 // libtransformer_engine is loaded yet, or patterns were given, or the agent is not preloaded (then
@@ -16,7 +19,7 @@
 // patterns were given, the agent unsubscribes, which leaves CUPTI free for torch.profiler, Nsight
 // and other tools from then on, and records a PROBES event. When the agent holds CUPTI it says once
 // on stderr that other profilers in the job lose CUDA activity; when another tool holds it, it says
-// so and the TE probes count (in `cupti` mode too).
+// so and the TE probes count (in `kernel` mode too).
 //
 // One update seen by several probes is counted once: the outer probe that saw it defers to the
 // inner one. A kernel update launched inside a TE call the te-call probe recorded, and a
@@ -30,20 +33,11 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "agent/src/config.h"
 #include "agent/src/record_sink.h"
 
 namespace fp8audit::agent {
-
-inline constexpr uint32_t kProbeTeCall = 1;
-inline constexpr uint32_t kProbeCupti = 2;
-inline constexpr uint32_t kProbePythonHook = 4;
-
-const char* ProbeModeName(ProbeMode mode);
-// "te-call", "cupti", "python-hook" for the bits set, in that order.
-std::vector<std::string> ProbeNames(uint32_t bits);
 
 // What to do with CUPTI when CUDA initialises.
 struct CuptiPlan {
@@ -84,11 +78,12 @@ class ProbeControl {
   // From Agent::Init: the mode, whether the agent interposes TE's entry points, the hook, and what
   // the probes record into. Until then nothing subscribes to CUPTI.
   void Init(const Config& config, bool te_interposed, ProbeHost host);
+  // The active probes, as ProbeBit bits (ProbeNames names them).
   uint32_t bits() const { return bits_.load(std::memory_order_acquire); }
   ProbeMode mode() const { return mode_; }
   // The te-call probe records calls (its bit is set and benchmarks have not turned it off).
   bool te_call_recording() const {
-    return (bits() & kProbeTeCall) != 0 && recording_.load(std::memory_order_relaxed);
+    return (bits() & ProbeBit(Probe::kTeCall)) != 0 && recording_.load(std::memory_order_relaxed);
   }
   // Benchmarks: TE calls recorded (1) or not (0), as fp8audit_set_launch_probe toggles.
   void SetRecording(bool on) { recording_.store(on, std::memory_order_relaxed); }

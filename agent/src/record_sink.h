@@ -10,7 +10,21 @@
 
 namespace fp8audit::agent {
 
+// A thread's state (thread_state.h): what the recorder keeps and each probe's part, which the
+// probe declares in its own header and reaches through its accessor (KernelStateOf, ...).
 struct ThreadState;
+
+// What the update probes tell one another about a thread, so that an update several of them see
+// counts once (probe_control.h).
+struct UpdateLedger {
+  // TE update calls in progress (te_probe.h): kernel updates launched inside one are cross-checks
+  // of the call.
+  uint32_t te_call_depth = 0;
+  // Updates counted (TE calls, kernel updates outside a TE call): a Python-hook update range in
+  // which any were counted defers to them (hook_probe.h).
+  uint64_t counted_updates = 0;
+};
+UpdateLedger& LedgerOf(ThreadState* ts);
 
 class RecordSink {
  public:

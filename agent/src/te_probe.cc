@@ -2,8 +2,6 @@
 
 #include <limits>
 
-#include "agent/src/thread_state.h"
-
 namespace fp8audit::agent {
 namespace {
 
@@ -55,13 +53,14 @@ bool TeCallProbe::Begin(int entry, int fp8_dtype, uint64_t tensors) {
   e.scaled_max = FromTeDtype(fp8_dtype);
   e.SetTensors(static_cast<uint32_t>(tensors > std::numeric_limits<uint32_t>::max() ? 0 : tensors));
   sink_.Record(ts, &e);
-  ts->counted_updates += 1;
-  ts->te_call_depth = 1;  // TE's update functions do not nest; a thrown call left it set
+  UpdateLedger& ledger = LedgerOf(ts);
+  ledger.counted_updates += 1;
+  ledger.te_call_depth = 1;  // TE's update functions do not nest; a thrown call left it set
   return true;
 }
 
 void TeCallProbe::End() {
-  if (ThreadState* ts = sink_.Self(); ts != nullptr) ts->te_call_depth = 0;
+  if (ThreadState* ts = sink_.Self(); ts != nullptr) LedgerOf(ts).te_call_depth = 0;
 }
 
 }  // namespace fp8audit::agent

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "agent/src/probe_control.h"
 #include "agent/src/warn.h"
+#include "fp8audit/vocabulary.h"
 #include "proto/text_escape.h"
 
 #ifndef FP8AUDIT_VERSION
@@ -88,7 +88,7 @@ v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32
   h.set_expect_backward(c.expect_backward);
   h.set_markers(c.markers_configured ? "nvtx" : "threads");
   h.set_parent_pid(parent_pid);
-  h.set_probe_mode(ProbeModeName(c.probe));
+  h.set_probe_mode(std::string(ProbeModeName(c.probe)));
   h.set_run_id(c.run_id);
   for (const std::string& name : ProbeNames(probes)) h.add_probes(name);
   EscapeNonUtf8Fields(&h);

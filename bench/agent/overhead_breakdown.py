@@ -8,7 +8,7 @@ between batches (empty-kernel launches) or training steps (PyTorch) in one proce
   cupti-agent    the same subscriber with the agent's whole callback set, all of it toggled
   agent          the agent through all three routes, as `fp8audit run` loads it (probe auto: no
                  TE in these jobs, so CUPTI launch callbacks)
-  agent-te       the same with FP8AUDIT_PROBE=te: TE's update calls only, no CUPTI; the toggle
+  agent-te       the same with FP8AUDIT_PROBE=te-call: TE's update calls only, no CUPTI; the toggle
                  turns the te-call probe's recording on and off (nothing is on the launch path)
   agent-profile  the agent with FP8AUDIT_SELF_PROFILE=1: time spent in its own handlers
   off            no tool (for the side-by-side comparison across processes)
@@ -43,7 +43,7 @@ def setups(agent, null, out):
                 FP8AUDIT_OUT=out)
     return [("off", base, False), ("cupti", dict(base, CUDA_INJECTION64_PATH=null), True),
             ("cupti-agent", dict(base, CUDA_INJECTION64_PATH=null, FP8AUDIT_NULL_SET="agent"), True),
-            ("agent", full, True), ("agent-te", dict(full, FP8AUDIT_PROBE="te"), True),
+            ("agent", full, True), ("agent-te", dict(full, FP8AUDIT_PROBE="te-call"), True),
             ("agent-profile", dict(full, FP8AUDIT_SELF_PROFILE="1"), False)]
 
 

@@ -1,6 +1,7 @@
 // Structured FP8 events as NVTX marks: header-only, needs nothing but the NVTX3 headers. A wire
 // format, like the schemas beside it: runtime/ emits it, the agent parses it
-// (agent/src/nvtx_grammar.h), any framework may emit it (CMake target fp8audit_nvtx_events).
+// (agent/src/nvtx_grammar.h), any framework may emit it (CMake target fp8audit_nvtx_events). Its
+// words (event names, keys, kMicrobatchRange, kStepMark) are declared once, in nvtx_grammar.h.
 //
 // Every event is an ASCII mark in the NVTX domain "fp8audit" whose message follows this grammar:
 //
@@ -15,10 +16,10 @@
 //
 // e.g. "checkpoint.enter frame=3 phase=2 kind=reentrant", "update.forward", "stash.pop
 // module=layers.1.fc2 frame=3". Unknown keys are ignored. Logical microbatches are the range
-// kMicrobatchRange (any domain), optionally naming the logical microbatch: "fp8audit.microbatch
-// id=7" (id: uint; every range with the same id is one microbatch, e.g. its forward and, after
-// other microbatches' forwards, its backward in a pipeline schedule); optimizer steps are the
-// mark kStepMark (any domain).
+// kMicrobatchRange (any domain), optionally naming the logical microbatch: kMicrobatchRange
+// followed by " id=7" (id: uint; every range with the same id is one microbatch, e.g. its forward
+// and, after other microbatches' forwards, its backward in a pipeline schedule); optimizer steps
+// are the mark kStepMark (any domain).
 //
 // Emit update.* only for state updates that launch no kernel the agent already classifies (e.g. a
 // CPU-side update); a classified update kernel is counted from its launch.
@@ -30,14 +31,10 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "fp8audit/nvtx_grammar.h"
 #include "fp8audit/vocabulary.h"
 
 namespace fp8audit::nvtx {
-
-inline constexpr char kDomainName[] = "fp8audit";
-inline constexpr char kMicrobatchRange[] = "fp8audit.microbatch";
-inline constexpr char kStepMark[] = "fp8audit.step";
-inline constexpr std::size_t kMaxMessage = 120;  // the agent keeps this many bytes of a message
 
 // A formatted message, held by value (no allocation).
 struct Message {
@@ -58,9 +55,18 @@ inline void AppendToken(Message* out, const char* value) {
   out->text[n] = '\0';
 }
 
-inline Message Printf(const char* event, const char* tail) {
+// Appends " failed=1" when `failed`.
+inline void AppendFailed(Message* out, bool failed) {
+  if (!failed) return;
+  std::size_t n = 0;
+  while (n < kMaxMessage - 1 && out->text[n] != '\0') ++n;
+  std::snprintf(out->text + n, sizeof(out->text) - n, " %s=1", kKeyFailed);
+}
+
+// "<event> <key>=" (then a token).
+inline Message EventKey(Event event, const char* key) {
   Message m;
-  std::snprintf(m.text, sizeof(m.text), "%s%s", event, tail);
+  std::snprintf(m.text, sizeof(m.text), "%s %s=", EventName(event), key);
   return m;
 }
 
@@ -69,46 +75,52 @@ inline Message Printf(const char* event, const char* tail) {
 // ---- Formatting (pure; what the emitters below send) ----------------------------------------
 inline Message FormatAutocastEnter(uint32_t depth) {
   Message m;
-  std::snprintf(m.text, sizeof(m.text), "autocast.enter depth=%u", depth);
+  std::snprintf(m.text, sizeof(m.text), "%s %s=%u", EventName(Event::kAutocastEnter), kKeyDepth,
+                depth);
   return m;
 }
 inline Message FormatAutocastExit(uint32_t depth, bool failed = false) {
   Message m;
-  std::snprintf(m.text, sizeof(m.text), "autocast.exit depth=%u%s", depth,
-                failed ? " failed=1" : "");
+  std::snprintf(m.text, sizeof(m.text), "%s %s=%u", EventName(Event::kAutocastExit), kKeyDepth,
+                depth);
+  detail::AppendFailed(&m, failed);
   return m;
 }
 inline Message FormatCheckpoint(bool enter, uint64_t frame, uint32_t phase, CheckpointKind kind,
                                 bool failed = false) {
   Message m;
-  std::snprintf(m.text, sizeof(m.text), "checkpoint.%s frame=%llu phase=%u kind=%s%s",
-                enter ? "enter" : "exit", static_cast<unsigned long long>(frame), phase,
-                CheckpointKindName(kind).data(), failed ? " failed=1" : "");
+  std::snprintf(m.text, sizeof(m.text), "%s %s=%llu %s=%u %s=%s",
+                EventName(enter ? Event::kCheckpointEnter : Event::kCheckpointExit), kKeyFrame,
+                static_cast<unsigned long long>(frame), kKeyPhase, phase, kKeyKind,
+                CheckpointKindName(kind).data());
+  detail::AppendFailed(&m, failed);
   return m;
 }
 inline Message FormatModule(bool forward, const char* module) {
-  Message m = detail::Printf(forward ? "module.forward" : "module.backward", " module=");
+  Message m =
+      detail::EventKey(forward ? Event::kModuleForward : Event::kModuleBackward, kKeyModule);
   detail::AppendToken(&m, module);
   return m;
 }
 // direction: +1 forward, -1 backward, 0 not known.
 inline Message FormatUpdate(int direction, uint64_t count = 1) {
-  const char* event = direction > 0   ? "update.forward"
-                      : direction < 0 ? "update.backward"
-                                      : "update";
+  const char* event = EventName(direction > 0   ? Event::kUpdateForward
+                                : direction < 0 ? Event::kUpdateBackward
+                                                : Event::kUpdate);
   Message m;
   if (count == 1) {
     std::snprintf(m.text, sizeof(m.text), "%s", event);
   } else {
-    std::snprintf(m.text, sizeof(m.text), "%s count=%llu", event,
+    std::snprintf(m.text, sizeof(m.text), "%s %s=%llu", event, kKeyCount,
                   static_cast<unsigned long long>(count));
   }
   return m;
 }
 inline Message FormatStash(bool push, const char* module, uint64_t frame) {
   Message m;
-  std::snprintf(m.text, sizeof(m.text), "stash.%s frame=%llu module=", push ? "push" : "pop",
-                static_cast<unsigned long long>(frame));
+  std::snprintf(m.text, sizeof(m.text),
+                "%s %s=%llu %s=", EventName(push ? Event::kStashPush : Event::kStashPop), kKeyFrame,
+                static_cast<unsigned long long>(frame), kKeyModule);
   detail::AppendToken(&m, module);
   return m;
 }
@@ -158,10 +170,10 @@ inline void StashPop(const char* module, uint64_t frame) {
   Mark(FormatStash(false, module, frame));
 }
 
-// "fp8audit.microbatch id=<id>": a range of the logical microbatch `id`.
+// "<kMicrobatchRange> id=<id>": a range of the logical microbatch `id`.
 inline Message FormatMicrobatch(uint64_t id) {
   Message m;
-  std::snprintf(m.text, sizeof(m.text), "%s id=%llu", kMicrobatchRange,
+  std::snprintf(m.text, sizeof(m.text), "%s %s=%llu", kMicrobatchRange, kKeyId,
                 static_cast<unsigned long long>(id));
   return m;
 }

@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace fp8audit {
 
@@ -83,6 +85,14 @@ constexpr std::optional<Probe> ParseProbe(std::string_view name) {
   if (name == "cupti") return Probe::kKernel;
   return std::nullopt;
 }
+// The names of the probes in `bits` (ProbeBit), in kProbes' order.
+inline std::vector<std::string> ProbeNames(uint32_t bits) {
+  std::vector<std::string> names;
+  for (Probe p : kProbes) {
+    if ((bits & ProbeBit(p)) != 0) names.emplace_back(ProbeName(p));
+  }
+  return names;
+}
 
 // ---- --probe: which update probes the agent may use -------------------------------------------
 // kAuto: the te-call probe where TE's library can be interposed, else the kernel probe; kTeCall or
@@ -116,6 +126,13 @@ constexpr std::optional<ProbeMode> ParseProbeMode(std::string_view name) {
   if (name == "te") return ProbeMode::kTeCall;
   if (name == "cupti") return ProbeMode::kKernel;
   return std::nullopt;
+}
+// Whether `mode` lets probe `p` count updates: the kernel probe in every mode but te-call (under
+// auto only where the te-call probe cannot see TE: agent/src/probe_control.h), the te-call and
+// python-hook probes in every mode but kernel (`fp8audit run --probe kernel` does not arm the
+// Python hook's counting; the te-call probe stands in when CUPTI cannot be had).
+constexpr bool ProbeModeUses(ProbeMode mode, Probe p) {
+  return p == Probe::kKernel ? mode != ProbeMode::kTeCall : mode != ProbeMode::kKernel;
 }
 
 }  // namespace fp8audit

@@ -23,8 +23,12 @@ from fp8audit import _paths
 
 LIBRARY = "libfp8audit_markers.so"
 ABI = 2
+# The NVTX grammar's names (proto/fp8audit/nvtx_grammar.h), Python's one spelling of each.
 RANGE = "fp8audit.microbatch"  # the agent's default (FP8AUDIT_MICROBATCH_RANGE)
 STEP = "fp8audit.step"  # the agent's default (FP8AUDIT_STEP_MARK)
+HOOK_TE_MARK = "fp8audit.te"  # "fp8audit.te te=<version>": TE was imported
+HOOK_UPDATE_RANGE = "fp8audit.te.update"  # around reduce_and_update_fp8_tensors
+HOOK_RECOMPUTE_MARK = "fp8audit.te.recompute"  # a TE module recomputed in backward
 
 _lib: Optional[ctypes.CDLL] = None
 _lib_tried = False

@@ -87,9 +87,9 @@ TEST(TeCallProbe, EachCallIsOneUpdateWithItsEntryTensorsAndDtype) {
   ThreadState* main = sink.Thread(1);
   sink.Use(main);
   ASSERT_TRUE(probe.Begin(1, 7, 12));
-  EXPECT_EQ(main->te_call_depth, 1u);
+  EXPECT_EQ(main->ledger.te_call_depth, 1u);
   probe.End();
-  EXPECT_EQ(main->te_call_depth, 0u);
+  EXPECT_EQ(main->ledger.te_call_depth, 0u);
   ASSERT_TRUE(probe.Begin(0, 8, 1));
   probe.End();
   EXPECT_FALSE(probe.Begin(2, 7, 1));  // not an entry point: nothing recorded
@@ -102,7 +102,7 @@ TEST(TeCallProbe, EachCallIsOneUpdateWithItsEntryTensorsAndDtype) {
             "nvte_delayed_scaling_recipe_amax_and_scale_update_after_reduction");
   EXPECT_EQ(sink.events[1].scaled_max, ScaledMax::kE5M2);
   EXPECT_EQ(sink.events[1].fn->name, "nvte_delayed_scaling_recipe_amax_and_scale_update");
-  EXPECT_EQ(main->counted_updates, 2u);
+  EXPECT_EQ(main->ledger.counted_updates, 2u);
   const auto converted = sink.Converted();
   ASSERT_EQ(converted.size(), 2u);
   EXPECT_EQ(converted[0].kind(), v1::UPDATE_FORWARD);
@@ -141,10 +141,10 @@ TEST(TeCallProbe, AThrownCallLeavesTheThreadInACallUntilItsNextCall) {
   ThreadState* main = sink.Thread(1);
   sink.Use(main);
   ASSERT_TRUE(probe.Begin(1, 7, 1));  // never reaches End
-  EXPECT_EQ(main->te_call_depth, 1u);
+  EXPECT_EQ(main->ledger.te_call_depth, 1u);
   ASSERT_TRUE(probe.Begin(1, 7, 1));
   probe.End();
-  EXPECT_EQ(main->te_call_depth, 0u);
+  EXPECT_EQ(main->ledger.te_call_depth, 0u);
 }
 
 // ---- python-hook probe ----------------------------------------------------------------------
@@ -181,7 +181,7 @@ TEST(HookProbe, AnUpdateRangeCountsWhenNothingInsideItDid) {
   EXPECT_EQ(e[0].kind(), v1::UPDATE_FORWARD);
   EXPECT_EQ(e[0].source(), v1::PYTHON_HOOK);
   EXPECT_EQ(e[0].count(), 2u);
-  EXPECT_EQ(main->counted_updates, 2u);
+  EXPECT_EQ(main->ledger.counted_updates, 2u);
 }
 
 TEST(HookProbe, AnUpdateRangeAroundTeCallsIsACrossCheckForItsFusedUpdates) {
@@ -209,7 +209,7 @@ TEST(HookProbe, AnUpdateRangeAroundTeCallsIsACrossCheckForItsFusedUpdates) {
   EXPECT_EQ(e[3].count(), 1u);
   EXPECT_EQ(e[4].kind(), v1::CROSSCHECK_UPDATE_BACKWARD);  // the fused ones: the TE calls counted
   EXPECT_EQ(e[4].count(), 2u);
-  EXPECT_EQ(autograd->nhook, 0);
+  EXPECT_EQ(autograd->hook.nranges, 0);
 }
 
 TEST(HookProbe, MarksRecordTheTeVersionAndThePatch) {
@@ -282,8 +282,8 @@ TEST(ProbeControl, CuptiIsSubscribedOnlyWhereTheModeAndTheJobAskForIt) {
     bool subscribe, provisional;
   };
   const Case cases[] = {
-      {ProbeMode::kTe, false, true, true, false, false},
-      {ProbeMode::kCupti, true, true, false, true, false},
+      {ProbeMode::kTeCall, false, true, true, false, false},
+      {ProbeMode::kKernel, true, true, false, true, false},
       {ProbeMode::kAll, true, true, false, true, false},
       {ProbeMode::kAuto, true, true, false, false, false},  // a TE job: CUPTI left alone
       {ProbeMode::kAuto, false, true, false, true, true},   // no TE yet: until it loads
@@ -299,14 +299,15 @@ TEST(ProbeControl, CuptiIsSubscribedOnlyWhereTheModeAndTheJobAskForIt) {
   EXPECT_TRUE(IsTeLibrary("libtransformer_engine.so.2"));
   EXPECT_FALSE(IsTeLibrary("/site/transformer_engine_torch.cpython-312.so"));
   EXPECT_FALSE(IsTeLibrary("/lib/libtransformer_engine_notes.txt"));
-  EXPECT_EQ(ProbeNames(kProbeTeCall | kProbeCupti | kProbePythonHook),
-            (std::vector<std::string>{"te-call", "cupti", "python-hook"}));
+  EXPECT_EQ(ProbeNames(ProbeBit(Probe::kTeCall) | ProbeBit(Probe::kKernel) |
+                       ProbeBit(Probe::kPythonHook)),
+            (std::vector<std::string>{"te-call", "kernel", "python-hook"}));
 }
 
 TEST(ProbeControl, AProbesEventNamesTheActiveProbes) {
   RawEvent raw;
   raw.kind = RawKind::kProbes;
-  raw.count = kProbeTeCall | kProbePythonHook;
+  raw.count = ProbeBit(Probe::kTeCall) | ProbeBit(Probe::kPythonHook);
   raw.SetText("CUPTI released");
   EventConverter c(FormatHint::kAuto);
   std::vector<v1::Event> out;
@@ -448,7 +449,7 @@ TEST_F(KernelProbeTest, ClassifiedLaunchesAreUpdatesWithTheirScaledMaxAndAllAreC
   EXPECT_EQ(e[0].source(), v1::KERNEL);
   EXPECT_EQ(e[0].detail(), kBulkName);
   EXPECT_EQ(e[1].detail(), "launch on an autograd thread");
-  EXPECT_EQ(main_->counted_updates, 1u);
+  EXPECT_EQ(main_->ledger.counted_updates, 1u);
 }
 
 TEST_F(KernelProbeTest, AChunkedBulkUpdateCountsOnceUnlessSomethingComesBetween) {
@@ -497,13 +498,13 @@ TEST_F(KernelProbeTest, GraphLaunchesCountTheirUpdatesAndLaunchesInCaptureAreNot
 }
 
 TEST_F(KernelProbeTest, UpdatesInsideATeCallAreCrossChecksOfIt) {
-  main_->te_call_depth = 1;
+  main_->ledger.te_call_depth = 1;
   Launch(kBulk, 3, kE4M3);
-  main_->te_call_depth = 0;
+  main_->ledger.te_call_depth = 0;
   Launch(kBulk, 3, kE4M3);
   EXPECT_EQ(Updates(RawKind::kKernelCrossCheck), 1u);
   EXPECT_EQ(Updates(), 1u);
-  EXPECT_EQ(main_->counted_updates, 1u);
+  EXPECT_EQ(main_->ledger.counted_updates, 1u);
   EXPECT_EQ(sink_.Kinds(), (K{v1::CROSSCHECK_UPDATE_FORWARD, v1::UPDATE_FORWARD}));
 }
 

@@ -56,7 +56,7 @@ void ExpectSequence(const RunResult& run) {
   ASSERT_EQ(lines.size(), 1u) << run.stderr_text;
   EXPECT_EQ(lines[0].rfind("fp8audit: live check: 2 of 2 microbatches failed, first microbatch 0: "
                            "forward updates 2 (expected 1), backward updates 3 (expected 1): "
-                           "extra forward update TE call " +
+                           "extra forward update te-call " +
                                std::string(kBulk) + " in the backward pass",
                            0),
             0u)
@@ -152,7 +152,7 @@ TEST(AgentTeCall, ProbeCuptiRecordsNoTeCallAndTheHeaderSaysWhichProbesRan) {
                         {"NVTX_INJECTION64_PATH", AgentPath()}});
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
   for (const Trace& t : run.traces) {
-    EXPECT_EQ(t.header.probe_mode(), "cupti");
+    EXPECT_EQ(t.header.probe_mode(), "kernel");
     EXPECT_EQ(t.header.probes_size(), 0);
     EXPECT_TRUE(t.events.empty());
   }
@@ -162,7 +162,7 @@ TEST(AgentTeCall, ProbeCuptiRecordsNoTeCallAndTheHeaderSaysWhichProbesRan) {
               {"FP8AUDIT_PYHOOK", "te-version, te-count"}});
   ASSERT_EQ(run.traces.size(), 1u);
   const v1::TraceHeader& h = run.traces[0].header;
-  EXPECT_EQ(h.probe_mode(), "te");
+  EXPECT_EQ(h.probe_mode(), "te-call");
   ASSERT_EQ(h.probes_size(), 2);
   EXPECT_EQ(h.probes(0), "te-call");
   EXPECT_EQ(h.probes(1), "python-hook");
@@ -232,8 +232,9 @@ TEST(AgentTeCall, ABadProbeModeIsOneLineAndAutoApplies) {
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;
   const auto lines = run.stderr_lines();
   ASSERT_EQ(lines.size(), 2u) << run.stderr_text;  // and the live check's
-  EXPECT_EQ(lines[0],
-            "fp8audit: FP8AUDIT_PROBE='kernels' is not auto, te, cupti or all; using auto");
+  EXPECT_EQ(
+      lines[0],
+      "fp8audit: FP8AUDIT_PROBE='kernels' is not one of auto, te-call, kernel, all; using auto");
   ASSERT_EQ(run.traces.size(), 1u);
   EXPECT_EQ(run.traces[0].header.probe_mode(), "auto");
 }

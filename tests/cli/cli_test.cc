@@ -579,7 +579,7 @@ TEST_F(RunCli, ProbeModeReachesTheAgentAutoByDefault) {
   const std::string dump2 = Path("env2.txt");
   r = Run({"--probe", "te", "--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump2}});
   EXPECT_EQ(r.code, 0) << Describe(r);
-  EXPECT_TRUE(Contains(Slurp(dump2), "FP8AUDIT_PROBE=te\n")) << Slurp(dump2);
+  EXPECT_TRUE(Contains(Slurp(dump2), "FP8AUDIT_PROBE=te-call\n")) << Slurp(dump2);
   r = Fp8audit({"run", "--probe", "kernels", "--", "true"});
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "--probe")) << Describe(r);

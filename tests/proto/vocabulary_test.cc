@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace fp8audit {
 namespace {
@@ -43,6 +45,23 @@ TEST(Vocabulary, ProbeModeNamesListEveryMode) {
   std::string_view list = kProbeModeNames;
   for (ProbeMode m : kProbeModes) {
     EXPECT_NE(list.find(ProbeModeName(m)), std::string_view::npos) << ProbeModeName(m);
+  }
+}
+
+TEST(Vocabulary, ProbeNamesNameTheSetBitsInProbeOrder) {
+  EXPECT_EQ(ProbeNames(ProbeBit(Probe::kPythonHook) | ProbeBit(Probe::kTeCall)),
+            (std::vector<std::string>{"te-call", "python-hook"}));
+  EXPECT_TRUE(ProbeNames(0).empty());
+}
+
+TEST(Vocabulary, AProbeModeUsesOnlyItsProbes) {
+  EXPECT_FALSE(ProbeModeUses(ProbeMode::kTeCall, Probe::kKernel));
+  EXPECT_TRUE(ProbeModeUses(ProbeMode::kTeCall, Probe::kPythonHook));
+  EXPECT_FALSE(ProbeModeUses(ProbeMode::kKernel, Probe::kTeCall));
+  EXPECT_FALSE(ProbeModeUses(ProbeMode::kKernel, Probe::kPythonHook));
+  for (Probe p : kProbes) {
+    EXPECT_TRUE(ProbeModeUses(ProbeMode::kAuto, p));
+    EXPECT_TRUE(ProbeModeUses(ProbeMode::kAll, p));
   }
 }
 

@@ -96,6 +96,28 @@ def test_microbatches_are_marked_where_torchs_nvtx_raises(tmp_path):
     assert counts(report(tmp_path / "t")) == [(1, 1), (1, 1)]
 
 
+def test_python_spells_the_nvtx_names_as_the_agent_does():
+    """The microbatch range, the step mark and the Python hook's mark and range names, spelled
+    once in Python (fp8audit._markers), are the C++ grammar's (proto/fp8audit/nvtx_grammar.h), as
+    the markers library built from it reports them."""
+    code = textwrap.dedent("""
+        import ctypes
+        from fp8audit import _markers
+        lib = _markers.library()
+        lib.fp8audit_markers_name.restype = ctypes.c_char_p
+        lib.fp8audit_markers_name.argtypes = [ctypes.c_int]
+        print([lib.fp8audit_markers_name(i).decode() for i in range(5)])
+        print([_markers.RANGE, _markers.STEP, _markers.HOOK_TE_MARK, _markers.HOOK_UPDATE_RANGE,
+               _markers.HOOK_RECOMPUTE_MARK])
+        print(lib.fp8audit_markers_name(5))
+    """)
+    r = python(code)
+    assert r.returncode == 0, r.stderr
+    native, python_names, past = r.stdout.splitlines()
+    assert native == python_names, r.stdout
+    assert past == "None", r.stdout
+
+
 def test_threads_that_first_mark_at_once_all_get_the_markers_library():
     """The library loads once; a thread that asks while another is loading it waits for it
     instead of finding none (its microbatch would go unmarked)."""

@@ -631,7 +631,7 @@ TEST(AuditorProbes, CrossChecksAreTalliedButNeitherCountedNorSegmenting) {
   // without markers; a stray forward cross-check after the last backward must not start a third
   // microbatch, nor a backward one before the first open one.
   TraceBuilder t;
-  t.Probes("all", {"te-call", "cupti", "python-hook"});
+  t.Probes("all", {"te-call", "kernel", "python-hook"});
   t.TeVersion("2.20.2");
   t.Hook(v1::CROSSCHECK_UPDATE_BACKWARD, 1, 0, TraceBuilder::kAutogradThread);
   t.Autocast(true, 1).TeMicrobatch().Autocast(true, 1).TeMicrobatch();
@@ -658,7 +658,7 @@ TEST(AuditorProbes, CrossChecksAreTalliedButNeitherCountedNorSegmenting) {
   // The stray cross-checks belong to the microbatch still open: seen there, not counted.
   ASSERT_EQ(r.microbatches(1).probe_notes_size(), 1);
   EXPECT_EQ(r.microbatches(1).probe_notes(0),
-            "probes disagree on forward updates: te-call 1, cupti 2, python-hook 2 (counted 1)");
+            "probes disagree on forward updates: te-call 1, kernel 2, python-hook 2 (counted 1)");
   EXPECT_EQ(r.totals().forward_updates(), 2u);
   EXPECT_EQ(r.totals().backward_updates(), 2u);
   EXPECT_EQ(r.verdict(), v1::PASS);
@@ -670,7 +670,7 @@ TEST(AuditorProbes, CrossChecksAreNoPassActivity) {
   // backward activity: the trace observed no backward pass, and a job declared without one
   // passes.
   TraceBuilder t;
-  t.Probes("all", {"te-call", "cupti"});
+  t.Probes("all", {"te-call", "kernel"});
   for (int i = 0; i < 3; ++i) {
     t.TeCall(v1::UPDATE_FORWARD);
     v1::Event* e = t.Add(v1::CROSSCHECK_UPDATE_BACKWARD);
@@ -693,7 +693,7 @@ TEST(AuditorProbes, FactsAndProbeChangesDoNotOpenAMicrobatch) {
   // TE's version, its patch and a probe change long before the first microbatch: the
   // microbatch's span starts at its own first event, and context times are relative to it.
   TraceBuilder t;
-  t.Probes("auto", {"cupti"});
+  t.Probes("auto", {"kernel"});
   t.TeVersion("2.20.2").TePatched("2.20.2", "fixed");
   t.ProbesChanged({"te-call", "python-hook"}, "CUPTI released: Transformer Engine is loaded");
   t.Wait(5000000000);
@@ -717,7 +717,7 @@ TEST(AuditorProbes, FactsAndProbeChangesDoNotOpenAMicrobatch) {
 TEST(AuditorProbes, RecordingSaysWhichProbesRanAndWhichWereReleased) {
   TraceBuilder t;
   t.Probes("auto", {"python-hook"});
-  t.ProbesChanged({"python-hook", "cupti"}, "CUPTI subscribed");
+  t.ProbesChanged({"python-hook", "kernel"}, "CUPTI subscribed");
   t.TeMicrobatch();
   t.ProbesChanged({"python-hook", "te-call"},
                   "CUPTI released: Transformer Engine is loaded and counts through its update "
@@ -728,10 +728,10 @@ TEST(AuditorProbes, RecordingSaysWhichProbesRanAndWhichWereReleased) {
   EXPECT_EQ(rec.probe_mode(), "auto");
   ASSERT_EQ(rec.probes_size(), 3);
   EXPECT_EQ(rec.probes(0), "python-hook");
-  EXPECT_EQ(rec.probes(1), "cupti");
+  EXPECT_EQ(rec.probes(1), "kernel");
   EXPECT_EQ(rec.probes(2), "te-call");
   ASSERT_EQ(rec.released_size(), 1);
-  EXPECT_EQ(rec.released(0), "cupti");
+  EXPECT_EQ(rec.released(0), "kernel");
   ASSERT_EQ(rec.probe_changes_size(), 2);
   EXPECT_EQ(rec.probe_changes(0), "CUPTI subscribed");
   EXPECT_FALSE(rec.kernel_launches_not_counted());
@@ -742,7 +742,7 @@ TEST(AuditorProbes, KernelLaunchesAreNotCountedWhenCuptiNeverRan) {
   te.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.20.2").TeMicrobatch().Footer();
   EXPECT_TRUE(te.Audit().recording().kernel_launches_not_counted());
   TraceBuilder cupti;
-  cupti.Probes("cupti", {"cupti"}).PlainMicrobatch().Footer();
+  cupti.Probes("kernel", {"kernel"}).PlainMicrobatch().Footer();
   EXPECT_FALSE(cupti.Audit().recording().kernel_launches_not_counted());
   TraceBuilder old;  // an agent from before the probes, or another recorder: nothing is claimed
   old.PlainMicrobatch().Footer();
@@ -804,7 +804,7 @@ TEST(AuditorProbes, SemanticsComeFromTheTeVersionThePatchOrTheUser) {
 TEST(AuditorProbes, ProbesThatSeeDifferentCountsInAMicrobatchGetANote) {
   // te-call counted one backward update, the kernel probe saw two update launches inside it.
   TraceBuilder t;
-  t.Probes("all", {"te-call", "cupti", "python-hook"}).TeVersion("2.20.2");
+  t.Probes("all", {"te-call", "kernel", "python-hook"}).TeVersion("2.20.2");
   t.TeMicrobatch();
   const uint64_t bw = TraceBuilder::kAutogradThread;
   t.TeCall(v1::UPDATE_FORWARD).KernelCrossCheck(v1::CROSSCHECK_UPDATE_FORWARD);
@@ -820,7 +820,7 @@ TEST(AuditorProbes, ProbesThatSeeDifferentCountsInAMicrobatchGetANote) {
   EXPECT_EQ(row.verdict(), v1::PASS);
   ASSERT_EQ(row.probe_notes_size(), 1);
   EXPECT_EQ(row.probe_notes(0),
-            "probes disagree on backward updates: te-call 1, cupti 2, python-hook 1 (counted 1)");
+            "probes disagree on backward updates: te-call 1, kernel 2, python-hook 1 (counted 1)");
   EXPECT_EQ(r.recording().disagreeing_microbatches(), 1u);
   std::string notes;
   for (const auto& n : r.recording().notes()) notes += n + "\n";
@@ -834,7 +834,7 @@ TEST(AuditorProbes, ProbesNotRunningThroughoutOrNeverHeardFromAreNotCompared) {
   // Python hook armed but TE never imported); a microbatch in which CUPTI was released is not
   // compared with the te-call probe either.
   TraceBuilder t;
-  t.Probes("auto", {"te-call", "cupti", "python-hook"});
+  t.Probes("auto", {"te-call", "kernel", "python-hook"});
   t.PlainMicrobatch();
   t.Autocast(true, 1).Forward();
   t.ProbesChanged({"te-call", "python-hook"}, "CUPTI released: Transformer Engine is loaded");

@@ -33,7 +33,7 @@ TEST(ProbeTally, ProbesThatSawDifferentCountsAreListedTeCallFirst) {
   t.Count(v1::TE_CALL, kFwd, 1, "");
   t.Count(v1::KERNEL, kFwd, 2, "");
   const uint32_t both = ProbeBit("te-call") | ProbeBit("cupti");
-  EXPECT_EQ(t.Disagreement(both, kFwd), "te-call 1, cupti 2");
+  EXPECT_EQ(t.Disagreement(both, kFwd), "te-call 1, kernel 2");
   EXPECT_EQ(t.Disagreement(both, kBwd), "");               // neither saw a backward update
   EXPECT_EQ(t.Disagreement(ProbeBit("cupti"), kFwd), "");  // nothing to compare with
 }
@@ -90,6 +90,18 @@ TEST(ProbeTally, ProbesNoLongerActiveAreListedAsReleasedOnce) {
   ASSERT_EQ(rec.probes_size(), 2);
   ASSERT_EQ(rec.released_size(), 1);
   EXPECT_EQ(rec.released(0), "te-call");
+}
+
+TEST(ProbeTally, AnOlderTracesCuptiIsListedAsTheKernelProbe) {
+  EXPECT_EQ(ProbeBit("cupti"), ProbeBit("kernel"));
+  reports::ActiveProbes active;
+  v1::Recording rec;
+  google::protobuf::RepeatedPtrField<std::string> probes;
+  *probes.Add() = "cupti";
+  *probes.Add() = "kernel";
+  EXPECT_EQ(active.Set(probes, &rec), ProbeBit("kernel"));
+  ASSERT_EQ(rec.probes_size(), 1);
+  EXPECT_EQ(rec.probes(0), "kernel");
 }
 
 }  // namespace

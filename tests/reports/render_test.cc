@@ -662,8 +662,8 @@ TEST(Render, APatchedTeAndCuptiReleasedMidRunAreSaid) {
       << text;
   EXPECT_TRUE(Contains(text, "\nsemantics fixed (TE 2.20.2 patched by fp8audit.te)\n")) << text;
   EXPECT_TRUE(Contains(text,
-                       "\nprobes    python-hook, cupti, te-call (--probe auto); released while "
-                       "running: cupti (CUPTI released: Transformer Engine is loaded and counts "
+                       "\nprobes    python-hook, kernel, te-call (--probe auto); released while "
+                       "running: kernel (CUPTI released: Transformer Engine is loaded and counts "
                        "through its update calls)\n"))
       << text;
   EXPECT_TRUE(Contains(text, " (900 kernel launches, until CUPTI was released)\n")) << text;

@@ -27,6 +27,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fp8audit import _nvtx
+from fp8audit._markers import HOOK_TE_MARK, HOOK_UPDATE_RANGE
 
 ENV = "FP8AUDIT_PYHOOK"
 _recording = True  # set_recording(False): te-count and te-recompute call straight through
@@ -57,7 +58,7 @@ def _te_fix(module: object) -> None:
 
 
 def _te_version(module: object) -> None:
-    _nvtx.mark(f"fp8audit.te te={getattr(module, '__version__', 'unknown')}")
+    _nvtx.mark(f"{HOOK_TE_MARK} te={getattr(module, '__version__', 'unknown')}")
 
 
 def _state_manager() -> Any:
@@ -123,7 +124,7 @@ def _te_count(module: object) -> None:
         if count == 0:
             return func(cls, *args, **kwargs)
         pushed = _nvtx.call("range_push",
-                            f"fp8audit.te.update pass={'forward' if forward else 'backward'}"
+                            f"{HOOK_UPDATE_RANGE} pass={'forward' if forward else 'backward'}"
                             f" count={count} unfused={unfused}")
         try:
             return func(cls, *args, **kwargs)

@@ -20,8 +20,9 @@ import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from fp8audit import _nvtx
+from fp8audit._markers import HOOK_RECOMPUTE_MARK
 
-MARK = "fp8audit.te.recompute"
+MARK = HOOK_RECOMPUTE_MARK
 _ATTR = "_fp8audit_recompute"  # per module: [name, FP8 state of its last forward]
 
 # Where a recompute comes from: (suffix of a frame's file name, the checkpoint it names).

@@ -233,7 +233,7 @@ TEST(AgentGpu, AutoModeWithoutTeHoldsCuptiAndSaysSoOnce) {
   const v1::TraceHeader& h = run.traces[0].header;
   EXPECT_EQ(h.probe_mode(), "auto");
   std::vector<std::string> probes(h.probes().begin(), h.probes().end());
-  EXPECT_EQ(probes, (std::vector<std::string>{"te-call", "cupti"}));
+  EXPECT_EQ(probes, (std::vector<std::string>{"te-call", "kernel"}));
 }
 
 TEST(AgentGpu, ProbeTeNeverSubscribesToCupti) {

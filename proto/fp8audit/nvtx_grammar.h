@@ -1,0 +1,119 @@
+// The words of the NVTX grammar, declared once: header-only, the C++ standard library alone (no
+// NVTX headers), so that the emitter (nvtx_events.h beside this file, python/native/markers.cc)
+// and the agent's parser (agent/src/nvtx_grammar.cc, hook_probe.cc) use the same spellings.
+//
+// Structured events (the grammar is in nvtx_events.h): a message is an event name, then keys
+// "key=value" separated by spaces. The Python hook's messages (agent/src/hook_probe.h) are marks
+// and ranges in any domain, named by the kHook* words below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace fp8audit::nvtx {
+
+// The NVTX domain structured events are marked in.
+inline constexpr char kDomainName[] = "fp8audit";
+// The logical microbatch range (any domain; "fp8audit.microbatch id=7" names the microbatch) and
+// the optimizer-step mark (any domain): the agent's defaults (FP8AUDIT_MICROBATCH_RANGE,
+// FP8AUDIT_STEP_MARK).
+inline constexpr char kMicrobatchRange[] = "fp8audit.microbatch";
+inline constexpr char kStepMark[] = "fp8audit.step";
+inline constexpr std::size_t kMaxMessage = 120;  // the agent keeps this many bytes of a message
+
+// ---- structured events ------------------------------------------------------------------------
+enum class Event : uint8_t {
+  kAutocastEnter,
+  kAutocastExit,
+  kCheckpointEnter,
+  kCheckpointExit,
+  kModuleForward,
+  kModuleBackward,
+  kUpdateForward,
+  kUpdateBackward,
+  kUpdate,
+  kStashPush,
+  kStashPop,
+  kException,
+};
+inline constexpr Event kEvents[] = {
+    Event::kAutocastEnter, Event::kAutocastExit,   Event::kCheckpointEnter, Event::kCheckpointExit,
+    Event::kModuleForward, Event::kModuleBackward, Event::kUpdateForward,   Event::kUpdateBackward,
+    Event::kUpdate,        Event::kStashPush,      Event::kStashPop,        Event::kException,
+};
+
+// An event's name (NUL-terminated, for printf).
+constexpr const char* EventName(Event e) {
+  switch (e) {
+    case Event::kAutocastEnter:
+      return "autocast.enter";
+    case Event::kAutocastExit:
+      return "autocast.exit";
+    case Event::kCheckpointEnter:
+      return "checkpoint.enter";
+    case Event::kCheckpointExit:
+      return "checkpoint.exit";
+    case Event::kModuleForward:
+      return "module.forward";
+    case Event::kModuleBackward:
+      return "module.backward";
+    case Event::kUpdateForward:
+      return "update.forward";
+    case Event::kUpdateBackward:
+      return "update.backward";
+    case Event::kUpdate:
+      return "update";
+    case Event::kStashPush:
+      return "stash.push";
+    case Event::kStashPop:
+      return "stash.pop";
+    case Event::kException:
+      return "exception";
+  }
+  return "?";
+}
+constexpr std::optional<Event> ParseEvent(std::string_view name) {
+  for (Event e : kEvents) {
+    if (name == EventName(e)) return e;
+  }
+  return std::nullopt;
+}
+
+// Keys (NUL-terminated, for printf).
+inline constexpr char kKeyDepth[] = "depth";    // uint: autocast nesting
+inline constexpr char kKeyFrame[] = "frame";    // uint: checkpoint frame
+inline constexpr char kKeyPhase[] = "phase";    // uint: 1 original forward, 2 recompute
+inline constexpr char kKeyKind[] = "kind";      // CheckpointKindName (vocabulary.h)
+inline constexpr char kKeyModule[] = "module";  // text without spaces
+inline constexpr char kKeyFailed[] = "failed";  // 0 | 1
+inline constexpr char kKeyCount[] = "count";    // uint: multiplicity
+inline constexpr char kKeyPass[] = "pass";      // kPassForward | kPassBackward
+inline constexpr char kKeyId[] = "id";          // uint: the logical microbatch (kMicrobatchRange)
+inline constexpr char kPassForward[] = "forward";
+inline constexpr char kPassBackward[] = "backward";
+
+// ---- the Python hook's marks and ranges (python/fp8audit/hook) --------------------------------
+inline constexpr char kHookTeMark[] = "fp8audit.te";        // "fp8audit.te te=<version>"
+inline constexpr char kHookPatchMark[] = "fp8audit.patch";  // "... te=<version> semantics=<s>"
+inline constexpr char kHookRecomputeMark[] = "fp8audit.te.recompute";
+inline constexpr char kHookUpdateRange[] = "fp8audit.te.update";  // pass=, count=, unfused=
+inline constexpr char kKeyTe[] = "te";
+inline constexpr char kKeySemantics[] = "semantics";
+inline constexpr char kKeyUnfused[] = "unfused";
+inline constexpr char kKeyFp8[] = "fp8";
+inline constexpr char kKeyForwardFp8[] = "forward_fp8";
+inline constexpr char kKeyCheckpoint[] = "checkpoint";
+
+// Whether `text` is message `name`, alone or followed by a space and keys.
+constexpr bool IsMessage(std::string_view text, std::string_view name) {
+  return text.substr(0, name.size()) == name &&
+         (text.size() == name.size() || text[name.size()] == ' ');
+}
+// Whether `text` is message `name` followed by a space and keys.
+constexpr bool HasKeys(std::string_view text, std::string_view name) {
+  return text.size() > name.size() && IsMessage(text, name);
+}
+
+}  // namespace fp8audit::nvtx
