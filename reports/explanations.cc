@@ -270,7 +270,7 @@ void AddRecordingNotes(const RecordingFacts& facts, v1::Recording* rec) {
                    Listed(facts.unfused) +
                    ") came only from the Python hook: Transformer Engine's unfused update path "
                    "(NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax or scale algorithm), where the "
-                   "te-call and cupti probes see nothing");
+                   "te-call and kernel probes see nothing");
   }
   if (facts.split.total > 0) {
     rec->add_notes("microbatches cannot be told apart: " +

@@ -39,7 +39,7 @@ std::string UnbalancedMessage(Unbalance what, uint32_t next_index);
 // end marker, an inferred direction, thread, and the recording source's kernel or call.
 std::string Where(const Context& ctx, const v1::Event& event, bool recompute, bool after_end,
                   bool inferred);
-// "probes disagree on forward updates: te-call 1, cupti 2 (counted 2)".
+// "probes disagree on forward updates: te-call 1, kernel 2 (counted 2)".
 std::string ProbeNote(int dir, const std::string& disagreement, uint64_t counted);
 
 // The ownership model's semantics that explain extra updates (Recording.semantics, _from).

@@ -61,7 +61,7 @@ std::string CommandLine(const v1::TraceHeader& header, size_t max_bytes);
 std::string CuptiText(const v1::TraceHeader& header, size_t max_bytes = 512);
 // How the trace was recorded (RankReport.recording, decided by the audit), in words; "" where the
 // trace says nothing of it (an older recorder's, the runtime's).
-// The probes: "te-call, python-hook (--probe auto); released while running: cupti (why)".
+// The probes: "te-call, python-hook (--probe auto); released while running: kernel (why)".
 std::string ProbesText(const v1::Recording& recording);
 // Transformer Engine: "2.20.2", "2.20.2, patched by fp8audit.te (fixed semantics)".
 std::string TeText(const v1::Recording& recording);

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "fp8audit/nvtx_grammar.h"
 #include "proto/trace_io.h"
 #include "reports/render.h"
 #include "reports/trace_set.h"
@@ -138,7 +139,8 @@ struct Generator {
   bool Microbatch(uint64_t index, const GenOptions& o) {
     const bool fail = o.fail_every > 0 && index % o.fail_every == o.fail_every - 1;
     bool ok = true;
-    ok &= Structured(v1::MICROBATCH_BEGIN, kMainThread, v1::FORWARD, "fp8audit.microbatch");
+    ok &= Structured(v1::MICROBATCH_BEGIN, kMainThread, v1::FORWARD,
+                     fp8audit::nvtx::kMicrobatchRange);
     const bool nvtx_domain = o.layers > 0;
     if (nvtx_domain) {
       ok &= Structured(v1::AUTOCAST_ENTER, kMainThread, v1::FORWARD, "autocast.enter depth=1");
@@ -181,8 +183,10 @@ struct Generator {
     Next(v1::BACKWARD_END, kMainThread, v1::KERNEL, v1::FORWARD)
         ->set_detail("launch on the training thread");
     ok &= Emit();
-    ok &= Structured(v1::MICROBATCH_END, kMainThread, v1::FORWARD, "fp8audit.microbatch");
-    if (index % 4 == 3) ok &= Structured(v1::STEP, kMainThread, v1::FORWARD, "fp8audit.step");
+    ok &=
+        Structured(v1::MICROBATCH_END, kMainThread, v1::FORWARD, fp8audit::nvtx::kMicrobatchRange);
+    if (index % 4 == 3)
+      ok &= Structured(v1::STEP, kMainThread, v1::FORWARD, fp8audit::nvtx::kStepMark);
     return ok;
   }
 };

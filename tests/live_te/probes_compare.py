@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 from compare import MODEL_LAYOUTS  # noqa: E402  (layout -> fp8audit model flags)
 from live_tables import fail, report_counts, split_like  # noqa: E402
 
-SOURCES = (("TE_CALL", "te-call"), ("PYTHON_HOOK", "python hook"), ("KERNEL", "cupti"))
+SOURCES = (("TE_CALL", "te-call"), ("PYTHON_HOOK", "python hook"), ("KERNEL", "kernel"))
 FORWARD = {"UPDATE_FORWARD", "CROSSCHECK_UPDATE_FORWARD"}
 BACKWARD = {"UPDATE_BACKWARD", "CROSSCHECK_UPDATE_BACKWARD"}
 UNKNOWN = {"UPDATE", "CROSSCHECK_UPDATE"}
@@ -106,7 +106,7 @@ def cell(values):
 class Table:
     def __init__(self, jsonl):
         self.rows, self.disagreements, self.jsonl = [], 0, jsonl
-        print("| run | backward | layout | TE counter | te-call | python hook | cupti | report "
+        print("| run | backward | layout | TE counter | te-call | python hook | kernel | report "
               "| model te-2.20 | agree |")
         print("|---|---|---|---|---|---|---|---|---|---|")
 
@@ -115,7 +115,7 @@ class Table:
         row = {"run": run, "backward": backward, "layout": layout, **cells, "agree": agree,
                "note": note}
         self.rows.append(row)
-        keys = ("te_counter", "te_call", "python_hook", "cupti", "report", "model")
+        keys = ("te_counter", "te_call", "python_hook", "kernel", "report", "model")
         print(f"| {run} | {backward} | {layout} | " + " | ".join(cells.get(k, "-") for k in keys)
               + f" | {'yes' if agree else 'NO'}{' (' + note + ')' if note else ''} |")
 
@@ -146,10 +146,10 @@ def marked_runs(results, fp8audit, table):
                     [mb[source] for mb in seen[layout]])
             if unfused:
                 agree = single(cells, ("te_counter", "python_hook", "report", "model")) and \
-                    cells["te_call"] == "0/0" and cells["cupti"] == "0/0"
-                note = "te-call and cupti saw nothing"
+                    cells["te_call"] == "0/0" and cells["kernel"] == "0/0"
+                note = "te-call and kernel saw nothing"
             else:
-                agree = single(cells, ("te_counter", "te_call", "python_hook", "cupti", "report",
+                agree = single(cells, ("te_counter", "te_call", "python_hook", "kernel", "report",
                                        "model"))
                 note = ""
             table.add(name, backward, layout, cells, agree, note)
@@ -160,11 +160,12 @@ def auto_run(results, fp8audit, table):
     header, _ = probe_counts(results / "auto.events.jsonl")
     report = split_like(reference, report_counts(results / "auto.report.json"), "auto.report.json")
     probes = header.get("probes", [])
-    no_cupti = "cupti" not in probes and "te-call" in probes
+    # The kernel probe (named "cupti" in traces before the one vocabulary) must stay off.
+    no_kernel = not {"kernel", "cupti"} & set(probes) and "te-call" in probes
     for layout, counts in reference.items():
         cells = {"te_counter": cell(counts), "report": cell(report[layout]),
                  "model": cell(model_counts(fp8audit, layout, "after"))}
-        agree = single(cells, ("te_counter", "report", "model")) and no_cupti
+        agree = single(cells, ("te_counter", "report", "model")) and no_kernel
         table.add("auto", "after", layout, cells, agree, "probes " + ",".join(probes))
 
 

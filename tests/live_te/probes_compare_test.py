@@ -41,7 +41,7 @@ def event(kind, source, count=1, pass_="FORWARD"):
 
 
 def write_run(d, name, backward, *, unfused=False, cupti_miss=0, te_call_unfused=0,
-              probes=("te-call", "cupti", "python-hook"), microbatches=2):
+              probes=("te-call", "kernel", "python-hook"), microbatches=2):
     te_lines, events, report = [], [{"header": {"probes": list(probes), "pid": 1}}], []
     for layout, truth in TRUTH.items():
         f, b = truth[backward]
@@ -122,7 +122,7 @@ class ProbesCompare(unittest.TestCase):
         self.assertIn("| all_after | after | reentrant-per-layer | 4/3 | 4/3 | 4/3 | 4/3 | 4/3 "
                       "| 4/3 | yes |", done.stdout)
         self.assertIn("| unfused | after | none | 1/1 | 0/0 | 1/1 | 0/0 | 1/1 | 1/1 | yes (te-call "
-                      "and cupti saw nothing) |", done.stdout)
+                      "and kernel saw nothing) |", done.stdout)
         self.assertIn("CUDA events 64 (alone 64)", done.stdout)
 
     def test_a_probe_missing_an_update_fails_its_row(self):
@@ -130,7 +130,7 @@ class ProbesCompare(unittest.TestCase):
         done, rows = self.compare()
         self.assertEqual(done.returncode, 1)
         self.assertEqual(self.disagreeing(rows), [("all_after", "reentrant-per-layer")])
-        self.assertEqual([r["cupti"] for r in rows if r["layout"] == "reentrant-per-layer" and
+        self.assertEqual([r["kernel"] for r in rows if r["layout"] == "reentrant-per-layer" and
                           r["run"] == "all_after"], ["4/2"])
 
     def test_c_probes_counting_under_the_unfused_path_fail(self):
@@ -139,7 +139,13 @@ class ProbesCompare(unittest.TestCase):
         self.assertEqual(done.returncode, 1)
         self.assertEqual({r for r, _ in self.disagreeing(rows)}, {"unfused"})
 
-    def test_cupti_in_an_auto_runs_header_fails(self):
+    def test_the_kernel_probe_in_an_auto_runs_header_fails(self):
+        self.results(auto_probes=("te-call", "kernel", "python-hook"))
+        done, rows = self.compare()
+        self.assertEqual(done.returncode, 1)
+        self.assertEqual({r for r, _ in self.disagreeing(rows)}, {"auto"})
+
+    def test_the_kernel_probe_by_its_earlier_name_cupti_fails_too(self):
         self.results(auto_probes=("te-call", "cupti", "python-hook"))
         done, rows = self.compare()
         self.assertEqual(done.returncode, 1)

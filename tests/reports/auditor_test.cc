@@ -875,7 +875,7 @@ TEST(AuditorProbes, UpdatesOnlyThePythonHookSawOnTheUnfusedPathGetOneNote) {
       EXPECT_EQ(n,
                 "4 updates in 2 microbatches (0, 1) came only from the Python hook: Transformer "
                 "Engine's unfused update path (NVTE_UNFUSED_FP8_UPDATE=1 or a callable amax or "
-                "scale algorithm), where the te-call and cupti probes see nothing");
+                "scale algorithm), where the te-call and kernel probes see nothing");
     }
   }
   EXPECT_EQ(unfused_lines, 1);
