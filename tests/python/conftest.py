@@ -27,11 +27,33 @@ def reset_te() -> None:
 
     FP8GlobalStateManager.reset()
     distributed.activation_recompute_forward._is_first_fp8_module.clear()
-    from fp8audit.te import releases
-
     for name in releases.RECOMPUTE_GLOBALS + releases.RECOMPUTE_GLOBALS_BEFORE_PR_3284:
         if hasattr(distributed, name):  # the release's names (renamed in TE 2.19)
             setattr(distributed, name, False)
+
+
+def as_release(monkeypatch, profile: str, before: tuple) -> str:
+    """The stand-in behaving as TE `profile` (before the PRs named in `before`: "3394", "3284";
+    _release.py), registered as "<profile>+standin" with that release's backports and recompute
+    globals; returns that version. Unregister it after the test."""
+    import transformer_engine
+    from transformer_engine.pytorch import _release
+
+    for pr in before:
+        monkeypatch.setattr(_release, f"BEFORE_PR_{pr}", True)
+    version = f"{profile}+standin"
+    monkeypatch.setattr(transformer_engine, "__version__", version)
+    release = releases.get(profile)
+    releases.register_source_tree(version, STANDIN / "transformer_engine" / "pytorch",
+                                  release.backports, release.recompute_globals)
+    return version
+
+
+def fresh_megatron(monkeypatch, root: Path) -> None:
+    """The stand-in megatron package under `root` first on the path, none imported yet."""
+    monkeypatch.syspath_prepend(str(root))
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        monkeypatch.delitem(sys.modules, name)
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import te_fix
-from conftest import STANDIN
+from conftest import STANDIN, as_release
 from fp8audit.te import _targets, releases
 from te_layouts import cpu_layouts
 from test_layouts import SMALL, assert_patched_rows, run
@@ -20,14 +20,7 @@ VERSION = "2.19.0+standin"
 @pytest.fixture
 def te_2_19(monkeypatch):
     """The stand-in behaving as TE 2.19.0, registered with 2.19.0's backports."""
-    import transformer_engine
-    from transformer_engine.pytorch import _release
-
-    monkeypatch.setattr(_release, "BEFORE_PR_3394", True)
-    monkeypatch.setattr(transformer_engine, "__version__", VERSION)
-    releases.register_source_tree(VERSION, STANDIN / "transformer_engine" / "pytorch",
-                                  releases.get("2.19.0").backports)
-    yield
+    yield as_release(monkeypatch, "2.19.0", ("3394",))
     releases.unregister(VERSION)
 
 

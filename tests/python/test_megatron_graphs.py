@@ -5,33 +5,30 @@ and Megatron without FP8 capture as before, and unpatching gives Megatron its fu
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import fp8audit.te
+from conftest import fresh_megatron
 
 STANDIN_MEGATRON = Path(__file__).resolve().parent / "standin_megatron"
 
 
-@pytest.fixture
-def graphs(monkeypatch):
+def _fresh_graphs(monkeypatch):
     """The stand-in cuda_graphs module, imported fresh (as Megatron's schedules import it)."""
-    monkeypatch.syspath_prepend(str(STANDIN_MEGATRON))
-
-    def forget() -> None:
-        for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
-            del sys.modules[name]
-
-    forget()
+    fresh_megatron(monkeypatch, STANDIN_MEGATRON)
     import megatron.core.transformer.cuda_graphs as module
 
     module._CudagraphGlobalRecord.cudagraph_record = []
     module._CudagraphGlobalRecord.cudagraph_created = False
-    yield module
-    forget()
+    return module
+
+
+@pytest.fixture
+def graphs(monkeypatch):
+    return _fresh_graphs(monkeypatch)
 
 
 def _runner(fp8_enabled: bool, recipe: str) -> SimpleNamespace:
@@ -52,19 +49,12 @@ def test_megatron_imported_after_the_patch_is_taken_over_at_the_next_autocast(mo
     import transformer_engine.pytorch as te
 
     fp8audit.te.patch()
-    monkeypatch.syspath_prepend(str(STANDIN_MEGATRON))
-    for name in [n for n in sys.modules if n.startswith("megatron")]:
-        monkeypatch.delitem(sys.modules, name)
-    import megatron.core.transformer.cuda_graphs as module
-
-    module._CudagraphGlobalRecord.cudagraph_record = [(_runner(True, "delayed"), "fwd")]
-    module._CudagraphGlobalRecord.cudagraph_created = False
+    module = _fresh_graphs(monkeypatch)
+    module._CudagraphGlobalRecord.record_fwd_graph(_runner(True, "delayed"))
     with te.autocast():
         pass
     with pytest.raises(fp8audit.te.NotCovered):
         module.create_cudagraphs()
-    for name in [n for n in sys.modules if n.startswith("megatron")]:
-        del sys.modules[name]
 
 
 @pytest.mark.parametrize("fp8_enabled,recipe", [(True, "tensorwise"), (False, "delayed")])

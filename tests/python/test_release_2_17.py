@@ -9,7 +9,7 @@ import os
 import pytest
 
 import te_fix
-from conftest import STANDIN
+from conftest import as_release
 from fp8audit.te import releases
 from te_layouts import cpu_layouts
 from test_layouts import SMALL, assert_patched_rows, run
@@ -21,16 +21,7 @@ VERSION = "2.17.1+standin"
 @pytest.fixture
 def te_2_17(monkeypatch):
     """The stand-in behaving as TE 2.17.1, registered with 2.17.1's backports and globals."""
-    import transformer_engine
-    from transformer_engine.pytorch import _release
-
-    monkeypatch.setattr(_release, "BEFORE_PR_3394", True)
-    monkeypatch.setattr(_release, "BEFORE_PR_3284", True)
-    monkeypatch.setattr(transformer_engine, "__version__", VERSION)
-    profile = releases.get("2.17.1")
-    releases.register_source_tree(VERSION, STANDIN / "transformer_engine" / "pytorch",
-                                  profile.backports, profile.recompute_globals)
-    yield
+    yield as_release(monkeypatch, "2.17.1", ("3394", "3284"))
     releases.unregister(VERSION)
 
 

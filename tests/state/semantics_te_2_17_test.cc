@@ -10,21 +10,13 @@
 #include "state/scenario.h"
 #include "state/scenario_runner.h"
 #include "state/semantics.h"
+#include "tests/state/scenario_files.h"
 
 namespace fp8audit::state {
 namespace {
 
-const std::string kDir = std::string(FP8AUDIT_SOURCE_DIR) + "/state/scenarios/";
-
-RunOutcome RunFile(const std::string& name, Semantics semantics) {
-  std::string error;
-  auto sc = LoadAndCompileScenario(kDir + name, &error);
-  EXPECT_TRUE(sc) << error;
-  if (!sc) return {};
-  RunOptions o;
-  o.semantics = semantics;
-  return RunScenario(*sc, o);
-}
+const std::string& kDir = kScenarioDir;
+constexpr auto RunFile = RunScenarioFile;
 
 Semantics Te217() {
   const auto s = ParseSemantics("te-2.17");
