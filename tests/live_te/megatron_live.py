@@ -67,8 +67,10 @@ ROWS: Dict[str, Dict[str, Any]] = {
     # first step and replays it after; each layer's backward replay calls TE's
     # reduce_and_update_fp8_tensors(forward=False) itself (cuda_graphs.py). Megatron refuses full
     # recompute there (only with full-iteration graphs); selective recompute runs inside a graph.
-    "cuda-graph-local": dict(cuda_graph_impl="local", steps=4),
-    "cuda-graph-local-selective-mlp": dict(cuda_graph_impl="local", recompute_granularity="selective",
+    # Megatron's graphs need TE's RNG tracker (use_te_rng_tracker).
+    "cuda-graph-local": dict(cuda_graph_impl="local", use_te_rng_tracker=True, steps=4),
+    "cuda-graph-local-selective-mlp": dict(cuda_graph_impl="local", use_te_rng_tracker=True,
+                                           recompute_granularity="selective",
                                            recompute_modules=["mlp"], steps=4),
 }
 
@@ -130,7 +132,8 @@ def build_model(args, row: Dict[str, Any], seed: int):
     config = TransformerConfig(**kw)
     torch.manual_seed(seed)
     torch.cuda.manual_seed(seed)
-    model_parallel_cuda_manual_seed(seed)
+    te_rng = bool(kw.get("use_te_rng_tracker"))  # a fresh tracker of the kind the row needs
+    model_parallel_cuda_manual_seed(seed, te_rng_tracker=te_rng, force_reset_rng=te_rng)
     spec = get_gpt_layer_with_transformer_engine_spec(num_experts=4 if moe else None,
                                                       moe_grouped_gemm=moe)
     model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=args.vocab,

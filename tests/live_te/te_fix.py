@@ -67,6 +67,10 @@ def reset_te(te: Any) -> None:
             setattr(distributed, name, False)
 
 
+# The microbatch run_layout is in (what the agent saw of a run TE failed in: up to it).
+PROGRESS: Dict[str, int] = {"microbatch": 0}
+
+
 def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpointing: bool,
                hidden: int, tokens: int, device: str, microbatches: int, steps: int,
                backward_inside: bool, seed: int, markers: bool = False,
@@ -90,7 +94,7 @@ def run_layout(te: Any, recipe_mod: Any, counter: Any, layout: Any, *, checkpoin
     records = []
     for step in range(steps):
         for i in range(microbatches):
-            ctx.mb = step * microbatches + i
+            ctx.mb = PROGRESS["microbatch"] = step * microbatches + i
             ctx.calls = {}
             for layer in layers:
                 layer.train(not layout.eval_modules)
@@ -329,7 +333,8 @@ def main(argv=None) -> int:
                 traceback.print_exc()
                 lines = [{"kind": "error", "layout": name, "mode": mode,
                           "backward_placement": args.backward,
-                          "error": f"{type(e).__name__}: {e}"}]
+                          "error": f"{type(e).__name__}: {e}",
+                          "microbatch": PROGRESS["microbatch"]}]
                 failures += 1
             for line in lines:
                 print(json.dumps(line), file=out, flush=True)

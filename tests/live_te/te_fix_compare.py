@@ -148,10 +148,14 @@ def effects_cell(values: List[Effects]) -> str:
 
 
 def split_agent(lines: List[dict], flat: List[Counts], report: Path) -> Dict[tuple, List[Counts]]:
-    """The agent saw, per layout and mode, the run's microbatches then the twin's."""
+    """The agent saw, per layout and mode, the run's microbatches then the twin's (of a run TE
+    raised in, those up to the failing one, and no twin)."""
     out: Dict[tuple, List[Counts]] = {}
     i = 0
     for line in lines:
+        if line["kind"] == "error":  # TE raised in this microbatch: the agent saw up to it
+            i += line.get("microbatch", 0) + 1
+            continue
         if line["kind"] != "layout":
             continue
         n = line["microbatches"]
@@ -270,7 +274,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                  and (stash in (None, 0)) and (twin is not False or not comparable)
                  and pa_error in ("", "NotCovered"))
         covered = not pa["layout"] or pa["layout"].get("fix_covers", True)
-        agree_cell = "yes" if agree else "NO" if covered else "not covered (noted)"
+        agree_cell = "yes" if agree else "NO" if covered else "not covered"
         disagreements += not agree and covered
         te_un_cell = f"TE raises {un['error'].split(':')[0]}" if un.get("error") else cell(te_un)
         if un.get("error"):  # counts before the raise, then where the raise came

@@ -86,19 +86,15 @@ class PatchRefused(RuntimeError):
 
 class NotCovered(RuntimeError):
     """The job does something the fix does not cover (a checkpoint inside a CUDA-graphed
-    callable, a te.ops fuser recomputed under a checkpoint); raised before that part runs, with
-    one line saying what to do."""
+    callable, Megatron's local CUDA graphs); raised before that part runs, with one line saying
+    what to do."""
 
 
 GRAPH_CHECKPOINT = ("fp8audit.te: a checkpoint inside a CUDA-graphed callable "
                     "(te.make_graphed_callables) is not covered by the fix; TE alone updates once "
                     "per microbatch there (tests/live_te/RESULTS.md): run this job without "
                     "--fix-te / fp8audit.te.patch()")
-OPS_RECOMPUTE = ("fp8audit.te: a te.ops fuser recomputed under a checkpoint is not covered by the "
-                 "fix (it asks for the first-module flag only in its recompute, so its backward "
-                 "update is lost with TE's own ownership too: tests/live_te/RESULTS.md); run this "
-                 "job without --fix-te / fp8audit.te.patch(), or checkpoint te.Linear modules "
-                 "instead of te.ops")
+
 
 
 class VerifyError(AssertionError):
@@ -292,9 +288,6 @@ class Controller:
         def p_is_first_fp8_module(cls):
             if c.tls.replay is not None:
                 return c.tls.replay
-            if c.model.recompute_phase and sys._getframe(1).f_globals.get(
-                    "__name__", "").startswith(f"{_targets.PACKAGE}.ops."):
-                raise NotCovered(OPS_RECOMPUTE)  # before the fuser's backward runs
             # TE asks only where a backward node exists (grad was on at the module's entry; a
             # custom Function's forward itself runs with grad off).
             with c.lock:
