@@ -138,7 +138,13 @@ def build_model(args, row: Dict[str, Any], seed: int):
                                                       moe_grouped_gemm=moe)
     model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=args.vocab,
                      max_sequence_length=args.seq, position_embedding_type="rope")
-    return model.cuda()
+    model = model.cuda()
+    if kw.get("cuda_graph_impl") == "local":
+        # Megatron's backward graphs accumulate into its DDP buffers (param.main_grad).
+        from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+
+        model = DistributedDataParallel(config, DistributedDataParallelConfig(), model)
+    return model
 
 
 def batches(args, seed: int, count: int) -> List[Dict[str, Any]]:
