@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "agent/src/nvtx_grammar.h"
+#include "agent/src/nvtx_parser.h"
 #include "fp8audit/nvtx_grammar.h"
 #include "fp8audit/vocabulary.h"
 #include "proto/text_escape.h"

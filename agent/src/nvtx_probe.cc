@@ -14,7 +14,7 @@
 
 #include "agent/src/hook_probe.h"
 #include "agent/src/lifecycle.h"
-#include "agent/src/nvtx_grammar.h"
+#include "agent/src/nvtx_parser.h"
 #include "agent/src/self_profile.h"
 
 namespace fp8audit::agent {

@@ -1,6 +1,6 @@
 // Structured FP8 events as NVTX marks: header-only, needs nothing but the NVTX3 headers. A wire
 // format, like the schemas beside it: runtime/ emits it, the agent parses it
-// (agent/src/nvtx_grammar.h), any framework may emit it (CMake target fp8audit_nvtx_events). Its
+// (agent/src/nvtx_parser.h), any framework may emit it (CMake target fp8audit_nvtx_events). Its
 // words (event names, keys, kMicrobatchRange, kStepMark) are declared once, in nvtx_grammar.h.
 //
 // Every event is an ASCII mark in the NVTX domain "fp8audit" whose message follows this grammar:

@@ -1,6 +1,6 @@
 // The words of the NVTX grammar, declared once: header-only, the C++ standard library alone (no
 // NVTX headers), so that the emitter (nvtx_events.h beside this file, python/native/markers.cc)
-// and the agent's parser (agent/src/nvtx_grammar.cc, hook_probe.cc) use the same spellings.
+// and the agent's parser (agent/src/nvtx_parser.cc, hook_probe.cc) use the same spellings.
 //
 // Structured events (the grammar is in nvtx_events.h): a message is an event name, then keys
 // "key=value" separated by spaces. The Python hook's messages (agent/src/hook_probe.h) are marks

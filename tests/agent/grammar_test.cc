@@ -1,7 +1,7 @@
 // The emitter's messages (proto/fp8audit/nvtx_events.h) parse back in the agent.
 #include <gtest/gtest.h>
 
-#include "agent/src/nvtx_grammar.h"
+#include "agent/src/nvtx_parser.h"
 #include "fp8audit/nvtx_events.h"
 
 namespace fp8audit::agent {

@@ -1,4 +1,4 @@
-#include "agent/src/nvtx_grammar.h"
+#include "agent/src/nvtx_parser.h"
 
 #include <cstdint>
 #include <optional>
