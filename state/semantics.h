@@ -116,7 +116,8 @@ static_assert(Semantics::kFixed.index() < std::size(kBuiltinSemantics) &&
               "every built-in Semantics constant has its row in kBuiltinSemantics");
 
 // Every built-in name and alias, for --help and error messages:
-// "fixed, te-2.20, te-172bd93 (aliases te-2.19, te-legacy), te-2.17 (aliases te-2.16, te-2.18)".
+// "fixed, te-2.20, te-172bd93 (aliases te-2.19, te-legacy), te-2.17 (aliases te-2.14, te-2.16,
+// te-2.18)".
 inline constexpr std::string_view kSemanticsNames{internal::kBuiltinNames.data(),
                                                   internal::kBuiltinNames.size()};
 

@@ -31,8 +31,9 @@ inline constexpr SemanticsEntry kBuiltinSemantics[] = {
     {"te-2.20", "", "2.20", &kTe220Rules},
     // 2.19.0 differs from 2.20.2 exactly where te-2.20 differs from te-172bd93 (SEMANTICS.md).
     {"te-172bd93", "te-2.19, te-legacy", "2.19", &kTe172bd93Rules},
-    // 2.16.0-2.18.0 differ from 2.19.0 in ownership only by TE's PR #3284 (SEMANTICS.md).
-    {"te-2.17", "te-2.16, te-2.18", "2.16, 2.17, 2.18", &kTe217Rules},
+    // 2.16.0-2.18.0 differ from 2.19.0 in ownership only by TE's PR #3284; 2.14.1 decides as
+    // 2.17.1 with its state in class attributes (SEMANTICS.md).
+    {"te-2.17", "te-2.14, te-2.16, te-2.18", "2.14, 2.16, 2.17, 2.18", &kTe217Rules},
 };
 
 }  // namespace fp8audit::state

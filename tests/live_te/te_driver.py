@@ -10,6 +10,12 @@ from typing import Any, Dict, List, Tuple
 import torch
 
 
+def global_state(manager: Any) -> Any:
+    """TE's global FP8 state: FP8GlobalStateManager.quantization_state (TE 2.15 on), else the
+    manager itself, whose class attributes hold the buffers by the same names (TE 2.9-2.14)."""
+    return getattr(manager, "quantization_state", manager)
+
+
 class Injected(RuntimeError):
     """An exception a scenario's `fail` op raises."""
 
@@ -32,7 +38,7 @@ class Counter:
             # A call with no DelayedScaling buffer of its direction is a no-op (TE calls it for
             # every recipe); count the updates, as the agent and the model do.
             prefix = "forward" if forward else "backward"
-            qstate = cls.quantization_state
+            qstate = global_state(cls)
             keys = [k for k, v in qstate.global_amax_history_buffer.items()
                     if k.startswith(prefix) and v]
             if not keys:
@@ -59,7 +65,7 @@ class Counter:
         return out
 
     def _modules(self, prefix: str) -> List[List[torch.Tensor]]:
-        qstate = self.manager.quantization_state
+        qstate = global_state(self.manager)
         modules: List[List[torch.Tensor]] = []
         for key, histories in qstate.global_amax_history_buffer.items():
             if key.startswith(prefix):

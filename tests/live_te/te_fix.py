@@ -49,7 +49,9 @@ def import_te(standin: bool):
 def stash_entries(manager: Any) -> int:
     """Recompute metadata entries still held in TE's per-module FIFOs (fp8audit.te keeps its
     entries there too; its per-frame FIFOs only point at them)."""
-    return sum(len(q) for q in manager.quantization_state.fp8_tensors_recompute_buffer)
+    from te_driver import global_state
+
+    return sum(len(q) for q in global_state(manager).fp8_tensors_recompute_buffer)
 
 
 def reset_te(te: Any) -> None:

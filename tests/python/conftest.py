@@ -33,20 +33,34 @@ def reset_te() -> None:
 
 
 def as_release(monkeypatch, profile: str, before: tuple) -> str:
-    """The stand-in behaving as TE `profile` (before the PRs named in `before`: "3394", "3284";
-    _release.py), registered as "<profile>+standin" with that release's backports and recompute
-    globals; returns that version. Unregister it after the test."""
+    """The stand-in behaving as TE `profile` (before the PRs named in `before`: "3394", "3284",
+    "2759"; _release.py), its state laid out afresh, registered as "<profile>+standin" with that
+    release's backports, recompute globals and state layout; returns that version. Unpatch and
+    unregister it after the test."""
     import transformer_engine
     from transformer_engine.pytorch import _release
 
     for pr in before:
         monkeypatch.setattr(_release, f"BEFORE_PR_{pr}", True)
+    reset_te()
     version = f"{profile}+standin"
     monkeypatch.setattr(transformer_engine, "__version__", version)
     release = releases.get(profile)
     releases.register_source_tree(version, STANDIN / "transformer_engine" / "pytorch",
-                                  release.backports, release.recompute_globals)
+                                  release.backports, release.recompute_globals,
+                                  release.state_layout)
     return version
+
+
+def leave_release(version: str) -> None:
+    """After a test on as_release's stand-in: the patch goes while the stand-in still follows that
+    release, then its registration."""
+    import fp8audit.te
+
+    reset_te()
+    if fp8audit.te.is_patched():
+        fp8audit.te.unpatch()
+    releases.unregister(version)
 
 
 def fresh_megatron(monkeypatch, root: Path) -> None:

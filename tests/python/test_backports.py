@@ -82,10 +82,10 @@ def test_the_backports_are_removed_with_the_patch(te_2_19):
 
 
 def test_every_verified_release_fingerprints_every_target_and_names_known_backports():
-    assert releases.verified()[:3] == ("2.17.1", "2.19.0", "2.20.2")
+    assert releases.verified()[:4] == ("2.14.1", "2.17.1", "2.19.0", "2.20.2")
     for version in releases.verified():
         release = releases.get(version)
-        assert set(release.fingerprints) == set(_targets.TARGETS), version
+        assert set(release.fingerprints) == set(_targets.targets(release.state_layout)), version
         assert set(release.backports) <= set(releases.BACKPORTS), version
     assert releases.get("2.19.0").backports == (releases.EVAL_MODULE_STASH,
                                                 releases.INELIGIBLE_CHECKPOINT)
@@ -93,6 +93,10 @@ def test_every_verified_release_fingerprints_every_target_and_names_known_backpo
     assert releases.get("2.17.1").backports == releases.get("2.19.0").backports
     assert releases.get("2.17.1").recompute_globals == releases.RECOMPUTE_GLOBALS_BEFORE_PR_3284
     assert releases.get("2.19.0").recompute_globals == releases.RECOMPUTE_GLOBALS
+    assert releases.get("2.14.1").backports == releases.get("2.17.1").backports
+    assert releases.get("2.14.1").recompute_globals == releases.RECOMPUTE_GLOBALS_BEFORE_PR_3284
+    assert [releases.get(v).state_layout for v in ("2.14.1", "2.17.1")] == [
+        releases.STATE_CLASS_ATTRIBUTES, releases.STATE_DATACLASS]
     with pytest.raises(ValueError, match="unknown backports"):
         releases.Release("9.9.9", {}, ("no-such-backport",))
 

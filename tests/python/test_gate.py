@@ -96,7 +96,7 @@ def test_unknown_version_is_refused_and_nothing_changes(monkeypatch):
     before = te_functions()
     with pytest.raises(fp8audit.te.PatchRefused) as e:
         fp8audit.te.patch()
-    assert "2.18.0 is not a release fp8audit.te was verified on (verified: 2.17.1, 2.19.0, 2.20.2" in str(e.value)
+    assert "2.18.0 is not a release fp8audit.te was verified on (verified: 2.14.1, 2.17.1, 2.19.0, 2.20.2" in str(e.value)
     assert "\n" not in str(e.value)
     assert te_functions() == before and not fp8audit.te.is_patched()
 

@@ -36,8 +36,11 @@ TEST(Te217Semantics, IsChosenForTheRelease) {
   EXPECT_EQ(SemanticsForTeVersion("2.16.0"), Te217());  // read from the source alike
   EXPECT_EQ(SemanticsForTeVersion("2.18.0"), Te217());
   EXPECT_EQ(SemanticsForTeVersion("2.19.0"), Semantics::kTeLegacy);
+  EXPECT_EQ(SemanticsForTeVersion("2.14.1"), Te217());  // its state in class attributes
   EXPECT_FALSE(SemanticsForTeVersion("2.15.0"));
+  EXPECT_FALSE(SemanticsForTeVersion("2.13.0"));
   EXPECT_EQ(ParseSemantics("te-2.18"), Te217());
+  EXPECT_EQ(ParseSemantics("te-2.14"), Te217());
 }
 
 TEST(Te217Semantics, RecomputeFindsNoStashWhenTheAutocastOpensInsideTheCheckpoint) {

@@ -26,8 +26,9 @@ _MISSING = object()  # an attribute the owner did not hold in its own __dict__
 class Backports:
     """The backports of one release, installed and removed with the patch."""
 
-    def __init__(self, mods: Dict[str, Any], release: releases.Release) -> None:
+    def __init__(self, mods: Dict[str, Any], release: releases.Release, state: Any) -> None:
         self.mods = mods
+        self.state = state  # the release's _state_layouts.StateLayout
         self.names = set(release.backports)
         self.tls = threading.local()
         self.originals: List[Tuple[Any, str, Any]] = []
@@ -72,7 +73,7 @@ class Backports:
             recompute = dist.in_fp8_activation_recompute_phase()
             out = original(module, inp, *args, **kwargs)
             if (not module.training and not recompute and module.fp8
-                    and quant._has_delayed_scaling_state(module.fp8_meta)
+                    and self.state.delayed(module.fp8_meta)
                     and dist.is_fp8_activation_recompute_enabled()):
                 quant.FP8GlobalStateManager.copy_forward_fp8_meta_tensors_for_recompute(
                     module.fp8_meta)

@@ -72,3 +72,13 @@ def of_source_tree(package_dir: Path, targets: Iterable[str]) -> Dict[str, Optio
         node = find_node(trees[module], qualname)
         out[target] = of_node(node) if node is not None else None
     return out
+
+
+def layout_of_source_tree(package_dir: Path) -> str:
+    """Where the release under package_dir keeps its global FP8 state (_targets.STATE_*): the
+    FP8GlobalState dataclass (TE 2.15 on) or class attributes of FP8GlobalStateManager."""
+    from . import _targets
+
+    found = of_source_tree(package_dir, ["quantization:FP8GlobalState"])
+    return _targets.STATE_DATACLASS if found["quantization:FP8GlobalState"] else \
+        _targets.STATE_CLASS_ATTRIBUTES

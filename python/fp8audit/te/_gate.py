@@ -80,7 +80,11 @@ def check(version: Optional[str] = None) -> List[str]:
                 f"(verified: {known})"]
     table = release.fingerprints
     problems = []
-    for target in _targets.TARGETS:
+    dataclass = hasattr(mods["quantization"].FP8GlobalStateManager, "quantization_state")
+    if dataclass != (release.state_layout == _targets.STATE_DATACLASS):
+        problems.append(f"transformer_engine {version}'s FP8 state is not where its verified "
+                        f"release keeps it ({release.state_layout})")
+    for target in _targets.targets(release.state_layout):
         try:
             _, _, raw = resolve(mods, target)
             found = _fingerprint.of_object(raw)

@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any, Dict, Iterator, Optional
 
-from . import releases
+from . import _state_layouts, releases
 from ._gate import check, te_modules, te_version
 from ._patch import Controller, PatchRefused
 
@@ -18,8 +18,8 @@ _active: Optional[Controller] = None
 
 
 def _open_scope(mods: Dict[str, Any], release: releases.Release) -> Optional[str]:
-    q, d = mods["quantization"], mods["distributed"]
-    depth = q.FP8GlobalStateManager.quantization_state.autocast_depth
+    d = mods["distributed"]
+    depth = _state_layouts.for_release(release.state_layout, mods["quantization"]).depth()
     if depth:
         return f"an FP8 autocast is open (depth {depth})"
     if any(getattr(d, name, False) for name in release.recompute_globals):

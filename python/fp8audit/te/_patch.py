@@ -3,10 +3,11 @@
 The C++ ownership model (state/, fixed semantics) holds the first-module flag and decides every
 transition; the replaced TE functions report transitions to it and apply its decisions:
 
-- The flag: FP8GlobalStateManager.quantization_state's class becomes a subclass whose
-  `is_first_fp8_module` reads the model's flag and ignores writes, so TE's depth-0 re-arm, its
-  autocast snapshot restores and the modules' recompute-phase put-backs change nothing; the only
-  way to consume it is `is_first_fp8_module()`, which asks the model.
+- The flag: the only way to consume it is `is_first_fp8_module()`, which asks the model. Where
+  the release keeps it in FP8GlobalStateManager.quantization_state, that object's class becomes a
+  subclass whose `is_first_fp8_module` reads the model's flag and ignores writes, so TE's depth-0
+  re-arm, its autocast snapshot restores and the modules' recompute-phase put-backs change
+  nothing (_state_layouts.py; before TE 2.15 the flag is a class attribute that only mirrors).
 - Autocast: autocast_enter tells the model (an autocast inside a recompute is a recompute scope);
   autocast_exit runs the forward update only when the model says so.
 - Checkpoint frames: activation_recompute_forward's __enter__/__exit__ (every instance, whoever
@@ -30,7 +31,7 @@ import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from . import _megatron_ckpt, _megatron_graphs, _targets, _torch_ckpt, releases
+from . import _megatron_ckpt, _megatron_graphs, _state_layouts, _targets, _torch_ckpt, releases
 from ._gate import resolve as _resolve
 from ._backports import Backports
 from ._model import Model
@@ -131,15 +132,14 @@ class Controller:
         self.pending: set = set()  # frames (with a known graph) whose recompute has not run
         self.violations: List[str] = []
         self.originals: List[Tuple[Any, str, Any]] = []
-        self.state_class: Any = None
-        self.owned_class: Any = None
         self.counts = {"forward": 0, "backward": 0}
         self.torch_routing: Optional[_torch_ckpt.Routing] = None
         self.megatron_routing = _megatron_ckpt.MegatronRouting(self)
         self.megatron_graphs = _megatron_graphs.MegatronGraphs(NotCovered)
         release = releases.get(version)
         self.release = release if release is not None else releases.Release(version, {})
-        self.backports = Backports(mods, self.release)
+        self.state = _state_layouts.for_release(self.release.state_layout, mods["quantization"])
+        self.backports = Backports(mods, self.release, self.state)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -183,9 +183,9 @@ class Controller:
     def check_depth(self) -> None:
         if not self.verify:
             return
-        qstate = self.mods["quantization"].FP8GlobalStateManager.quantization_state
-        if qstate.autocast_depth != self.model.autocast_depth:
-            self.problem(f"TE's autocast depth is {qstate.autocast_depth}, the model's "
+        depth = self.state.depth()
+        if depth != self.model.autocast_depth:
+            self.problem(f"TE's autocast depth is {depth}, the model's "
                          f"{self.model.autocast_depth}")
 
     def frame_contexts(self, reentrant: bool) -> Tuple[Any, Any]:
@@ -216,25 +216,6 @@ class Controller:
         for entry in self.stash.pop(frame, ()):
             entry.take()
 
-    # ---- the flag ----------------------------------------------------------------------------
-
-    def make_owned_class(self, state_class: Any) -> Any:
-        controller = self
-
-        class OwnedFP8GlobalState(state_class):  # type: ignore[misc, valid-type]
-            __slots__ = ()
-
-            @property  # type: ignore[misc]
-            def is_first_fp8_module(self) -> bool:
-                return controller.model.first_module
-
-            @is_first_fp8_module.setter
-            def is_first_fp8_module(self, value: bool) -> None:
-                del value  # the model owns the flag: TE's own writes change nothing
-
-        OwnedFP8GlobalState.__qualname__ = state_class.__qualname__
-        return OwnedFP8GlobalState
-
     # ---- replacements --------------------------------------------------------------------------
 
     def build(self) -> List[Tuple[Any, str, Any]]:
@@ -258,14 +239,15 @@ class Controller:
         ckpt_backward = fn("distributed:_CheckpointFunction.backward")
         mlp_forward = fn("module.layernorm_mlp:_LayerNormMLP.forward")
         mlp_recompute = fn("module.layernorm_mlp:_LayerNormMLP._recompute")
-        has_delayed = q._has_delayed_scaling_state
+        has_delayed = self.state.delayed
+        state = self.state
 
         def p_autocast_enter(cls, enabled=False, calibrating=False, fp8_recipe=None,
                              fp8_group=None, _graph=False):
             c.megatron_routing.adopt()  # Megatron's random.py completes after TE's import
             c.megatron_graphs.adopt()
             autocast_enter(cls, enabled, calibrating, fp8_recipe, fp8_group, _graph)
-            recipe = cls.quantization_state.fp8_recipe
+            recipe = state.recipe()
             # A custom recipe may carry DelayedScaling requests (TE keeps global buffers for
             # them): treated as DelayedScaling; for one without, the update is TE's no-op.
             custom = getattr(recipe, "custom", None)
@@ -277,7 +259,7 @@ class Controller:
 
         def p_autocast_exit(cls, enabled, _graph):
             with c.lock:
-                cls.quantization_state.autocast_depth -= 1
+                state.leave_autocast()
                 update = c.model.autocast_exit(False, c.grad())
                 c.check_depth()
                 c.collect()
@@ -329,13 +311,12 @@ class Controller:
                     # TE's restore pops the front of the module's FIFO: put the frame's entry
                     # there (a module stashed in several frames holds several entries).
                     entry.take()
-                    buffers = mgr.quantization_state.fp8_tensors_recompute_buffer
+                    buffers = state.recompute_buffers()
                     buffers[fp8_meta[STASH_KEY]].appendleft(entry.value)
                     pop_stash(mgr, fp8_meta)
                 for frame in pushed:  # what the module runs with: after a restore, the stash
                     copy_stash(mgr, fp8_meta)
-                    te_fifo = mgr.quantization_state.fp8_tensors_recompute_buffer[
-                        fp8_meta[STASH_KEY]]
+                    te_fifo = state.recompute_buffers()[fp8_meta[STASH_KEY]]
                     c.stash.setdefault(frame, collections.deque()).append(
                         _Entry(mid, te_fifo[-1], te_fifo))
                 if c.verify:
@@ -364,7 +345,7 @@ class Controller:
 
         def p_reset(cls):
             reset(cls)
-            cls.quantization_state.__class__ = c.owned_class
+            state.after_reset()
 
         def p_enter(self):
             with c.lock:
@@ -377,7 +358,7 @@ class Controller:
                     self._fp8audit_frame_entered = None
                     return None
                 if not self.recompute_phase:
-                    if mgr.quantization_state.fp8_graph_capturing:
+                    if state.graph_capturing():
                         raise NotCovered(GRAPH_CHECKPOINT)
                     grad = c.grad()
                     # TE enters a reentrant frame inside its own no_grad; non-reentrant frames
@@ -528,12 +509,7 @@ class Controller:
     # ---- install / remove ----------------------------------------------------------------------
 
     def install(self) -> None:
-        q = self.mods["quantization"]
-        mgr = q.FP8GlobalStateManager
         plan = self.build()
-        self.state_class = type(mgr.quantization_state)
-        self.owned_class = self.make_owned_class(self.state_class)
-        flag = bool(mgr.quantization_state.is_first_fp8_module)
         applied: List[Tuple[Any, str, Any]] = []
         try:
             for owner, name, value in plan:
@@ -541,13 +517,14 @@ class Controller:
                                 else getattr(owner, name)))
                 setattr(owner, name, value)
             self.backports.install()
-            mgr.quantization_state.__class__ = self.owned_class
+            self.state.own_flag(lambda: self.model.first_module)
         except Exception:
+            self.backports.remove()
             for owner, name, value in reversed(applied):
                 setattr(owner, name, value)
             raise
         self.originals = applied
-        del flag  # outside any autocast the flag is not used before the next depth-0 entry
+        # Outside any autocast TE's flag is not used before the next depth-0 entry re-arms it.
         self.sync_globals()
         reason = _torch_ckpt.why_not()
         if reason is None:
@@ -566,11 +543,7 @@ class Controller:
         if self.torch_routing is not None:
             self.torch_routing.remove()
             self.torch_routing = None
-        mgr = self.mods["quantization"].FP8GlobalStateManager
-        state = mgr.quantization_state
-        if isinstance(state, self.owned_class):
-            state.__class__ = self.state_class
-        state.is_first_fp8_module = self.model.first_module
+        self.state.release_flag(self.model.first_module)
         for owner, name, value in reversed(self.originals):
             setattr(owner, name, value)
         self.originals = []

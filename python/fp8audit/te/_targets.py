@@ -1,10 +1,17 @@
 """What fp8audit.te replaces in Transformer Engine, what it relies on unchanged, and the
 fingerprints of both (see _fingerprint.py); the releases verified, each with its fingerprints,
-are in releases/."""
+are in releases/. What is relied on depends on where the release keeps its global FP8 state
+(`targets(layout)`, the layouts in _state_layouts.py)."""
 
 from __future__ import annotations
 
+from typing import Tuple
+
 PACKAGE = "transformer_engine.pytorch"
+
+STATE_DATACLASS = "dataclass"  # TE 2.15 on: FP8GlobalStateManager.quantization_state (PR #2759)
+STATE_CLASS_ATTRIBUTES = "class-attributes"  # before: class attributes of FP8GlobalStateManager
+STATE_LAYOUTS = (STATE_DATACLASS, STATE_CLASS_ATTRIBUTES)
 
 # Replaced or wrapped (shared objects: class attributes and module functions looked up at call
 # time, so names imported early reach the fixed code too).
@@ -26,7 +33,8 @@ REPLACED = (
 )
 
 # Relied on as read (their calls into the replaced functions, their use of the first-module flag,
-# the recompute globals and the stash): verified, not changed.
+# the recompute globals and the stash): verified, not changed. This is the dataclass layout's
+# list; the class-attribute layout's is RELIED_ON_CLASS_ATTRIBUTES.
 RELIED_ON = (
     "quantization:FP8GlobalState",
     "quantization:FP8GlobalStateManager.get_autocast_state",
@@ -46,4 +54,23 @@ RELIED_ON = (
     "module.layernorm_mlp:_LayerNormMLP._forward",
 )
 
+# Before PR #2759 there is no FP8GlobalState, `autocast` is a generator function, a module's stash
+# guard is its recipe's `delayed()` and _Linear.forward reads the flag itself (no
+# _check_fp8_reduce_and_update).
+_DATACLASS_ONLY = ("quantization:FP8GlobalState", "quantization:autocast.__enter__",
+                   "quantization:autocast.__exit__", "quantization:_has_delayed_scaling_state",
+                   "module.linear:_check_fp8_reduce_and_update")
+RELIED_ON_CLASS_ATTRIBUTES = ("quantization:autocast",) + tuple(
+    t for t in RELIED_ON if t not in _DATACLASS_ONLY)
+
 TARGETS = REPLACED + RELIED_ON
+
+
+def targets(layout: str = STATE_DATACLASS) -> Tuple[str, ...]:
+    """Every target of a release whose global FP8 state has that layout."""
+    if layout == STATE_DATACLASS:
+        return TARGETS
+    if layout == STATE_CLASS_ATTRIBUTES:
+        return REPLACED + RELIED_ON_CLASS_ATTRIBUTES
+    raise ValueError(f"unknown FP8 state layout {layout!r} (known: {', '.join(STATE_LAYOUTS)})")
+

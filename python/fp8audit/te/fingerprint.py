@@ -2,8 +2,9 @@
 
 Prints the fingerprint of every function fp8audit.te replaces or relies on, read from a
 Transformer Engine source tree (the transformer_engine/pytorch directory of a wheel or checkout,
-nothing imported). With --check, compares them with the table verified for VERSION and exits 1 on
-any difference, 2 on unusable input."""
+nothing imported), after a comment line naming the tree's FP8 state layout (which decides the
+targets). With --check, compares them with the table verified for VERSION and exits 1 on any
+difference, 2 on unusable input."""
 
 from __future__ import annotations
 
@@ -22,26 +23,32 @@ def main(argv=None) -> int:
     p.add_argument("directory", type=Path)
     p.add_argument("--check", metavar="VERSION")
     args = p.parse_args(argv)
+    release = None
+    if args.check is not None:
+        release = releases.get(args.check)
+        if release is None:
+            print(f"fp8audit.te.fingerprint: {args.check} is not a verified release (verified: "
+                  f"{', '.join(releases.verified())})", file=sys.stderr)
+            return 2
     try:
-        found = _fingerprint.of_source_tree(args.directory, _targets.TARGETS)
+        layout = _fingerprint.layout_of_source_tree(args.directory)
+        targets = _targets.targets(release.state_layout if release else layout)
+        found = _fingerprint.of_source_tree(args.directory, targets)
     except (OSError, SyntaxError) as e:
         print(f"fp8audit.te.fingerprint: {e}", file=sys.stderr)
         return 2
-    if args.check is None:
+    if release is None:
+        print(f"    # FP8 state layout: {layout}")
         for target, fp in found.items():
             print(f'    "{target}": "{fp}",')
         return 0
-    release = releases.get(args.check)
-    if release is None:
-        print(f"fp8audit.te.fingerprint: {args.check} is not a verified release (verified: "
-              f"{', '.join(releases.verified())})", file=sys.stderr)
-        return 2
-    table = release.fingerprints
-    bad = [t for t in _targets.TARGETS if found.get(t) != table.get(t)]
+    bad = [t for t in targets if found.get(t) != release.fingerprints.get(t)]
+    if layout != release.state_layout:
+        print(f"differs: the FP8 state layout ({layout}, {args.check}: {release.state_layout})")
     for t in bad:
         print(f"differs: {t}")
-    print(f"{len(_targets.TARGETS) - len(bad)}/{len(_targets.TARGETS)} match {args.check}")
-    return 1 if bad else 0
+    print(f"{len(targets) - len(bad)}/{len(targets)} match {args.check}")
+    return 1 if bad or layout != release.state_layout else 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,12 @@ whose inputs needs grad, still opens a recompute frame.
 BEFORE_PR_3284: TE 2.17's recompute globals, before PR #3284 (TE 2.19), with BEFORE_PR_3394:
 `_FP8_ACTIVATION_RECOMPUTE_ENABLED` is set at the region's entry to `region and FP8 enabled`
 (so a module under an autocast opened inside the checkpointed callable stashes nothing), beside
-`_FP8_ACTIVATION_RECOMPUTE_PHASE`."""
+`_FP8_ACTIVATION_RECOMPUTE_PHASE`.
+BEFORE_PR_2759: TE 2.14's global FP8 state, before PR #2759 (TE 2.15) moved it into the
+FP8GlobalState dataclass: class attributes of FP8GlobalStateManager (IS_FIRST_FP8_MODULE,
+AUTOCAST_DEPTH, FP8_RECIPE, fp8_tensors_recompute_buffer, ...); FP8GlobalStateManager.reset()
+lays the state out as the flag says."""
 
 BEFORE_PR_3394 = False
 BEFORE_PR_3284 = False
+BEFORE_PR_2759 = False

@@ -9,7 +9,7 @@ import torch
 from torch.utils.checkpoint import detach_variable, noop_context_fn
 
 from . import _release
-from .quantization import FP8GlobalStateManager, autocast
+from .quantization import FP8GlobalStateManager, autocast, qstate
 
 _USE_REENTRANT_ACTIVATION_RECOMPUTE = True
 _IN_ACTIVATION_RECOMPUTE_REGION = False
@@ -37,11 +37,11 @@ class activation_recompute_forward(AbstractContextManager, ContextDecorator):
         else:
             _IN_ACTIVATION_RECOMPUTE_REGION = self.activation_recompute
             _ACTIVATION_RECOMPUTE_PHASE = self.recompute_phase
-        qstate = FP8GlobalStateManager.quantization_state
+        state = qstate()
         if self.activation_recompute and not self.recompute_phase:
-            activation_recompute_forward._is_first_fp8_module.append(qstate.is_first_fp8_module)
+            activation_recompute_forward._is_first_fp8_module.append(state.is_first_fp8_module)
         if self.activation_recompute and self.recompute_phase:
-            qstate.is_first_fp8_module = activation_recompute_forward._is_first_fp8_module.pop(0)
+            state.is_first_fp8_module = activation_recompute_forward._is_first_fp8_module.pop(0)
 
     def __exit__(self, *exc_details):
         global _IN_ACTIVATION_RECOMPUTE_REGION, _ACTIVATION_RECOMPUTE_PHASE

@@ -1,12 +1,14 @@
 """Stand-in of TE 2.20.2's quantization.py: the process-global FP8 state, autocast and the
-DelayedScaling amax/scale update (a CPU re-implementation)."""
+DelayedScaling amax/scale update (a CPU re-implementation). With _release.BEFORE_PR_2759 the state
+is laid out as before TE 2.15: class attributes of FP8GlobalStateManager by TE 2.14's names."""
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Optional
 
 import torch
 
+from . import _release
 from ..common.recipe import DelayedScaling, Recipe
 
 
@@ -27,6 +29,38 @@ class FP8GlobalState:
     global_scale_buffer: Dict[str, list] = field(default_factory=dict)
     fp8_tensors_recompute_buffer: list = field(default_factory=list)
     autocast_arguments: Dict[str, Any] = field(default_factory=dict)
+
+
+# Before PR #2759 (TE 2.14): FP8GlobalState's fields as class attributes of FP8GlobalStateManager,
+# the flags by these names, the buffers by their field names.
+_CLASS_ATTRIBUTE_NAMES = {
+    "fp8_enabled": "FP8_ENABLED", "fp8_calibration": "FP8_CALIBRATION",
+    "fp8_recipe": "FP8_RECIPE", "fp8_distributed_group": "FP8_DISTRIBUTED_GROUP",
+    "is_first_fp8_module": "IS_FIRST_FP8_MODULE", "fp8_graph_capturing": "FP8_GRAPH_CAPTURING",
+    "autocast_depth": "AUTOCAST_DEPTH"}
+
+
+class _ClassAttributeState:
+    """The class attributes seen by FP8GlobalState's field names, so that the stand-in's code
+    reads one spelling whichever the layout; every read and write goes to the class."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(FP8GlobalStateManager, _CLASS_ATTRIBUTE_NAMES.get(name, name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(FP8GlobalStateManager, _CLASS_ATTRIBUTE_NAMES.get(name, name), value)
+
+
+_CLASS_ATTRIBUTE_STATE = _ClassAttributeState()
+
+
+def qstate() -> Any:
+    """The global FP8 state, whichever layout the stand-in follows."""
+    if _release.BEFORE_PR_2759:
+        return _CLASS_ATTRIBUTE_STATE
+    return FP8GlobalStateManager.quantization_state
 
 
 def _has_delayed_scaling_state(fp8_meta: Dict[str, Any]) -> bool:
@@ -59,7 +93,18 @@ class FP8GlobalStateManager:
 
     @classmethod
     def reset(cls) -> None:
-        cls.quantization_state = FP8GlobalState()
+        fresh = FP8GlobalState()
+        names = [_CLASS_ATTRIBUTE_NAMES.get(f.name, f.name) for f in fields(FP8GlobalState)]
+        if _release.BEFORE_PR_2759:
+            if "quantization_state" in cls.__dict__:
+                del cls.quantization_state
+            for f, name in zip(fields(FP8GlobalState), names):
+                setattr(cls, name, getattr(fresh, f.name))
+            return
+        for name in names:
+            if name in cls.__dict__:
+                delattr(cls, name)
+        cls.quantization_state = fresh
 
     @staticmethod
     def get_buffer_key(forward: bool, recipe: Recipe) -> str:
@@ -70,57 +115,57 @@ class FP8GlobalStateManager:
         if not _has_delayed_scaling_state(fp8_meta) or "buffer_index" in fp8_meta:
             return
         fp8_meta["buffer_index"] = True
-        qstate = cls.quantization_state
+        gstate = qstate()
         for forward in (True, False):
             state = fp8_meta["scaling_fwd" if forward else "scaling_bwd"]
             key = cls.get_buffer_key(forward, fp8_meta["recipe"])
-            qstate.global_amax_history_buffer.setdefault(key, []).append(state.amax_history)
-            qstate.global_scale_buffer.setdefault(key, []).append(state.scale)
-            qstate.autocast_arguments[repr(fp8_meta["recipe"])] = fp8_meta["recipe"]
+            gstate.global_amax_history_buffer.setdefault(key, []).append(state.amax_history)
+            gstate.global_scale_buffer.setdefault(key, []).append(state.scale)
+            gstate.autocast_arguments[repr(fp8_meta["recipe"])] = fp8_meta["recipe"]
 
     @classmethod
     def is_fp8_enabled(cls) -> bool:
-        return cls.quantization_state.fp8_enabled
+        return qstate().fp8_enabled
 
     @classmethod
     def is_fp8_calibration(cls) -> bool:
-        return cls.quantization_state.fp8_calibration
+        return qstate().fp8_calibration
 
     @classmethod
     def fp8_graph_capturing(cls) -> bool:
-        return cls.quantization_state.fp8_graph_capturing
+        return qstate().fp8_graph_capturing
 
     @classmethod
     def is_first_fp8_module(cls):
-        value = cls.quantization_state.is_first_fp8_module
-        cls.quantization_state.is_first_fp8_module = False
+        value = qstate().is_first_fp8_module
+        qstate().is_first_fp8_module = False
         return value
 
     @classmethod
     def get_fp8_recipe(cls) -> Recipe:
-        recipe = cls.quantization_state.fp8_recipe
+        recipe = qstate().fp8_recipe
         return recipe if recipe is not None else get_default_fp8_recipe()
 
     @classmethod
     def get_autocast_state(cls) -> tuple:
-        s = cls.quantization_state
+        s = qstate()
         return (s.fp8_enabled, s.fp8_calibration, s.fp8_recipe, s.fp8_distributed_group,
                 s.is_first_fp8_module, s.fp8_graph_capturing)
 
     @classmethod
     def set_autocast_state(cls, state: tuple) -> None:
-        s = cls.quantization_state
+        s = qstate()
         (s.fp8_enabled, s.fp8_calibration, s.fp8_recipe, s.fp8_distributed_group,
          s.is_first_fp8_module, s.fp8_graph_capturing) = state
 
     @classmethod
     def reduce_and_update_fp8_tensors(cls, forward: bool = True) -> None:
-        qstate = cls.quantization_state
-        for key, histories in qstate.global_amax_history_buffer.items():
+        gstate = qstate()
+        for key, histories in gstate.global_amax_history_buffer.items():
             if key.startswith("forward_") != forward:
                 continue
-            recipe = qstate.autocast_arguments[key.split("_", 1)[1]]
-            for history, scale in zip(histories, qstate.global_scale_buffer[key]):
+            recipe = gstate.autocast_arguments[key.split("_", 1)[1]]
+            for history, scale in zip(histories, gstate.global_scale_buffer[key]):
                 _update_one(history, scale, _fp8_max(recipe, forward), recipe)
 
     @classmethod
@@ -128,7 +173,7 @@ class FP8GlobalStateManager:
                        fp8_recipe: Optional[Recipe] = None, fp8_group: Any = None,
                        _graph: bool = False) -> None:
         recipe = get_default_fp8_recipe() if fp8_recipe is None else fp8_recipe
-        s = cls.quantization_state
+        s = qstate()
         s.fp8_enabled = enabled
         s.fp8_calibration = calibrating
         s.fp8_recipe = recipe
@@ -140,7 +185,7 @@ class FP8GlobalStateManager:
 
     @classmethod
     def autocast_exit(cls, enabled: bool, _graph: bool) -> None:
-        s = cls.quantization_state
+        s = qstate()
         s.autocast_depth -= 1
         if enabled and s.autocast_depth == 0 and not _graph and torch.is_grad_enabled():
             cls.reduce_and_update_fp8_tensors(forward=True)
@@ -151,7 +196,7 @@ class FP8GlobalStateManager:
             return
         snapshot = [fp8_meta["scaling_fwd"].amax_history.clone(),
                     fp8_meta["scaling_fwd"].scale.clone()]
-        buffers = cls.quantization_state.fp8_tensors_recompute_buffer
+        buffers = qstate().fp8_tensors_recompute_buffer
         position = fp8_meta.get("global_fp8_buffer_pos_fwd_recompute")
         if position is None:
             buffers.append(deque())
@@ -166,7 +211,7 @@ class FP8GlobalStateManager:
         fp8_meta["updated_amax_history_fwd"] = scaling.amax_history.clone()
         fp8_meta["updated_scale_fwd"] = scaling.scale.clone()
         position = fp8_meta["global_fp8_buffer_pos_fwd_recompute"]  # KeyError: never stashed
-        history, scale = cls.quantization_state.fp8_tensors_recompute_buffer[position].popleft()
+        history, scale = qstate().fp8_tensors_recompute_buffer[position].popleft()
         scaling.amax_history.copy_(history)
         scaling.scale.copy_(scale)
 

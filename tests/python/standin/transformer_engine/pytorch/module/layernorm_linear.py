@@ -4,7 +4,7 @@ ownership check written inline (as TE's is)."""
 import torch
 
 from ..distributed import in_fp8_activation_recompute_phase
-from ..quantization import FP8GlobalStateManager
+from ..quantization import FP8GlobalStateManager, qstate
 from .base import TransformerEngineBaseModule, fake_fp8, record_amax
 
 
@@ -41,11 +41,11 @@ class _LayerNormLinear(torch.autograd.Function):
             ctx.reduce_and_update_bwd_fp8_tensors = False
             if ctx.fp8 and any(t is not None and t.requires_grad
                                for t in (inp, ln_weight, weight, bias)):
-                qstate = FP8GlobalStateManager.quantization_state
-                first = qstate.is_first_fp8_module
+                state = qstate()
+                first = state.is_first_fp8_module
                 ctx.reduce_and_update_bwd_fp8_tensors = FP8GlobalStateManager.is_first_fp8_module()
                 if in_fp8_activation_recompute_phase():
-                    qstate.is_first_fp8_module = first
+                    state.is_first_fp8_module = first
         return out
 
     @staticmethod

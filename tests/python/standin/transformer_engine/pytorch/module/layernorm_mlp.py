@@ -5,7 +5,7 @@ recomputes under that snapshot, taking the ownership decision there."""
 import torch
 
 from ..distributed import in_fp8_activation_recompute_phase
-from ..quantization import FP8GlobalStateManager
+from ..quantization import FP8GlobalStateManager, qstate
 from .base import TransformerEngineBaseModule, fake_fp8, record_amax
 
 
@@ -57,11 +57,11 @@ class _LayerNormMLP(torch.autograd.Function):
             ctx.scales = scales
             ctx.reduce_and_update_bwd_fp8_tensors = False
             if ctx.fp8 and any(t.requires_grad for t in (inp, ln_weight, fc1_weight, fc2_weight)):
-                qstate = FP8GlobalStateManager.quantization_state
-                first = qstate.is_first_fp8_module
+                state = qstate()
+                first = state.is_first_fp8_module
                 ctx.reduce_and_update_bwd_fp8_tensors = FP8GlobalStateManager.is_first_fp8_module()
                 if in_fp8_activation_recompute_phase() or is_recomputation:
-                    qstate.is_first_fp8_module = first
+                    state.is_first_fp8_module = first
             if is_recomputation:
                 return (ctx, inp, ln_weight, fc1_weight, fc2_weight)
             ctx.save_for_backward(inp, ln_weight, fc1_weight, fc2_weight)

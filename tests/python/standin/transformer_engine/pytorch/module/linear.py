@@ -5,16 +5,16 @@ from typing import Any
 import torch
 
 from ..distributed import in_fp8_activation_recompute_phase
-from ..quantization import FP8GlobalStateManager
+from ..quantization import FP8GlobalStateManager, qstate
 from .base import TransformerEngineBaseModule, fake_fp8, record_amax
 
 
 def _check_fp8_reduce_and_update():
-    qstate = FP8GlobalStateManager.quantization_state
-    before = qstate.is_first_fp8_module
+    state = qstate()
+    before = state.is_first_fp8_module
     owns = FP8GlobalStateManager.is_first_fp8_module()
     if in_fp8_activation_recompute_phase():
-        qstate.is_first_fp8_module = before
+        state.is_first_fp8_module = before
     return owns
 
 
