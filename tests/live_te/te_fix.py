@@ -235,7 +235,7 @@ def layout_lines(args, te_pkg, te, recipe_mod, manager, layout, mode: str) -> Li
     lines.append({"kind": "layout", "layout": layout.name, "mode": mode,
                   "microbatches": len(run), "patched_by_hook": fp8audit.te.is_patched(),
                   "backward_placement": args.backward, "te_version": te_pkg.__version__,
-                  "twin_comparable": layout.twin_comparable, "fix_covers": layout.fix_covers,
+                  "twin_comparable": layout.twin_comparable, "refused": layout.refused,
                   "first_state_change": first_change,
                   "twin_counts": [(t["forward"], t["backward"]) for t in twin[:1]]})
     return lines

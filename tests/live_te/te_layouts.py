@@ -34,7 +34,7 @@ class Layout:
     microbatches: Optional[int] = None
     eval_modules: bool = False  # every module in eval mode at forward
     cuda_only: bool = False  # CUDA graphs, torch.compile of TE modules: not on the CPU stand-in
-    fix_covers: bool = True  # False: the fix neither applies nor refuses (te.ops fusers)
+    refused: bool = False  # the fix refuses it (NotCovered) before its first microbatch runs
     modelled: bool = True  # False: no scenario (CUDA-graph capture, te.ops fusers: not modelled)
 
 
@@ -322,22 +322,27 @@ _add(Layout("decoder-28x7", lambda te, h: [torch.nn.Sequential(*[te.Linear(h, h)
                                           for _ in range(28)], _per_layer(True), microbatches=4))
 
 _add(Layout("grouped-linear-per-layer", _grouped, _grouped_per_layer, needs=("GroupedLinear",)))
-# A te.ops fuser asks for the first-module flag only in its recompute (ops/fuser.py), so with the
-# backward after the autocast neither TE nor the fix runs its backward update. Not covered: the fix
-# neither applies nor refuses (live, its model had no frame open when the fuser ran).
-_add(Layout("ops-sequential-per-layer", _ops, _per_layer(True), needs=("ops",), fix_covers=False,
+# A te.ops fuser asks for the first-module flag only in a forward that records a backward
+# (ops/fuser.py), and TE's checkpoint hands a module of te.ops alone to torch's, whose recompute
+# runs without FP8 after the autocast: TE runs no backward update. The fix refuses it
+# (_ops_fuser.py: te.ops keeps no recompute stash).
+_add(Layout("ops-sequential-per-layer", _ops, _per_layer(True), needs=("ops",), refused=True,
             modelled=False))
 _add(Layout("compile-per-layer", _compiled, _per_layer(True), cuda_only=True))
 _add(Layout("graphed-plain", lambda te, h: [_Graphed(te, h, False)], _graphed_forward,
             needs=("make_graphed_callables",), cuda_only=True, modelled=False))
 _add(Layout("graphed-checkpoint", lambda te, h: [_Graphed(te, h, True)], _graphed_forward,
-            needs=("make_graphed_callables",), cuda_only=True, modelled=False))
+            needs=("make_graphed_callables",), cuda_only=True, modelled=False, refused=True))
+
+STANDIN_HAS = ("ops",)  # the TE attributes of `needs` that the CPU stand-in has
 
 
 def cpu_layouts() -> List[str]:
-    """The layouts the CPU stand-in runs (no TE attribute it lacks, no CUDA, not the big one)."""
+    """The layouts the CPU stand-in runs with a scenario and under the fix (every TE attribute
+    they need there, no CUDA, not the big one, modelled, not refused)."""
     return [name for name, layout in LAYOUTS.items()
-            if not layout.needs and not layout.cuda_only and name != "decoder-28x7"]
+            if set(layout.needs) <= set(STANDIN_HAS) and not layout.cuda_only
+            and name != "decoder-28x7" and layout.modelled and not layout.refused]
 
 
 def fp8_state(layers: List[torch.nn.Module]) -> List[torch.Tensor]:

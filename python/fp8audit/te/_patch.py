@@ -31,7 +31,8 @@ import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from . import _megatron_ckpt, _megatron_graphs, _state_layouts, _targets, _torch_ckpt, releases
+from . import (_megatron_ckpt, _megatron_graphs, _ops_fuser, _state_layouts, _targets, _torch_ckpt,
+               releases)
 from ._gate import resolve as _resolve
 from ._backports import Backports
 from ._model import Model
@@ -87,8 +88,8 @@ class PatchRefused(RuntimeError):
 
 class NotCovered(RuntimeError):
     """The job does something the fix does not cover (a checkpoint inside a CUDA-graphed
-    callable, Megatron's local CUDA graphs); raised before that part runs, with one line saying
-    what to do."""
+    callable, Megatron's local CUDA graphs, a te.ops fuser inside a checkpoint); raised before
+    that part runs, with one line saying what to do."""
 
 
 GRAPH_CHECKPOINT = ("fp8audit.te: a checkpoint inside a CUDA-graphed callable "
@@ -136,6 +137,7 @@ class Controller:
         self.torch_routing: Optional[_torch_ckpt.Routing] = None
         self.megatron_routing = _megatron_ckpt.MegatronRouting(self)
         self.megatron_graphs = _megatron_graphs.MegatronGraphs(NotCovered)
+        self.ops_fusers = _ops_fuser.OpsFusers(self.in_checkpoint, self.delayed_fp8, NotCovered)
         release = releases.get(version)
         self.release = release if release is not None else releases.Release(version, {})
         self.state = _state_layouts.for_release(self.release.state_layout, mods["quantization"])
@@ -155,6 +157,19 @@ class Controller:
         if mid is None:
             mid = self.module_ids[key] = len(self.module_ids) + 1
         return mid
+
+    def in_checkpoint(self) -> bool:
+        """A checkpoint frame of the model is open (its original forward or its recompute)."""
+        with self.lock:
+            return self.model is not None and self.model.open_frames > 0
+
+    def delayed_fp8(self) -> bool:
+        """FP8 is on, with DelayedScaling (a custom recipe counts, as at autocast entry)."""
+        if not self.mods["quantization"].FP8GlobalStateManager.is_fp8_enabled():
+            return False
+        recipe = self.state.recipe()
+        custom = getattr(recipe, "custom", None)
+        return bool(recipe is not None and (recipe.delayed() or (custom and custom())))
 
     def problem(self, message: str) -> None:
         self.violations.append(message)
@@ -535,8 +550,10 @@ class Controller:
                   "recomputes may run without FP8", file=sys.stderr)
         self.megatron_routing.adopt()
         self.megatron_graphs.adopt()
+        self.ops_fusers.install()
 
     def remove(self) -> None:
+        self.ops_fusers.remove()
         self.backports.remove()
         self.megatron_routing.remove()
         self.megatron_graphs.remove()

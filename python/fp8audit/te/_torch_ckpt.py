@@ -12,15 +12,16 @@ the recompute uses the original forward's scales and takes part in ownership lik
 Reached through the two module globals torch's checkpoint() calls at call time,
 `CheckpointFunction` (reentrant) and `_checkpoint_without_reentrant_generator`, so callers that
 imported `checkpoint` early (transformers does) are covered. Routed: checkpoints taken with grad
-enabled whose callable holds a TE module (an nn.Module, a bound method or a functools.partial of
-one is looked into; any other callable is assumed to, as TE's own checkpoint assumes)."""
+enabled whose callable holds a TE module or a te.ops operation (an nn.Module, a bound method or a
+functools.partial of one is looked into; any other callable is assumed to, as TE's own checkpoint
+assumes); a te.ops fuser that quantizes is then refused there (_ops_fuser.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import inspect
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 _NAMES = ("CheckpointFunction", "_checkpoint_without_reentrant_generator")
 
@@ -83,14 +84,21 @@ class Frames:
 
     def __init__(self, controller: Any) -> None:
         self.c = controller
-        self.base = controller.mods["module.base"].TransformerEngineBaseModule
+        base = controller.mods["module.base"].TransformerEngineBaseModule
+        self.te_classes: Tuple[type, ...] = (base,)
+        try:  # te.ops operations: TE's checkpoint hands a module of them alone to torch's
+            from transformer_engine.pytorch.ops import FusibleOperation
+
+            self.te_classes += (FusibleOperation,)
+        except ImportError:
+            pass
         self.routed = 0
 
     def holds_te(self, function: Callable) -> bool:
         module = _module_of(function)
         if module is None:
             return True
-        return any(isinstance(m, self.base) for m in module.modules())
+        return any(isinstance(m, self.te_classes) for m in module.modules())
 
     def contexts(self, reentrant: bool):
         """(forward context, recompute context factory) of one checkpoint frame, or None when the
