@@ -5,7 +5,8 @@
 #   LIVE/devkit      the build kit; LIVE/te-VERSION/site  TE installed (pip --target);
 #   LIVE/wheels/site megatron-core and the other carried wheels; LIVE/tetests  TE's tests/pytorch
 # then builds fp8audit into build/ (TARGETS, default all) against python3's torch.
-# Prints the exports for later commands: PYTHONPATH (TE, then the wheels), FP8AUDIT_MODEL_LIB.
+# Prints the exports for later commands: PYTHONPATH (TE, then the wheels), FP8AUDIT_MODEL_LIB, and
+# LD_PRELOAD where TE's core library needs cublaslt_grouped_stub.c (TE 2.14.1 on CUDA 13.0).
 # Usage: device_setup.sh [VERSION]   (default 2.20.2); TARGETS="fp8audit fp8audit_agent ...";
 # SKIP_BUILD=1 leaves the build out. Each step's time goes to stderr.
 set -euo pipefail
@@ -42,11 +43,27 @@ if [[ -f .carry/tetests.tar.xz && ! -d "$live/tetests" ]]; then
   mkdir -p "$live/tetests" && tar -C "$live/tetests" -xJf .carry/tetests.tar.xz
 fi
 export PYTHONPATH="$site:$live/wheels/site${PYTHONPATH:+:$PYTHONPATH}"
-python3 -c "import transformer_engine.pytorch, transformer_engine as t; print('transformer_engine', t.__version__)" >&2
+te_import() { python3 -c "import transformer_engine.pytorch, transformer_engine as t; print('transformer_engine', t.__version__)"; }
+preload=""
+if ! err=$(te_import 2>&1 >/dev/null); then
+  if [[ $err == *"undefined symbol: cublasLtGroupedMatrixLayoutInit_internal"* ]]; then
+    # TE 2.14.1 links a cuBLAS entry point that CUDA 13.0's lacks (cublaslt_grouped_stub.c).
+    stub="$live/te-$version/libcublaslt_grouped_stub.so"
+    gcc -shared -fPIC -O2 -Wl,--version-script=tests/live_te/cublaslt_grouped_stub.map \
+      -o "$stub" tests/live_te/cublaslt_grouped_stub.c
+    preload=$stub
+    export LD_PRELOAD="$stub${LD_PRELOAD:+:$LD_PRELOAD}"
+    echo "device_setup: TE $version's core library needs cuBLAS's grouped GEMM layout; preloading $stub" >&2
+  else
+    echo "$err" >&2
+    exit 1
+  fi
+fi
+te_import >&2
 took "TE import"
 K=$live/devkit
 if [[ ${SKIP_BUILD:-0} == 1 ]]; then
-  echo "export PYTHONPATH=$PYTHONPATH"
+  echo "export PYTHONPATH=$PYTHONPATH${preload:+ LD_PRELOAD=$LD_PRELOAD}"
   exit 0
 fi
 if [[ ! -f build/CMakeCache.txt ]]; then
@@ -58,4 +75,4 @@ fi
 # shellcheck disable=SC2086
 cmake --build build -j"$(nproc)" ${TARGETS:+--target $TARGETS} >/dev/null
 took build
-echo "export PYTHONPATH=$PYTHONPATH FP8AUDIT_MODEL_LIB=$PWD/build/lib/libfp8audit_model.so"
+echo "export PYTHONPATH=$PYTHONPATH FP8AUDIT_MODEL_LIB=$PWD/build/lib/libfp8audit_model.so${preload:+ LD_PRELOAD=$LD_PRELOAD}"
