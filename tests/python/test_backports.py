@@ -8,7 +8,7 @@ import json
 import pytest
 
 import te_fix
-from conftest import STANDIN, as_release
+from conftest import STANDIN, as_release, leave_release
 from fp8audit.te import _targets, releases
 from te_layouts import cpu_layouts
 from test_layouts import SMALL, assert_patched_rows, run
@@ -21,7 +21,7 @@ VERSION = "2.19.0+standin"
 def te_2_19(monkeypatch):
     """The stand-in behaving as TE 2.19.0, registered with 2.19.0's backports."""
     yield as_release(monkeypatch, "2.19.0", ("3394",))
-    releases.unregister(VERSION)
+    leave_release(VERSION)
 
 
 def test_unpatched_eval_modules_find_no_stash_in_their_recompute_as_te_2_19_does(te_2_19):

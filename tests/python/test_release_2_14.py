@@ -4,16 +4,13 @@ to that layout and behaviour: unpatched it fails where 2.17.1 does (te-2.17 mode
 patched with 2.14.1's release profile it keeps the state where TE keeps it, and every layout
 updates once each way and equals its twin."""
 
-import json
-import os
-
 import pytest
 
-import te_fix
 from conftest import as_release, leave_release
 from fp8audit.te import releases
 from te_layouts import cpu_layouts
-from test_layouts import SMALL, assert_patched_rows, run
+from test_layouts import assert_patched_rows, run
+from test_release_2_17 import inner_autocast_table
 
 CPU_LAYOUTS = cpu_layouts()
 VERSION = "2.14.1+standin"
@@ -89,20 +86,7 @@ def test_patched_every_layout_updates_once_and_equals_its_twin(name, te_2_14, ca
 
 
 def test_the_model_of_te_2_17_predicts_where_te_2_14_raises(te_2_14, capsys, tmp_path):
-    import te_fix_compare
-
-    layouts = ["none", "inner-autocast-reentrant", "reentrant-per-layer"]
-    assert te_fix.main(SMALL + sum((["--layout", n] for n in layouts), [])) == 1
-    out = capsys.readouterr().out
-    lines = [json.loads(line) for line in out.splitlines()]
-    errors = [(e["layout"], e["mode"]) for e in lines if e["kind"] == "error"]
-    assert errors == [("inner-autocast-reentrant", "unpatched")]
-    results = tmp_path / "fix.jsonl"
-    results.write_text(out)
-    binary = ["--fp8audit", os.environ["FP8AUDIT_BIN"]]
-    assert te_fix_compare.main([str(results), "--semantics", "te-2.14"] + binary) == 0
-    assert ("| after | inner-autocast-reentrant | TE raises KeyError | raises in microbatch 0 |"
-            in capsys.readouterr().out)
+    inner_autocast_table(capsys, tmp_path, "te-2.14")  # te-2.17's alias for the release
 
 
 def test_a_release_whose_state_is_not_where_its_profile_says_is_refused(te_2_14, monkeypatch):

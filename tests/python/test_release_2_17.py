@@ -9,7 +9,7 @@ import os
 import pytest
 
 import te_fix
-from conftest import as_release
+from conftest import as_release, leave_release
 from fp8audit.te import releases
 from te_layouts import cpu_layouts
 from test_layouts import SMALL, assert_patched_rows, run
@@ -22,7 +22,7 @@ VERSION = "2.17.1+standin"
 def te_2_17(monkeypatch):
     """The stand-in behaving as TE 2.17.1, registered with 2.17.1's backports and globals."""
     yield as_release(monkeypatch, "2.17.1", ("3394", "3284"))
-    releases.unregister(VERSION)
+    leave_release(VERSION)
 
 
 def _autocast_inside_checkpoint():
@@ -74,7 +74,10 @@ def test_patched_every_layout_updates_once_and_equals_its_twin(name, te_2_17, ca
     assert_patched_rows(run(capsys, "--layout", name, "--mode", "patched"), name)
 
 
-def test_the_model_of_te_2_17_predicts_where_te_raises(te_2_17, capsys, tmp_path):
+def inner_autocast_table(capsys, tmp_path, semantics: str) -> str:
+    """te_fix.py over three layouts on the stand-in as a release before PR #3284, which raises
+    (only) in the unpatched inner autocast; the table of those rows against `semantics`, which
+    must predict that raise where it comes."""
     import te_fix_compare
 
     layouts = ["none", "inner-autocast-reentrant", "reentrant-per-layer"]
@@ -86,12 +89,20 @@ def test_the_model_of_te_2_17_predicts_where_te_raises(te_2_17, capsys, tmp_path
     results = tmp_path / "fix.jsonl"
     results.write_text(out)
     binary = ["--fp8audit", os.environ["FP8AUDIT_BIN"]]
-    assert te_fix_compare.main([str(results), "--semantics", "te-2.17"] + binary) == 0
+    assert te_fix_compare.main([str(results), "--semantics", semantics] + binary) == 0
     table = capsys.readouterr().out
     assert ("| after | inner-autocast-reentrant | TE raises KeyError | raises in microbatch 0 |"
             in table)
+    return str(results)
+
+
+def test_the_model_of_te_2_17_predicts_where_te_raises(te_2_17, capsys, tmp_path):
+    import te_fix_compare
+
+    results = inner_autocast_table(capsys, tmp_path, "te-2.17")
     # te-2.19's model predicts a recompute there: it disagrees with this release.
-    assert te_fix_compare.main([str(results), "--semantics", "te-2.19"] + binary) == 1
+    binary = ["--fp8audit", os.environ["FP8AUDIT_BIN"]]
+    assert te_fix_compare.main([results, "--semantics", "te-2.19"] + binary) == 1
     assert "| TE raises KeyError | no raise |" in capsys.readouterr().out
 
 
