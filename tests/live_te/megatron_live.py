@@ -72,6 +72,16 @@ ROWS: Dict[str, Dict[str, Any]] = {
     "cuda-graph-local-selective-mlp": dict(cuda_graph_impl="local", use_te_rng_tracker=True,
                                            recompute_granularity="selective",
                                            recompute_modules=["mlp"], steps=4),
+    # TE's CUDA graphs through Megatron ("transformer_engine"): Megatron's TECudaGraphHelper runs
+    # te.make_graphed_callables over each layer (FP8, Megatron's recipe and weight caching); as
+    # its training loop does, it captures after the first step here, and the layers replay their
+    # graphs after. The -selective-mlp row checkpoints the MLP inside the graphed layer.
+    "cuda-graph-te": dict(cuda_graph_impl="transformer_engine", use_te_rng_tracker=True,
+                          steps=4),
+    "cuda-graph-te-selective-mlp": dict(cuda_graph_impl="transformer_engine",
+                                        use_te_rng_tracker=True,
+                                        recompute_granularity="selective",
+                                        recompute_modules=["mlp"], steps=4),
 }
 
 
@@ -139,8 +149,9 @@ def build_model(args, row: Dict[str, Any], seed: int):
     model = GPTModel(config=config, transformer_layer_spec=spec, vocab_size=args.vocab,
                      max_sequence_length=args.seq, position_embedding_type="rope")
     model = model.cuda()
-    if kw.get("cuda_graph_impl") == "local":
-        # Megatron's backward graphs accumulate into its DDP buffers (param.main_grad).
+    if kw.get("cuda_graph_impl") in ("local", "transformer_engine"):
+        # Megatron's backward graphs accumulate into its DDP buffers (param.main_grad); its TE
+        # graph helper zeroes them after the capture.
         from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
 
         model = DistributedDataParallel(config, DistributedDataParallelConfig(), model)
@@ -232,6 +243,7 @@ def train(args, row: Dict[str, Any], counter: Any, manager: Any, te: Any, *,
     mb = Microbatches(counter, manager, args.markers)
     fb = get_forward_backward_func()
     states, step_grads, errors, seconds = [], [], [], []
+    capture: Optional[Dict[str, Any]] = None
     it = iter(data)
     for step in range(steps):
         torch.cuda.synchronize()
@@ -251,6 +263,14 @@ def train(args, row: Dict[str, Any], counter: Any, manager: Any, te: Any, *,
         mb.close()
         torch.cuda.synchronize()
         seconds.append(time.perf_counter() - start)
+        if step == 0 and row.get("cuda_graph_impl") == "transformer_engine":
+            try:
+                capture = capture_te_graphs(args, model, counter)
+            except Exception as e:  # the patch's refusal, or TE's own failure at capture
+                capture = {"error": f"{type(e).__name__}: {e}",
+                           "where": traceback.format_exc(limit=-12)}
+                errors.append({"step": step, "microbatch": len(mb.records) - 1, **capture})
+                break
         if keep_tensors:
             states.append(fp8_state([model]))
             step_grads.append(grads(model))
@@ -259,13 +279,27 @@ def train(args, row: Dict[str, Any], counter: Any, manager: Any, te: Any, *,
     for r in mb.records:
         r["step"] = r["microbatch"] // args.microbatches
     out = {"records": mb.records, "losses": mb.losses, "states": states, "grads": step_grads,
-           "errors": errors, "seconds": seconds}
+           "errors": errors, "seconds": seconds, "capture": capture}
     del optimizer
     if not given:
         del model
         gc.collect()
         torch.cuda.empty_cache()
     return out
+
+
+def capture_te_graphs(args, model: Any, counter: Any) -> Dict[str, Any]:
+    """Megatron's TE CUDA graphs, as its training loop makes them: TECudaGraphHelper's capture
+    (te.make_graphed_callables over every layer, with its warm-up passes) and its manual hooks.
+    Returns TE's update counts during the capture, which belong to no microbatch."""
+    from megatron.core.transformer.cuda_graphs import TECudaGraphHelper
+
+    counter.take()
+    helper = TECudaGraphHelper([model], model.config, args.seq, args.mbs, optimizers=[])
+    helper.create_cudagraphs()
+    helper.cuda_graph_set_manual_hooks()
+    forward, backward = counter.take()
+    return {"forward": forward, "backward": backward}
 
 
 class Diagnostics:
@@ -390,7 +424,8 @@ def run_row(args, name: str, mode: str, manager: Any, te: Any) -> List[Dict[str,
         "kind": "run", "row": name, "mode": mode, "patched": patched,
         "te_version": getattr(sys.modules.get("transformer_engine"), "__version__", None),
         "errors": run["errors"], "violations": violations[:5],
-        "microbatches": len(run["records"]), "seconds": run["seconds"]}
+        "microbatches": len(run["records"]), "seconds": run["seconds"],
+        "capture_counts": run["capture"]}
     if twin is not None:
         summary["twin_counts"] = [(r.get("forward"), r.get("backward")) for r in twin["records"]]
         summary["twin_errors"] = twin["errors"]
