@@ -235,7 +235,7 @@ class Controller:
 
     def build(self) -> List[Tuple[Any, str, Any]]:
         """(owner, name, new raw value) for every replacement; nothing is assigned here."""
-        q, d = self.mods["quantization"], self.mods["distributed"]
+        q = self.mods["quantization"]
         mlp = self.mods["module.layernorm_mlp"]
         mgr = q.FP8GlobalStateManager
         c = self
