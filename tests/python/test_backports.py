@@ -82,7 +82,7 @@ def test_the_backports_are_removed_with_the_patch(te_2_19):
 
 
 def test_every_verified_release_fingerprints_every_target_and_names_known_backports():
-    assert releases.verified()[:4] == ("2.14.1", "2.17.1", "2.19.0", "2.20.2")
+    assert releases.verified()[:6] == ("2.14.1", "2.16.0", "2.17.1", "2.18.0", "2.19.0", "2.20.2")
     for version in releases.verified():
         release = releases.get(version)
         assert set(release.fingerprints) == set(_targets.targets(release.state_layout)), version

@@ -81,7 +81,7 @@ def test_patched_leaves_a_patch_it_did_not_apply_in_place():
 def test_patched_refuses_as_patch_does_and_changes_nothing(monkeypatch):
     import transformer_engine
 
-    monkeypatch.setattr(transformer_engine, "__version__", "2.18.0")
+    monkeypatch.setattr(transformer_engine, "__version__", "2.13.0")
     before = te_functions()
     with pytest.raises(fp8audit.te.PatchRefused):
         with fp8audit.te.patched():
@@ -92,11 +92,12 @@ def test_patched_refuses_as_patch_does_and_changes_nothing(monkeypatch):
 def test_unknown_version_is_refused_and_nothing_changes(monkeypatch):
     import transformer_engine
 
-    monkeypatch.setattr(transformer_engine, "__version__", "2.18.0")
+    monkeypatch.setattr(transformer_engine, "__version__", "2.13.0")
     before = te_functions()
     with pytest.raises(fp8audit.te.PatchRefused) as e:
         fp8audit.te.patch()
-    assert "2.18.0 is not a release fp8audit.te was verified on (verified: 2.14.1, 2.17.1, 2.19.0, 2.20.2" in str(e.value)
+    assert ("2.13.0 is not a release fp8audit.te was verified on (verified: 2.14.1, 2.16.0, "
+            "2.17.1, 2.18.0, 2.19.0, 2.20.2") in str(e.value)
     assert "\n" not in str(e.value)
     assert te_functions() == before and not fp8audit.te.is_patched()
 

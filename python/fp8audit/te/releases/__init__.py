@@ -53,7 +53,7 @@ class Release:
                              f"{self.state_layout!r}")
 
 
-_MODULES = ("te_2_14_1", "te_2_17_1", "te_2_19_0", "te_2_20_2")
+_MODULES = ("te_2_14_1", "te_2_16_0", "te_2_17_1", "te_2_18_0", "te_2_19_0", "te_2_20_2")
 _REGISTRY: Dict[str, Release] = {}
 
 
