@@ -292,8 +292,14 @@ def capture_te_graphs(args, model: Any, counter: Any) -> Dict[str, Any]:
     """Megatron's TE CUDA graphs, as its training loop makes them: TECudaGraphHelper's capture
     (te.make_graphed_callables over every layer, with its warm-up passes) and its manual hooks.
     Returns TE's update counts during the capture, which belong to no microbatch."""
+    from megatron.core import num_microbatches_calculator as calculator
     from megatron.core.transformer.cuda_graphs import TECudaGraphHelper
 
+    try:  # the helper sizes its warm-up by it; Megatron's training loop sets it up first
+        calculator.get_num_microbatches()
+    except AttributeError:
+        calculator.init_num_microbatches_calculator(
+            0, None, args.mbs * args.microbatches, args.mbs, 1)
     counter.take()
     helper = TECudaGraphHelper([model], model.config, args.seq, args.mbs, optimizers=[])
     helper.create_cudagraphs()
