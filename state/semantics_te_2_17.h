@@ -1,6 +1,6 @@
 // Transformer Engine 2.17 (read from 2.17.1's wheel): te-172bd93 as it was before TE's PR #3284
-// (in 2.19), which tracked the recompute region apart from FP8 (SEMANTICS.md, "te-2.17").
-// Citations are to 2.17.1's transformer_engine/pytorch/.
+// (in 2.19), which tracked the recompute region apart from FP8 (SEMANTICS.md, "te-2.17"); 2.14,
+// 2.16 and 2.18 decide alike. Citations are to 2.17.1's transformer_engine/pytorch/.
 #pragma once
 
 #include "state/semantics_rules.h"
