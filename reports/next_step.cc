@@ -1,11 +1,38 @@
 #include "reports/next_step.h"
 
+#include <iterator>
+#include <string_view>
+
 #include "reports/event_text.h"
 
 namespace fp8audit::reports {
 
-// The release fp8audit.te's fingerprints verify (python/fp8audit/te/_targets.py).
-constexpr const char* kFixVerifiedOn = "2.20.2";
+// The releases fp8audit.te was verified on, as transformer_engine.__version__ spells them, oldest
+// first: python/fp8audit/te/releases/ declares them, and tests/python/test_backports.py checks
+// that this list is that one.
+constexpr std::string_view kFixVerifiedOn[] = {"2.14.1", "2.16.0", "2.17.1",
+                                               "2.18.0", "2.19.0", "2.20.2"};
+
+namespace {
+
+bool FixVerifiedOn(const std::string& version) {
+  for (std::string_view v : kFixVerifiedOn) {
+    if (v == version) return true;
+  }
+  return false;
+}
+
+std::string FixVerifiedList() {
+  std::string out;
+  const size_t n = std::size(kFixVerifiedOn);
+  for (size_t i = 0; i < n; ++i) {
+    if (i > 0) out += i + 1 == n ? " and " : ", ";
+    out += kFixVerifiedOn[i];
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string NextStep(const v1::AuditReport& report) {
   if (report.outcome() != v1::AuditReport::OUTCOME_VIOLATIONS) return {};
@@ -31,11 +58,12 @@ std::string NextStep(const v1::AuditReport& report) {
            "traces): where the job runs TE from Python, rerun under the fix, `fp8audit run "
            "--fix-te -- CMD`; the explanations above say where each extra update happened";
   }
+  const bool verified = FixVerifiedOn(version);
   std::string line =
       "next: rerun under the fix, `fp8audit run --fix-te -- CMD`, or call fp8audit.te.patch() in "
       "the job before training (it patches Transformer Engine " +
-      std::string(kFixVerifiedOn) + ")";
-  if (version != kFixVerifiedOn) {
+      (verified ? version : FixVerifiedList()) + ")";
+  if (!verified) {
     line +=
         "; this job's TE " + version + " is not one it was verified on: it refuses with one line";
   }

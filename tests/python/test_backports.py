@@ -81,6 +81,18 @@ def test_the_backports_are_removed_with_the_patch(te_2_19):
             "apply" in distributed._CheckpointFunction.__dict__) == before
 
 
+def test_the_reports_next_step_names_the_verified_releases():
+    """reports/next_step.cc tells a failing job whether the fix patches its TE: its list is this
+    package's releases/ (read from the source, where the list is declared)."""
+    import re
+
+    source = (STANDIN.parents[2] / "reports" / "next_step.cc").read_text()
+    declared = re.search(r"kFixVerifiedOn\[\] = \{([^}]*)\}", source)
+    assert declared, "reports/next_step.cc no longer declares kFixVerifiedOn"
+    shipped = tuple(v for v in releases.verified() if not v.endswith("+standin"))
+    assert tuple(re.findall(r'"([^"]+)"', declared.group(1))) == shipped
+
+
 def test_every_verified_release_fingerprints_every_target_and_names_known_backports():
     assert releases.verified()[:6] == ("2.14.1", "2.16.0", "2.17.1", "2.18.0", "2.19.0", "2.20.2")
     for version in releases.verified():

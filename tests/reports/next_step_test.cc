@@ -38,8 +38,17 @@ TEST(NextStep, AFailingTeJobIsToldToRerunUnderTheFixInEveryFormat) {
 }
 
 TEST(NextStep, AnUnverifiedTeReleaseIsSaidToBeRefused) {
-  EXPECT_TRUE(Contains(FailingJob("2.19.0").next_step(),
-                       "this job's TE 2.19.0 is not one it was verified on"));
+  EXPECT_TRUE(Contains(FailingJob("2.15.0").next_step(),
+                       "this job's TE 2.15.0 is not one it was verified on"));
+}
+
+TEST(NextStep, EveryReleaseTheFixWasVerifiedOnIsToldToRerunUnderIt) {
+  for (const std::string te : {"2.14.1", "2.16.0", "2.17.1", "2.18.0", "2.19.0", "2.20.2"}) {
+    const std::string line = FailingJob(te).next_step();
+    EXPECT_TRUE(Contains(line, "next: rerun under the fix")) << line;
+    EXPECT_FALSE(Contains(line, "not one it was verified on")) << line;
+    EXPECT_TRUE(Contains(line, "it patches Transformer Engine " + te + ")")) << line;
+  }
 }
 
 TEST(NextStep, WithoutTeThereIsNothingToPatchAndUnderTheFixTheTracesAreToBeReported) {
