@@ -82,6 +82,14 @@ def _own_outputs(outputs: Any, inputs: Tuple[Any, ...]) -> Any:
     return own(outputs)
 
 
+def _delayed_recipe(recipe: Any) -> bool:
+    """Whether an autocast's recipe updates DelayedScaling state. A custom recipe may carry
+    DelayedScaling requests (TE keeps global buffers for them): treated as DelayedScaling; for one
+    without, the update is TE's no-op."""
+    custom = getattr(recipe, "custom", None)
+    return bool(recipe is not None and (recipe.delayed() or (custom and custom())))
+
+
 class PatchRefused(RuntimeError):
     """fp8audit.te.patch() changed nothing; the message says why, in one line."""
 
@@ -165,11 +173,8 @@ class Controller:
 
     def delayed_fp8(self) -> bool:
         """FP8 is on, with DelayedScaling (a custom recipe counts, as at autocast entry)."""
-        if not self.mods["quantization"].FP8GlobalStateManager.is_fp8_enabled():
-            return False
-        recipe = self.state.recipe()
-        custom = getattr(recipe, "custom", None)
-        return bool(recipe is not None and (recipe.delayed() or (custom and custom())))
+        return bool(self.mods["quantization"].FP8GlobalStateManager.is_fp8_enabled()
+                    and _delayed_recipe(self.state.recipe()))
 
     def problem(self, message: str) -> None:
         self.violations.append(message)
@@ -262,12 +267,7 @@ class Controller:
             c.megatron_routing.adopt()  # Megatron's random.py completes after TE's import
             c.megatron_graphs.adopt()
             autocast_enter(cls, enabled, calibrating, fp8_recipe, fp8_group, _graph)
-            recipe = state.recipe()
-            # A custom recipe may carry DelayedScaling requests (TE keeps global buffers for
-            # them): treated as DelayedScaling; for one without, the update is TE's no-op.
-            custom = getattr(recipe, "custom", None)
-            delayed = bool(recipe is not None and (recipe.delayed() or (custom and custom()))) \
-                and not _graph
+            delayed = _delayed_recipe(state.recipe()) and not _graph
             with c.lock:
                 c.model.autocast_enter(bool(enabled), delayed, c.grad())
                 c.check_depth()
