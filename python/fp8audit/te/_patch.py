@@ -259,7 +259,6 @@ class Controller:
         ckpt_backward = fn("distributed:_CheckpointFunction.backward")
         mlp_forward = fn("module.layernorm_mlp:_LayerNormMLP.forward")
         mlp_recompute = fn("module.layernorm_mlp:_LayerNormMLP._recompute")
-        has_delayed = self.state.delayed
         state = self.state
 
         def p_autocast_enter(cls, enabled=False, calibrating=False, fp8_recipe=None,
@@ -345,7 +344,7 @@ class Controller:
         def p_copy_stash(cls, fp8_meta):
             if c.tls.mlp_private:
                 return copy_stash(cls, fp8_meta)
-            if not has_delayed(fp8_meta):
+            if not state.delayed(fp8_meta):
                 return None
             stash_transition(fp8_meta)
             return None
@@ -353,7 +352,7 @@ class Controller:
         def p_pop_stash(cls, fp8_meta):
             if c.tls.mlp_private:
                 return pop_stash(cls, fp8_meta)
-            if not has_delayed(fp8_meta):
+            if not state.delayed(fp8_meta):
                 return None
             stash_transition(fp8_meta)
             return None
