@@ -418,10 +418,8 @@ void RankSection(RankView& view, uint32_t y_max, const RenderOptions& options, s
     note = "Not judged (nothing audited): the first " + Num(shown.size()) + " of " +
            Num(t.microbatches()) + " microbatches shown";
   } else {
-    uint64_t failing_kept = 0;
     for (const auto& m : r.microbatches()) {
       if (m.verdict() != v1::FAIL) continue;
-      ++failing_kept;
       if (cap == 0 || shown.size() < cap) shown.push_back(&m);
     }
     note = "Failing microbatches: " + Num(shown.size()) + " of " + Num(t.failing_microbatches()) +
