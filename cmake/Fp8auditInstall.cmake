@@ -8,7 +8,9 @@
 #                     fp8audit): fp8audit::runtime, the fixed runtime, with what it links).
 #   wheel (SKBUILD)   scikit-build-core installs into the package directory (pyproject.toml:
 #                     wheel.install-dir): fp8audit/bin/fp8audit and fp8audit/lib/*.so beside the
-#                     Python modules; no headers, no CMake package, no fp8-repro.
+#                     Python modules; no headers, no CMake package, no fp8-repro, and no torch
+#                     op library: the wheel is torch-free (pyproject.toml builds without torch;
+#                     torch.ops.fp8audit is the optional fp8audit-ops package, python/ops).
 #
 # `fp8audit` finds the agent at ../lib/libfp8audit.so from its own directory in every layout (the
 # build tree's bin/ and lib/ too). Libraries are found at run time by their RUNPATH ($ORIGIN: the
@@ -28,26 +30,20 @@ foreach(t fp8audit_agent fp8audit_agent_impl fp8audit_markers)
     set_property(TARGET ${t} APPEND PROPERTY INSTALL_RPATH "$ORIGIN")
   endif()
 endforeach()
-if(TARGET fp8audit_ops)
+if(TARGET fp8audit_ops AND NOT _fp8audit_wheel)
   install(TARGETS fp8audit_ops LIBRARY DESTINATION lib)
   # torch/lib of the same site-packages, for a wheel; elsewhere libtorch is in the process already.
   set_property(TARGET fp8audit_ops APPEND PROPERTY INSTALL_RPATH "$ORIGIN" "$ORIGIN/../../torch/lib")
 endif()
 # libfp8audit_model.so: state/CMakeLists.txt installs it into lib/.
 
-# Build facts the Python package checks at run time (fp8audit/_build.py; a wheel only: in a source
-# tree or a prefix install the libraries are found next to the build that made them).
+# Build facts the Python package reads at run time (fp8audit/_build.py; a wheel only: in a source
+# tree or a prefix install the version is the package's own).
 if(_fp8audit_wheel)
   set(_build_py ${PROJECT_BINARY_DIR}/python/_build.py)
-  set(_cuda False)
-  if(FP8AUDIT_HAVE_CUDA_LANG)
-    set(_cuda True)
-  endif()
   file(WRITE ${_build_py}
        "\"\"\"Written by the build (cmake/Fp8auditInstall.cmake): what this wheel was built with.\"\"\"\n"
-       "VERSION = \"${PROJECT_VERSION}\"\n"
-       "TORCH_VERSION = \"${FP8AUDIT_TORCH_VERSION}\"  # the public part: 2.11.0\n"
-       "CUDA = ${_cuda}  # CUDA kernels built\n")
+       "VERSION = \"${PROJECT_VERSION}\"\n")
   install(FILES ${_build_py} DESTINATION .)
   return()
 endif()

@@ -18,6 +18,7 @@ pkgs=(build-essential cmake ninja-build libprotobuf-dev protobuf-compiler libcli
 pkgs+=(ccache)  # rebuilds of the same sources (a second clone, the pip route) come from its cache
 pkgs+=(nlohmann-json3-dev)  # reports/: the JSON of the streaming formats (chrome-trace, metrics)
 pkgs+=(zsh)  # tests/cli: the zsh completion script is checked by zsh itself
+pkgs+=(curl)  # scripts/build_wheel.sh: Protobuf's source from the Debian archive
 if [[ "${FP8AUDIT_SETUP_EXTRA:-}" != "" ]]; then read -r -a extra <<<"$FP8AUDIT_SETUP_EXTRA"; pkgs+=("${extra[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
