@@ -3,11 +3,15 @@
 - `fp8audit.microbatch()`: `with fp8audit.microbatch(): ...` marks one logical microbatch for the
   agent (`fp8audit run`); `fp8audit.step()` marks an optimizer step; `fp8audit.update()` announces
   an FP8 state update no kernel shows (e.g. on the CPU). They never raise and need no torch.
-- `fp8audit.ops`: the kernels' torch library (torch.ops.fp8audit.*), loaded at its first use
-  (`import fp8audit.ops` or the attribute); it needs torch, `import fp8audit` never does.
+- `fp8audit.ops`: the kernels' torch library (torch.ops.fp8audit.*, the optional fp8audit-ops
+  package), loaded at its first use (`import fp8audit.ops` or the attribute); it needs torch,
+  `import fp8audit` never does.
 - `fp8audit.te` (the fixed FP8 ownership applied to Transformer Engine), `fp8audit.hook` (what
   `fp8audit run` installs into a job's Python processes), `fp8audit.pytest_plugin` (`pytest
-  --fp8audit`), `python -m fp8audit ...` (the fp8audit command)."""
+  --fp8audit`), `python -m fp8audit ...` (the fp8audit command).
+
+PYTEST_DONT_REWRITE: the package holds a pytest plugin, whose modules pytest would rewrite; under
+`fp8audit run` the hook has imported it before pytest starts (and it asserts nothing of a test's)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,6 @@ import importlib
 from typing import Any
 
 from fp8audit._markers import microbatch, step, update
-
 
 
 def _source_version() -> str:

@@ -1,6 +1,8 @@
 """The kernels' torch library (kernels/torch_ops.cc): loads libfp8audit_ops.so into torch at
 import, so `torch.ops.fp8audit.*` exist, and wraps its ops with types. Importing this module
-imports torch; `import fp8audit` alone does not (fp8audit.ops is loaded at its first use).
+imports torch; `import fp8audit` alone does not (fp8audit.ops is loaded at its first use). The
+library is not in fp8audit's wheel, which is torch-free: it is the optional fp8audit-ops package
+(python/ops), built against this environment's torch, or a build tree's.
 
 FP8 tensors are uint8 codes; formats "e4m3" / "e5m2"; semantics (CPU = GPU, bit for bit):
 kernels/README.md. `delayed_scaling_update(..., direction=...)` announces the update to the agent
@@ -9,6 +11,7 @@ on a GPU the kernel launch is what counts (so each update counts once)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -17,31 +20,45 @@ import torch
 from fp8audit import _markers, _paths
 
 LIBRARY = "libfp8audit_ops.so"
+INSTALL = ("pip install --no-build-isolation fp8audit-ops (its sdist, or ./python/ops in a "
+           "checkout) in this environment")
 
 
 class OpsUnavailable(ImportError):
     """libfp8audit_ops.so is missing, was built for another torch, or does not load."""
 
 
-def _built_for() -> Optional[str]:
+def _installed() -> Tuple[Optional[Path], Optional[str]]:
+    """The optional fp8audit-ops package's library and the torch it was built against, where that
+    package is installed (a wheel of fp8audit carries no torch library)."""
     try:
-        from fp8audit._build import TORCH_VERSION
+        import fp8audit_ops
+        from fp8audit_ops import _build
     except ImportError:
-        return None  # a build tree: built against the torch CMake found (FP8AUDIT_PYTHON)
-    return TORCH_VERSION or None
+        return None, None
+    return Path(fp8audit_ops.LIBRARY), (_build.TORCH_VERSION or None)
+
+
+def _find() -> Tuple[Optional[Path], Optional[str]]:
+    """$FP8AUDIT_OPS_LIB, else the fp8audit-ops package, else a build tree's lib/ (built against
+    the torch CMake found: FP8AUDIT_PYTHON)."""
+    if os.environ.get("FP8AUDIT_OPS_LIB"):
+        return _paths.find("lib", LIBRARY, "FP8AUDIT_OPS_LIB"), None
+    path, built = _installed()
+    if path is not None:
+        return (path if path.is_file() else None), built
+    return _paths.find("lib", LIBRARY), None
 
 
 def _load() -> Path:
-    path = _paths.find("lib", LIBRARY, "FP8AUDIT_OPS_LIB")
+    path, built = _find()
     if path is None:
-        raise OpsUnavailable(f"fp8audit.ops: {LIBRARY} not found (looked at "
-                             f"{_paths.looked_at('lib', LIBRARY, 'FP8AUDIT_OPS_LIB')}); "
-                             "fp8audit was built without torch?")
-    built, running = _built_for(), torch.__version__.split("+")[0]
+        raise OpsUnavailable(f"fp8audit.ops needs the optional torch ops ({LIBRARY}), built "
+                             f"against your torch: {INSTALL}")
+    running = torch.__version__.split("+")[0]
     if built is not None and built != running:
         raise OpsUnavailable(f"fp8audit.ops: {path} was built against torch {built}, this is "
-                             f"torch {running}; reinstall fp8audit against it (pip install "
-                             "--no-build-isolation . in this environment)")
+                             f"torch {running}; rebuild it against this one: {INSTALL}")
     try:
         torch.ops.load_library(str(path))
     except OSError as e:

@@ -207,9 +207,42 @@ def test_ops_delayed_scaling_update_follows_the_rule():
     assert history == [[0.0, 0.0], [1.0, 0.5], [2.0, 0.0]]
 
 
+def test_ops_refuse_a_library_built_for_another_torch_and_say_how_to_rebuild(tmp_path):
+    """The optional fp8audit-ops package records the torch it was built against; another torch
+    gets one ImportError naming both and the install line, before anything is loaded."""
+    package = tmp_path / "fp8audit_ops"
+    package.mkdir()
+    (package / "libfp8audit_ops.so").write_bytes(b"not loaded")
+    (package / "__init__.py").write_text(
+        "from pathlib import Path\nLIBRARY = Path(__file__).parent / 'libfp8audit_ops.so'\n")
+    (package / "_build.py").write_text("TORCH_VERSION = '1.0.0'\n")
+    code = ("import torch\ntry:\n    import fp8audit.ops\nexcept ImportError as e:\n"
+            "    print(type(e).__name__, e)\n")
+    r = python(code, FP8AUDIT_OPS_LIB="", PYTHONPATH=f"{PYTHON_DIR}:{tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("OpsUnavailable fp8audit.ops: "), r.stdout
+    assert "was built against torch 1.0.0, this is torch 2." in r.stdout, r.stdout
+    assert "pip install --no-build-isolation fp8audit-ops" in r.stdout, r.stdout
+
+
+def test_ops_without_their_library_say_how_to_get_it():
+    code = textwrap.dedent("""
+        import fp8audit._paths as paths
+        paths.find = lambda *args, **kwargs: None  # no build tree's library either
+        try:
+            import fp8audit.ops
+        except ImportError as e:
+            print(type(e).__name__, e)
+    """)
+    r = python(code, FP8AUDIT_OPS_LIB="")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("OpsUnavailable fp8audit.ops needs the optional torch ops"), r.stdout
+    assert "built against your torch: pip install --no-build-isolation fp8audit-ops" in r.stdout
+
+
 def test_example_job_makes_one_update_per_pass_in_every_microbatch_under_the_agent(tmp_path):
+    """The README's example needs torch and fp8audit alone (no torch ops)."""
     needs_agent()
-    needs_ops()
     r = audit(tmp_path / "t", [str(ROOT / "examples" / "fp8_job.py"), "--microbatches", "3",
                                "--device", "cpu"])
     assert r.returncode == 0, r.stderr
