@@ -1,12 +1,13 @@
 """A small FP8 training job without Transformer Engine, audited by fp8audit.
 
-A two-layer MLP whose linear layers compute on FP8 (emulated: quantize, dequantize, float GEMM):
-inputs and weights in E4M3, output gradients in E5M2 (HYBRID), each tensor scaled with
-DelayedScaling state: an amax history and a scale per tensor, updated once per logical microbatch
-at the end of forward and once at the end of backward, as Transformer Engine intends, through
-fp8audit's torch ops (fp8audit.ops.quantize / delayed_scaling_update). Each microbatch is marked
-with fp8audit.microbatch(), so `fp8audit run` counts 1 forward and 1 backward update in each.
-CPU (the updates are announced to the agent) or GPU (the agent sees the update kernels).
+A two-layer MLP whose linear layers compute on FP8 (emulated in plain torch: scale, saturate, cast
+to torch.float8_e4m3fn / float8_e5m2 and back, float GEMM): inputs and weights in E4M3, output
+gradients in E5M2 (HYBRID), each tensor scaled with DelayedScaling state: an amax history and a
+scale per tensor, updated once per logical microbatch at the end of forward and once at the end of
+backward, as Transformer Engine intends. Each update is announced with fp8audit.update() (the
+agent cannot tell these plain torch kernels from others) and each microbatch is marked with
+fp8audit.microbatch(), so `fp8audit run` counts 1 forward and 1 backward update in each. Needs
+torch >= 2.1 and fp8audit (no torch build of its own); CPU or GPU.
 
     fp8audit run -- python examples/fp8_job.py [--microbatches N] [--device cpu|cuda]
     python -m fp8audit run -- python examples/fp8_job.py
@@ -21,7 +22,8 @@ from typing import List, Optional
 import torch
 
 import fp8audit
-import fp8audit.ops as ops
+
+FP8 = {"forward": (torch.float8_e4m3fn, 448.0), "backward": (torch.float8_e5m2, 57344.0)}
 
 
 class DelayedScaling:
@@ -30,25 +32,30 @@ class DelayedScaling:
     def __init__(self, tensors: int, direction: str, device: torch.device,
                  history: int = 16) -> None:
         self.direction = direction
-        self.fp8_format = "e4m3" if direction == "forward" else "e5m2"
+        self.dtype, self.fp8_max = FP8[direction]
         self.amax_history = torch.zeros(history, tensors, device=device)
         self.scale = torch.ones(tensors, device=device)
-        self.scale_inv = torch.ones(tensors, device=device)
         self.amax = torch.zeros(tensors, device=device)  # since the last update
 
     def cast(self, x: torch.Tensor, i: int) -> torch.Tensor:
         """x through FP8 with tensor i's current scale; records its amax."""
-        s = slice(i, i + 1)
-        codes = ops.quantize(x.detach().contiguous(), self.scale[s], self.amax[s],
-                             self.scale_inv[s], self.fp8_format)
-        return ops.dequantize(codes, self.scale_inv[s], self.fp8_format, x.dtype)
+        x = x.detach()
+        self.amax[i] = torch.maximum(self.amax[i], x.abs().amax().float())
+        scale = self.scale[i]
+        codes = (x.float() * scale).clamp(-self.fp8_max, self.fp8_max).to(self.dtype)
+        return (codes.float() / scale).to(x.dtype)
 
     def update(self) -> None:
-        """The one global update of this direction: amaxes into the history, new scales."""
+        """The one global update of this direction: amaxes into the history, new scales (TE's
+        default: the history's max; rows roll, row 0 restarts at 0)."""
         self.amax_history[0].copy_(self.amax)
         self.amax.zero_()
-        ops.delayed_scaling_update(self.amax_history, self.scale, self.scale_inv,
-                                   self.fp8_format, 0, "max", direction=self.direction)
+        amax = self.amax_history.amax(dim=0)
+        self.amax_history.copy_(torch.roll(self.amax_history, -1, 0))
+        self.amax_history[0].zero_()
+        usable = (amax > 0) & torch.isfinite(amax)
+        self.scale.copy_(torch.where(usable, self.fp8_max / amax, self.scale))
+        fp8audit.update(self.direction)  # one update, for the agent
 
 
 class Fp8Linear(torch.autograd.Function):
