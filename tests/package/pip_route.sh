@@ -1,49 +1,42 @@
 #!/usr/bin/env bash
-# tests/package/pip_route.sh MODE: the README's pip route, word for word, in a fresh copy of the
-# checkout (its tracked and unignored files, as a clone of this working tree has them) in a
-# temporary directory: the commands are read from README.md, from the fenced block after the line
-# `<!-- pip_route.sh: ... -->` (a comment a reader of the README does not see), one step a line:
-# `python3 -m venv v && v/bin/pip install .`, `v/bin/python -m fp8audit run -- ...` (its traces in
-# ./fp8audit-traces), `v/bin/pytest --fp8audit examples/`. Then the same checks in every mode (one
-# PASS or FAIL line each; exit 1 if any fails):
-#   the wheel's contents (the command, the agent, the libraries, fp8audit.te, the hook, the plugin),
-#   `fp8audit --version`, `import fp8audit` without torch, fp8audit.microbatch() never raising on
-#   this torch, fp8audit.ops, fp8audit.te's model, `python -m fp8audit run -- python
-#   examples/fp8_job.py` (and under torchrun) with 1 forward / 1 backward update per microbatch,
-#   `pytest --fp8audit examples/` passing, and the plugin failing a test whose microbatch is 2/1
-#   with the report's explanation.
+# tests/package/pip_route.sh MODE: the README's install route, word for word, as a user takes it:
+# the wheel installed into an environment that already has its own torch, then the README's
+# commands in a fresh copy of the checkout (its tracked and unignored files). The commands come from
+# README.md, the fenced block after the line `<!-- pip_route.sh: ... -->` (a comment a reader does
+# not see): `pip install ./fp8audit-*.whl`, `fp8audit run -- python examples/...`, `pytest
+# --fp8audit examples/`, run with the environment's bin/ first on PATH. One PASS or FAIL line per
+# check; exit 1 if any fails:
+#   the wheel: tagged py3-none-manylinux_2_28_x86_64, auditwheel's tag no newer than that, every ELF
+#     file needing only glibc's libraries (no libstdc++, no libprotobuf), no torch library, no
+#     requirement on anything;
+#   installed beside torch 2.11 (the interpreter fp8audit builds with, through a .pth) and beside
+#     metadata-only stand-ins of torch 2.9.1 and 2.8.0a0+nv25.6: `pip freeze` keeps their torch,
+#     `pip check` is clean; `fp8audit --version`; `import fp8audit` without torch;
+#     fp8audit.microbatch() never raising; fp8audit.te's model library from the wheel;
+#   the README's commands: the example under `fp8audit run` (1/1 in each of 4 microbatches, with
+#     LD_LIBRARY_PATH empty and no libprotobuf mapped into the job) and under torchrun, `pytest
+#     --fp8audit examples/` passing, the plugin failing a test whose microbatch is 2/1;
+#   the optional torch ops: `import fp8audit.ops` says how to get them; the fp8audit-ops sdist
+#     refuses to build without the environment's torch (one line) and builds against torch 2.11
+#     with --no-build-isolation; then torch.ops.fp8audit works.
 #
-# MODE says how the venv gets torch and how the wheel is built:
-#   commands  print the README's route as read, one command a line, and check it has the three
-#         steps (no install: CTest readme_pip_route runs this, so README and route cannot drift)
-#   user  python3 -m venv v && v/bin/pip install .  -- the README's first line, as it is: pip's isolated
-#         build installs scikit-build-core and torch==2.11.0 into a build environment, then torch
-#         again into v (4.6 GB each, about 6 min each on 2 cores). Wheels from the wheelhouse
-#         (FP8AUDIT_WHEELHOUSE, default ~/.cache/fp8audit/wheels; PIP_FIND_LINKS and PIP_NO_INDEX,
-#         the line unchanged) when it has them all, else PyPI.
-#   ci    what ./test.sh runs, to spare those two torch installs: v reuses the torch and pytest of
-#         the interpreter fp8audit builds with (FP8AUDIT_PYTHON, else ./.venv/bin/python, else
-#         python3, as cmake/Fp8auditTorch.cmake chooses) through a .pth file naming its
-#         site-packages; scikit-build-core comes from the wheelhouse (downloaded into it once, about
-#         0.5 MB), then `pip install --no-build-isolation --no-index .`: the same build and the same
-#         wheel, its torch==2.11.0 and pytest requirements met by those. Without a GPU the wheel is
-#         built without CUDA kernels (cmake.define.FP8AUDIT_CUDA=OFF; the GPU mode builds them).
-#   gpu   a GPU machine whose python3 has its torch (e.g. 2.11 for CUDA) and no network:
-#         python3 -m venv v seeing python3's site-packages (a .pth: python3 may be a venv), and
-#         scikit-build-core from the wheels in FP8AUDIT_WHEELHOUSE when set (else python3's
-#         own), `pip install --no-build-isolation --no-deps --no-index .`; pytest must be python3's. The example job runs on the GPU, where
-#         the agent counts the update kernels' launches. Build dependencies the machine lacks
-#         (Protobuf, CLI11, ...) from FP8AUDIT_DEVKIT, default ./.devkit when present (tests/README.md).
-# ci and gpu replace the README's first line by their install into v (the line's own venv and
-# pip install are user's), and where v has no pytest script, v/bin/pytest runs v's python -m pytest.
-# Extra pip arguments: FP8AUDIT_PIP_ARGS (e.g. "-C cmake.define.FP8AUDIT_CUDA=ON"). Build jobs:
-# FP8AUDIT_JOBS (default: the number of cores). Prints the time of each step.
+# MODE:
+#   commands  print the README's route as read and check it has its three steps (CTest
+#             readme_pip_route runs this, so README and route cannot drift; nothing installed)
+#   ci        what ./test.sh runs: builds the wheel and the ops sdist (scripts/build_wheel.sh, into
+#             a temporary dist/), or takes them from FP8AUDIT_DIST when set; torch is the one
+#             fp8audit builds with (FP8AUDIT_PYTHON, else ./.venv/bin/python, else python3)
+#   gpu       a GPU machine without network: the wheel and sdist from FP8AUDIT_DIST (built on a
+#             CPU machine), python3's torch; scikit-build-core for the ops from FP8AUDIT_WHEELHOUSE;
+#             the ops build their CUDA kernels; no stand-in environments, no auditwheel
+# Wheels for pip: FP8AUDIT_WHEELHOUSE (default ~/.cache/fp8audit/wheels, which build_wheel.sh
+# fills). Build jobs: FP8AUDIT_JOBS (default: the number of cores). Prints the time of each step.
 set -uo pipefail
 mode=${1:-}
 case "$mode" in
-  commands | user | ci | gpu) ;;
+  commands | ci | gpu) ;;
   *)
-    echo "usage: tests/package/pip_route.sh commands|user|ci|gpu" >&2
+    echo "usage: tests/package/pip_route.sh commands|ci|gpu" >&2
     exit 2
     ;;
 esac
@@ -57,11 +50,12 @@ while IFS= read -r line; do route+=("$line"); done < <(awk '
   marked && /^```/ { if (inside) exit; inside = 1; next }
   inside { print }' README.md)
 install_line=${route[0]:-} run_line=${route[1]:-} pytest_line=${route[2]:-}
-if ((${#route[@]} != 3)) || [[ "$install_line" != "python3 -m venv v && v/bin/pip install ."* ||
-  "$run_line" != "v/bin/python -m fp8audit run -- "* ||
-  "$pytest_line" != "v/bin/pytest --fp8audit examples/"* ]]; then
+shown() { local c=${1%%#*}; echo "${c%"${c##*[! ]}"}"; }  # LINE: without its comment, for the log
+if ((${#route[@]} != 3)) || [[ "$install_line" != "pip install ./fp8audit-*.whl"* ||
+  "$run_line" != "fp8audit run -- python examples/"* ||
+  "$pytest_line" != "pytest --fp8audit examples/"* ]]; then
   echo "FAIL: pip route ($mode): README.md's route (the block after <!-- pip_route.sh: -->) is not" \
-    "the three steps this test follows: venv and pip install, fp8audit run, pytest --fp8audit:" >&2
+    "the three steps this test follows: pip install the wheel, fp8audit run, pytest --fp8audit:" >&2
   printf '    %s\n' "${route[@]}" >&2
   exit 1
 fi
@@ -72,16 +66,8 @@ fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/fp8audit-pip.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-read -r -a extra <<<"${FP8AUDIT_PIP_ARGS:-}"
 export CMAKE_BUILD_PARALLEL_LEVEL=${FP8AUDIT_JOBS:-$(nproc)}
-# The fresh checkout: this working tree's tracked and unignored files, nothing built, no .venv.
-checkout=$work/checkout
-mkdir -p "$checkout"
-git ls-files -z --cached --others --exclude-standard |
-  while IFS= read -r -d '' f; do
-    [[ "$f" == .venv* || ! -e "$f" ]] || printf '%s\0' "$f"
-  done | tar -c --null -T - | tar -x -C "$checkout"
-v=$checkout/v
+wheels=${FP8AUDIT_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit/wheels}
 failed=()
 pass() { echo "PASS: pip route ($mode): $1"; }
 fail() {  # WHAT [DETAILS FILE]: one FAIL line, then the details
@@ -102,143 +88,180 @@ timed() {  # NAME CMD...: runs CMD with its output in $work/log, prints how long
   return $rc
 }
 
-# ---- the venv and the install -------------------------------------------------------------------
-wheels=${FP8AUDIT_WHEELHOUSE:-}
-case "$mode" in
-  user)
-    wheels=${wheels:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit/wheels}
-    mkdir -p "$wheels"
-    # README's line as it is, in the checkout; pip's options from the environment (and
-    # FP8AUDIT_PIP_ARGS after it, its comment then cut).
-    if ((${#extra[@]})); then install_line="${install_line%%#*} ${extra[*]}"; fi
-    if ! (cd "$checkout" && PIP_FIND_LINKS=$wheels PIP_NO_INDEX=1 \
-      timed "$install_line (wheels from the wheelhouse)" bash -c "$install_line"); then
-      grep -q "No matching distribution found" "$work/log" || stop "$install_line" "$work/log"
-      echo "   pip route ($mode): the wheelhouse lacks a wheel; from PyPI, kept in $wheels"
-      "$v/bin/pip" download -q -d "$wheels" --find-links "$wheels" "scikit-build-core>=0.10" \
-        "torch==2.11.0" "pytest>=7" || stop "pip download into $wheels"
-      rm -rf "$v"
-      (cd "$checkout" && PIP_FIND_LINKS=$wheels timed "$install_line" \
-        bash -c "$install_line") || stop "$install_line" "$work/log"
-    fi
-    ;;
-  ci)
-    wheels=${wheels:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit/wheels}
-    mkdir -p "$wheels"
-    py=${FP8AUDIT_PYTHON:-}
-    if [[ -z "$py" ]]; then
-      if [[ -x .venv/bin/python ]]; then py=$src/.venv/bin/python; else py=$(command -v python3); fi
-    fi
-    site=$("$py" -c 'import os, pytest, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>"$work/log") ||
-      stop "$py has no torch and pytest (run scripts/setup.sh)" "$work/log"
-    # From a venv's interpreter, -m venv makes a venv of the same base interpreter.
-    timed "python -m venv" "$py" -m venv "$v" || stop "python -m venv" "$work/log"
-    purelib=$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    echo "$site" >"$purelib/fp8audit-ci-torch.pth"  # after v's own site-packages on sys.path
-    echo "   pip route ($mode): torch and pytest of $py ($site), through $purelib/fp8audit-ci-torch.pth"
-    skb=("$v/bin/pip" install -q --no-index --find-links "$wheels" "scikit-build-core>=0.10")
-    if ! "${skb[@]}" >/dev/null 2>&1; then
-      "$v/bin/pip" download -q -d "$wheels" "scikit-build-core>=0.10" >"$work/log" 2>&1 ||
-        stop "scikit-build-core: not in $wheels and not downloadable" "$work/log"
-      "${skb[@]}" >"$work/log" 2>&1 || stop "pip install scikit-build-core" "$work/log"
-    fi
-    cuda=()
-    if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
-      cuda=(--config-settings cmake.define.FP8AUDIT_CUDA=OFF)
-    fi
-    timed "pip install --no-build-isolation --no-index . ${cuda[*]}" "$v/bin/pip" install \
-      --no-build-isolation --no-index --find-links "$wheels" "${cuda[@]}" "${extra[@]}" "$checkout" ||
-      stop "pip install --no-build-isolation ." "$work/log"
-    ;;
-  gpu)
-    # python3 may itself be a venv (its torch in the venv's site-packages, which
-    # --system-site-packages would not reach): v sees python3's site-packages through a .pth file.
-    site=$(python3 -c 'import os, pytest, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>"$work/log") ||
-      stop "python3 lacks torch or pytest" "$work/log"
-    timed "python3 -m venv" python3 -m venv "$v" || stop "python3 -m venv" "$work/log"
-    purelib=$("$v/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    echo "$site" >"$purelib/fp8audit-gpu-torch.pth"
-    echo "   pip route ($mode): torch, pytest (and scikit-build-core where it has it) of python3 ($site)"
-    if [[ -n "$wheels" ]]; then
-      "$v/bin/pip" install -q --no-index --find-links "$wheels" "scikit-build-core>=0.10" \
-        >"$work/log" 2>&1 || stop "pip install scikit-build-core from $wheels" "$work/log"
-    elif ! "$v/bin/python" -c 'import scikit_build_core' >/dev/null 2>&1; then
-      stop "no scikit-build-core in python3; set FP8AUDIT_WHEELHOUSE to a directory with its wheel"
-    fi
-    kit=${FP8AUDIT_DEVKIT:-}  # Protobuf, CLI11, ... packed for a machine without them (tests/README.md)
-    if [[ -z "$kit" && -d .devkit ]]; then kit=$src/.devkit; fi
-    if [[ -n "$kit" ]]; then
-      echo "   pip route ($mode): build dependencies from $kit"
-      # The shared library where the kit has it: a static libprotobuf.a built without -fPIC cannot
-      # go into the wheel's shared libraries (libfp8audit_model.so).
-      pblib=$kit/lib/x86_64-linux-gnu/libprotobuf.so
-      [[ -e "$pblib" ]] || pblib=$kit/lib/x86_64-linux-gnu/libprotobuf.a
-      extra+=(--config-settings "cmake.define.CMAKE_PREFIX_PATH=$kit"
-        --config-settings "cmake.define.Protobuf_PROTOC_EXECUTABLE=$kit/bin/protoc"
-        --config-settings "cmake.define.Protobuf_INCLUDE_DIR=$kit/include"
-        --config-settings "cmake.define.Protobuf_LIBRARY=$pblib")
-    fi
-    timed "pip install --no-build-isolation --no-deps --no-index ." "$v/bin/pip" install \
-      --no-build-isolation --no-deps --no-index "${extra[@]}" "$checkout" ||
-      stop "pip install --no-build-isolation --no-deps ." "$work/log"
-    ;;
-esac
-pass "installed ($("$v/bin/python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null))"
+# ---- the artifacts ------------------------------------------------------------------------------
+dist=${FP8AUDIT_DIST:-}
+if [[ -z "$dist" ]]; then
+  [[ "$mode" == ci ]] || stop "FP8AUDIT_DIST: the folder with the wheel and the ops sdist"
+  dist=$work/dist
+  timed "scripts/build_wheel.sh" scripts/build_wheel.sh "$dist" || stop "scripts/build_wheel.sh" "$work/log"
+fi
+whl=("$dist"/fp8audit-*.whl) sdist=("$dist"/fp8audit_ops-*.tar.gz)
+[[ -f "${whl[0]}" && -f "${sdist[0]}" ]] || stop "no fp8audit wheel and ops sdist in $dist"
+whl=${whl[0]} sdist=${sdist[0]}
+if [[ "${whl##*/}" == fp8audit-*-py3-none-manylinux_2_28_x86_64.whl ]]; then
+  pass "the wheel: ${whl##*/}"
+else
+  fail "the wheel is not tagged py3-none-manylinux_2_28_x86_64: ${whl##*/}"
+fi
+unpacked=$work/unpacked
+python3 -m zipfile -e "$whl" "$unpacked" >/dev/null || stop "unzip ${whl##*/}"
+needs=$(find "$unpacked" -type f -exec sh -c 'head -c 4 "$1" | grep -q ELF' _ {} \; -print |
+  while read -r f; do readelf -d "$f" | sed -n "s|.*(NEEDED).*\[\(.*\)\]|${f#"$unpacked"/}: \1|p"; done)
+others=$(grep -v -E ': (libc|libm|libdl|libpthread|librt)\.so\.[0-9]+$|: ld-linux-x86-64\.so\.2$' <<<"$needs")
+if [[ -n "$needs" && -z "$others" ]]; then
+  pass "its ELF files need glibc's libraries alone ($(cut -d' ' -f2 <<<"$needs" | sort -u | tr '\n' ' '))"
+else
+  echo "$others" >"$work/log"
+  fail "its ELF files need more than glibc's libraries" "$work/log"
+fi
+# What the libraries export: their C entry points (and the shim's interposed TE, exec and exit
+# functions), never the C++ runtime or Protobuf linked into them, which stay private.
+exports=$(for f in "$unpacked"/fp8audit/lib/*.so; do
+  nm -D --defined-only "$f" | awk -v l="${f##*/}" '{print l ": " $3}'
+done)
+leaked=$(grep -v -E ': (fp8audit_[a-z_0-9]+|InitializeInjection(Nvtx2)?|nvte_delayed_scaling_recipe_[a-z_]+|_exit|_Exit|exec[lv][ep]*|fexecve)$' <<<"$exports")
+if [[ -n "$exports" && -z "$leaked" ]]; then
+  pass "its libraries export their C entry points alone ($(wc -l <<<"$exports") symbols)"
+else
+  echo "$leaked" | head -n 20 >"$work/log"
+  fail "its libraries export more than their C entry points" "$work/log"
+fi
+if [[ -x ${FP8AUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit}/wheel-tools/bin/auditwheel ]]; then
+  aw=${FP8AUDIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8audit}/wheel-tools/bin/auditwheel
+  "$aw" show "$whl" >"$work/log" 2>&1
+  tag=$(tr '\n' ' ' <"$work/log" | grep -o 'platform tag: "manylinux_2_[0-9]*_x86_64"' | grep -o '2_[0-9]*' | cut -d_ -f2)
+  if [[ -n "$tag" ]] && ((tag <= 28)); then
+    pass "auditwheel show: consistent with manylinux_2_${tag}_x86_64 (2_28 or older)"
+  else
+    fail "auditwheel show: not manylinux_2_28 or older" "$work/log"
+  fi
+elif [[ "$mode" == ci ]]; then
+  fail "auditwheel: not in scripts/build_wheel.sh's tools venv"
+fi
+python3 - "$unpacked" >"$work/log" 2>&1 <<'PY'
+import pathlib, sys
+root = pathlib.Path(sys.argv[1])
+meta = next(root.glob("fp8audit-*.dist-info/METADATA")).read_text()
+files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+need = ["fp8audit/bin/fp8audit"] + [f"fp8audit/lib/{l}.so" for l in (
+    "libfp8audit", "libfp8audit_impl", "libfp8audit_model", "libfp8audit_markers")] + [
+    "fp8audit/te/__init__.py", "fp8audit/hook/site/sitecustomize.py", "fp8audit/pytest_plugin.py",
+    "fp8audit/ops.py", "fp8audit/_build.py"]
+missing = [f for f in need if f not in files]
+assert not missing, f"missing: {missing}"
+assert not [f for f in files if "libfp8audit_ops" in f], "the torch op library is in the wheel"
+assert "Requires-Dist" not in meta, [l for l in meta.splitlines() if l.startswith("Requires-Dist")]
+PY
+if [[ $? == 0 ]]; then
+  pass "it holds the command, the agent, the libraries and the package; no torch library, no requirements"
+else
+  fail "the wheel's contents" "$work/log"
+fi
 
-# ci, gpu: pytest is the torch interpreter's, without a script in v/bin: one that runs it.
-if [[ ! -x "$v/bin/pytest" ]]; then
-  printf '#!/bin/sh\nexec "%s" -m pytest "$@"\n' "$v/bin/python" >"$v/bin/pytest"
-  chmod +x "$v/bin/pytest"
+# ---- environments that already have a torch -----------------------------------------------------
+venv_with() {  # DIR SITE: a venv that sees SITE's packages after its own (a .pth)
+  python3 -m venv "$1" >/dev/null || return 1
+  local purelib
+  purelib=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  [[ -z "$2" ]] || echo "$2" >"$purelib/zz-fp8audit-route-torch.pth"
+}
+stand_in_torch() {  # VENV VERSION: torch's metadata alone (a torch that does not fit here)
+  local purelib info
+  purelib=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  info=$purelib/torch-$2.dist-info
+  mkdir -p "$info"
+  printf 'Metadata-Version: 2.1\nName: torch\nVersion: %s\n' "$2" >"$info/METADATA"
+  printf 'pip\n' >"$info/INSTALLER"
+  printf 'torch-%s.dist-info/METADATA,,\ntorch-%s.dist-info/INSTALLER,,\ntorch-%s.dist-info/RECORD,,\n' \
+    "$2" "$2" "$2" >"$info/RECORD"
+}
+install_keeps_torch() {  # VENV WHAT: pip install the wheel; torch unchanged, pip check clean
+  local before after
+  before=$("$1/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
+  if ! timed "pip install ${whl##*/} ($2)" "$1/bin/pip" install --no-index "$whl"; then
+    fail "pip install into $2" "$work/log"
+    return 1
+  fi
+  after=$("$1/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
+  "$1/bin/pip" check >"$work/log" 2>&1
+  local rc=$?
+  if [[ -n "$before" && "$before" == "$after" ]] && ((rc == 0)); then
+    pass "installed into $2: pip freeze keeps $after, pip check: $(head -n 1 "$work/log")"
+  else
+    echo "torch before: $before; after: $after" >>"$work/log"
+    fail "installed into $2: torch kept and pip check clean" "$work/log"
+  fi
+}
+if [[ "$mode" == ci ]]; then
+  for version in 2.9.1 2.8.0a0+nv25.6; do
+    e=$work/stand-in-$version
+    venv_with "$e" "" && stand_in_torch "$e" "$version"
+    install_keeps_torch "$e" "an environment with torch $version (a metadata-only stand-in)" &&
+      "$e/bin/fp8audit" --version >"$work/log" 2>&1 && grep -q "^fp8audit 0\." "$work/log" ||
+      fail "fp8audit --version beside torch $version" "$work/log"
+  done
+fi
+
+# The route's environment: torch (and pytest) of the interpreter fp8audit builds with, or python3's.
+if [[ "$mode" == ci ]]; then
+  py=${FP8AUDIT_PYTHON:-}
+  [[ -n "$py" ]] || { [[ -x .venv/bin/python ]] && py=$src/.venv/bin/python; } || py=$(command -v python3)
+else
+  py=$(command -v python3)
+fi
+site=$("$py" -c 'import os, pytest, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>"$work/log") ||
+  stop "$py has no torch and pytest (run scripts/setup.sh)" "$work/log"
+v=$work/v
+venv_with "$v" "$site" || stop "python3 -m venv"
+torch_v=$("$v/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+printf '#!/bin/sh\nexec "%s" -m pytest "$@"\n' "$v/bin/python" >"$v/bin/pytest"  # pytest is $site's
+chmod +x "$v/bin/pytest"
+checkout=$work/checkout  # the fresh checkout: tracked and unignored files, nothing built
+mkdir -p "$checkout"
+git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do [[ ! -e "$f" ]] || printf '%s\0' "$f"; done |
+  tar -c --null -T - | tar -x -C "$checkout"
+cp "$whl" "$checkout/"
+route_env=(env PATH="$v/bin:$PATH" VIRTUAL_ENV="$v" LD_LIBRARY_PATH=)
+before=$("$v/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
+if (cd "$checkout" && timed "$(shown "$install_line")" "${route_env[@]}" bash -c "$install_line"); then
+  after=$("$v/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
+  "$v/bin/pip" check >"$work/log" 2>&1
+  if (($? == 0)) && [[ -n "$before" && "$before" == "$after" ]]; then
+    pass "$(shown "$install_line"): beside torch $torch_v, pip freeze keeps $after, pip check clean"
+  else
+    echo "torch before: $before; after: $after" >>"$work/log"
+    fail "$(shown "$install_line"): torch kept and pip check clean" "$work/log"
+  fi
+else
+  stop "$install_line (beside torch $torch_v)" "$work/log"
 fi
 
 # ---- the checks (outside the source tree: the installed package, not python/) -------------------
 cd "$work"
 py=$v/bin/python
-pytest=("$v/bin/pytest")
 check_py() {  # WHAT CODE: PASS when CODE exits 0 (with the first line it prints on stdout)
-  if "$py" -c "$2" >"$work/out" 2>"$work/log"; then
+  if "${route_env[@]}" "$py" -c "$2" >"$work/out" 2>"$work/log"; then
     pass "$1$([[ -s "$work/out" ]] && echo ": $(head -n 1 "$work/out")")"
   else
     cat "$work/out" >>"$work/log"
     fail "$1" "$work/log"
   fi
 }
-
-check_py "the wheel holds the command, the agent, the libraries, fp8audit.te, the hook and the plugin" '
-import importlib.metadata as md
-files = {str(f) for f in md.files("fp8audit")}
-need = ["fp8audit/bin/fp8audit"] + [f"fp8audit/lib/{l}.so" for l in ("libfp8audit",
-        "libfp8audit_impl", "libfp8audit_model", "libfp8audit_markers", "libfp8audit_ops")] + [
-        "fp8audit/te/__init__.py", "fp8audit/te/_patch.py", "fp8audit/hook/site/sitecustomize.py",
-        "fp8audit/pytest_plugin.py", "fp8audit/_build.py"]
-missing = [f for f in need if f not in files]
-eps = {(e.group, e.name) for e in md.distribution("fp8audit").entry_points}
-missing += [f"entry point {e}" for e in [("console_scripts", "fp8audit"),
-                                         ("pytest11", "fp8audit.pytest_plugin")]
-            if e not in eps]
-assert not missing, missing'
-
-if "$v/bin/fp8audit" --version >"$work/log" 2>&1 && grep -q "fp8audit 0\.[0-9]" "$work/log"; then
-  pass "v/bin/fp8audit --version: $(head -n 1 "$work/log")"
+if "$v/bin/fp8audit" --version >"$work/log" 2>&1 && grep -q "^fp8audit 0\.[0-9]" "$work/log"; then
+  pass "fp8audit --version: $(head -n 1 "$work/log")"
 else
-  fail "v/bin/fp8audit --version" "$work/log"
+  fail "fp8audit --version" "$work/log"
 fi
-
 check_py "import fp8audit imports no torch; microbatch(), step(), update() need none" '
 import sys, fp8audit
 with fp8audit.microbatch():
     fp8audit.update("forward")
 fp8audit.step()
 assert "torch" not in sys.modules'
-
 check_py "fp8audit.microbatch() never raises with this torch, nor where torch.cuda.nvtx raises" '
 import os, torch, fp8audit
 os.environ["NVTX_INJECTION64_PATH"] = "/nonexistent/tool.so"  # as under a tool
-try:
-    torch.cuda.nvtx.range_push("x"); torch.cuda.nvtx.range_pop()
-    print("torch.cuda.nvtx works here")
-except Exception as e:
-    print(f"torch.cuda.nvtx raises here: {e}")
 for _ in range(3):
     with fp8audit.microbatch():
         pass
@@ -257,14 +280,6 @@ markers._torch_checked = False
 with fp8audit.microbatch():
     pass
 fp8audit.step()'
-
-check_py "import fp8audit.ops loads torch.ops.fp8audit from the wheel" '
-import torch, fp8audit, fp8audit.ops as ops
-assert "site-packages/fp8audit/lib" in str(ops.PATH), ops.PATH
-h, s, si = torch.tensor([[2.0], [4.0]]), torch.ones(1), torch.ones(1)
-ops.delayed_scaling_update(h, s, si, "e4m3", 0, "max")
-assert abs(float(s[0]) - 448.0 / 4.0) < 1e-3, s'
-
 check_py "fp8audit.te: the model library from the wheel, fixed 1/1 where TE 172bd93 is not" "
 import fp8audit.te, fp8audit.te._model as m
 assert 'site-packages/fp8audit/lib' in m.lib()._name, m.lib()._name
@@ -281,26 +296,43 @@ counts = [(m.get("forward_updates", 0), m.get("backward_updates", 0)) for m in r
 assert len(ranks) == 1 and counts == [(1, 1)] * 4, (len(ranks), counts)
 PY
 }
-if (cd "$checkout" && timed "$run_line" bash -c "$run_line") &&
+if (cd "$checkout" && timed "$(shown "$run_line")" "${route_env[@]}" bash -c "$run_line") &&
   counts_check "$checkout/fp8audit-traces"; then
-  pass "$run_line: 4 microbatches, 1/1 each"
+  pass "$(shown "$run_line"): 4 microbatches, 1/1 each"
 else
-  fail "$run_line: 4 microbatches, 1/1 each" "$work/log"
+  fail "$(shown "$run_line"): 4 microbatches, 1/1 each" "$work/log"
 fi
-if timed "python -m fp8audit run -- torchrun --standalone --nproc-per-node 1 examples/fp8_job.py" \
-  "$py" -m fp8audit run --out traces-torchrun -- "$py" -m torch.distributed.run --standalone \
-  --nproc-per-node 1 "$src/examples/fp8_job.py" && counts_check traces-torchrun &&
+cat >"$work/maps_job.py" <<'PY'
+import sys
+import fp8audit, torch
+with fp8audit.microbatch():
+    fp8audit.update("forward")
+    fp8audit.update("backward")
+maps = {line.split()[-1] for line in open("/proc/self/maps") if "/" in line}
+protobuf = [m for m in maps if "libprotobuf" in m]
+agent = [m for m in maps if m.endswith("/fp8audit/lib/libfp8audit_impl.so")]
+print(f"agent {agent}, libprotobuf {protobuf}")
+sys.exit(0 if agent and not protobuf else 1)
+PY
+if timed "fp8audit run -- python maps_job.py (LD_LIBRARY_PATH empty)" "${route_env[@]}" \
+  fp8audit run --out traces-maps -- python "$work/maps_job.py"; then
+  pass "under fp8audit run, LD_LIBRARY_PATH empty: the wheel's agent is in the job, no libprotobuf is"
+else
+  fail "the wheel's agent in the job, no libprotobuf mapped" "$work/log"
+fi
+if timed "fp8audit run -- torchrun --standalone --nproc-per-node 1 examples/fp8_job.py" \
+  "${route_env[@]}" fp8audit run --out traces-torchrun -- python -m torch.distributed.run \
+  --standalone --nproc-per-node 1 "$src/examples/fp8_job.py" && counts_check traces-torchrun &&
   ls traces-torchrun/*.rank0.fp8trace >/dev/null 2>&1; then
-  pass "python -m fp8audit run -- torchrun ... examples/fp8_job.py: rank 0, 4 microbatches, 1/1 each"
+  pass "fp8audit run -- torchrun ... examples/fp8_job.py: rank 0, 4 microbatches, 1/1 each"
 else
-  fail "python -m fp8audit run -- torchrun ... examples/fp8_job.py" "$work/log"
+  fail "fp8audit run -- torchrun ... examples/fp8_job.py" "$work/log"
 fi
-
-if (cd "$checkout" && timed "$pytest_line" bash -c "$pytest_line") && grep -q "2 passed" "$work/log"
-then
-  pass "$pytest_line: 2 passed"
+if (cd "$checkout" && timed "$(shown "$pytest_line")" "${route_env[@]}" bash -c "$pytest_line") &&
+  grep -q "2 passed" "$work/log" && ! grep -q "warning" "$work/log"; then
+  pass "$(shown "$pytest_line"): 2 passed, no warning"
 else
-  fail "$pytest_line" "$work/log"
+  fail "$(shown "$pytest_line"): 2 passed, no warning" "$work/log"
 fi
 
 # A test whose microbatch updates the forward state twice (as a checkpoint's recompute does in TE):
@@ -331,8 +363,8 @@ def test_one_forward_update():
 def test_two_forward_updates():
     microbatch(2)
 PY
-timed "pytest --fp8audit on a test that is not 1/1" "${pytest[@]}" --fp8audit -p no:cacheprovider \
-  not_one_one/
+timed "pytest --fp8audit on a test that is not 1/1" "${route_env[@]}" pytest --fp8audit \
+  -p no:cacheprovider not_one_one/
 rc=$?
 if ((rc == 1)) && grep -q "1 failed, 1 passed" "$work/log" &&
   grep -q "FAILED not_one_one/test_not_one_one.py::test_two_forward_updates" "$work/log" &&
@@ -342,6 +374,48 @@ if ((rc == 1)) && grep -q "1 failed, 1 passed" "$work/log" &&
 else
   fail "pytest --fp8audit on a test that is not 1/1 (exit $rc)" "$work/log"
 fi
+
+# ---- the optional torch ops ---------------------------------------------------------------------
+check_py "without fp8audit-ops, import fp8audit.ops says how to get it" '
+try:
+    import fp8audit.ops
+except ImportError as e:
+    assert "pip install --no-build-isolation fp8audit-ops" in str(e), e
+    print(e)
+else:
+    raise AssertionError("fp8audit.ops imported without its library")'
+skb=("$v/bin/pip" install -q --no-index --find-links "$wheels" "scikit-build-core>=0.10")
+"${skb[@]}" >"$work/log" 2>&1 || stop "scikit-build-core from $wheels (scripts/build_wheel.sh puts it there)" "$work/log"
+if [[ "$mode" == ci ]]; then
+  e=$work/stand-in-2.9.1
+  "$e/bin/pip" install -q --no-index --find-links "$wheels" "scikit-build-core>=0.10" >/dev/null 2>&1
+  timed "pip install --no-build-isolation fp8audit-ops beside a torch that does not import" \
+    "$e/bin/pip" install --no-build-isolation --no-index "$sdist"
+  rc=$?
+  said=$(tr -s ' \n' ' ' <"$work/log" | grep -o "fp8audit-ops builds against the torch of the [^(]*(torch installed first)")
+  if ((rc != 0)) && [[ "$said" == *"cannot import torch: there, run pip install --no-build-isolation"* ]]; then
+    pass "the ops sdist refuses a build without the environment's torch: ${said/$e/STAND-IN}"
+  else
+    fail "the ops sdist refuses to build without the environment's torch, saying why" "$work/log"
+  fi
+fi
+cuda=()
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  cuda=(--config-settings cmake.define.FP8AUDIT_CUDA=OFF)
+fi
+if timed "pip install --no-build-isolation ${sdist##*/} ${cuda[*]}" "${route_env[@]}" \
+  pip install --no-build-isolation --no-index "${cuda[@]}" "$sdist"; then
+  pass "fp8audit-ops built against torch $torch_v (--no-build-isolation)"
+else
+  fail "pip install --no-build-isolation ${sdist##*/}" "$work/log"
+fi
+check_py "import fp8audit.ops loads torch.ops.fp8audit from fp8audit-ops" '
+import torch, fp8audit, fp8audit.ops as ops
+assert "site-packages/fp8audit_ops/" in str(ops.PATH), ops.PATH
+h, s, si = torch.tensor([[2.0], [4.0]]), torch.ones(1), torch.ones(1)
+ops.delayed_scaling_update(h, s, si, "e4m3", 0, "max")
+assert abs(float(s[0]) - 448.0 / 4.0) < 1e-3, s
+print(ops.PATH)'
 
 if ((${#failed[@]})); then
   echo "FAIL: pip route ($mode): ${#failed[@]} check(s) failed: $(IFS=';'; echo "${failed[*]}")"
