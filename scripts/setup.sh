@@ -36,8 +36,9 @@ fi
 torch_version=${FP8AUDIT_TORCH_VERSION:-2.11.0}
 venv=.venv
 # numpy: torch warns on import without it; pytest: the Python suites (tests/python); mypy: their
-# type check (CTest python_typecheck).
-req=("torch==$torch_version" numpy pytest mypy==2.4.1)
+# type check (CTest python_typecheck); lightning: tests/python/test_lightning.py runs its Trainer
+# and Fabric on the stand-in of TE (issue 33).
+req=("torch==$torch_version" numpy pytest mypy==2.4.1 lightning==2.6.6)
 stamp=$venv/.fp8audit-$(echo "${req[*]}" | tr ' =' '_-')
 has_torch2() {  # PYTHON: exit 0 when it imports torch 2.x or later
   "$1" -c 'import sys, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' >/dev/null 2>&1

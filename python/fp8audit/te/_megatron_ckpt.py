@@ -68,7 +68,7 @@ class MegatronRouting(Frames):
 
             @classmethod
             def apply(cls, function, distribute_saved_activations, *args):  # type: ignore
-                return original.apply(routing.wrap_reentrant(function),
+                return original.apply(routing.wrap_reentrant(function, args),
                                       distribute_saved_activations, *args)
 
         FP8CheckpointFunction.__fp8audit__ = True

@@ -208,15 +208,20 @@ class Controller:
             self.problem(f"TE's autocast depth is {depth}, the model's "
                          f"{self.model.autocast_depth}")
 
-    def frame_contexts(self, reentrant: bool) -> Tuple[Any, Any]:
+    def frame_contexts(self, reentrant: bool,
+                       inputs_require_grad: bool = True) -> Tuple[Any, Any]:
         """TE's activation_recompute_forward for the original forward and for the recompute of
-        one checkpoint frame, paired (the recompute finds the frame its forward opened)."""
+        one checkpoint frame, paired (the recompute finds the frame its forward opened).
+        inputs_require_grad: False where a reentrant checkpoint's inputs need no grad (a batch
+        fed straight in): it records no backward node, so it is never recomputed and reserves
+        no backward-update ownership."""
         d = self.mods["distributed"]
         forward_ctx = d.activation_recompute_forward(activation_recompute=True,
                                                      recompute_phase=False)
         recompute_ctx = d.activation_recompute_forward(activation_recompute=True,
                                                        recompute_phase=True)
         forward_ctx._fp8audit_reentrant = reentrant
+        forward_ctx._fp8audit_inputs_require_grad = inputs_require_grad
         forward_ctx._fp8audit_pair = recompute_ctx
         return forward_ctx, recompute_ctx
 
@@ -378,8 +383,10 @@ class Controller:
                     # TE enters a reentrant frame inside its own no_grad; non-reentrant frames
                     # are entered under the caller's grad mode.
                     reentrant = getattr(self, "_fp8audit_reentrant", not grad)
-                    frame, _direct = c.model.checkpoint_enter(reentrant, caller_grad=True if
-                                                              reentrant else grad)
+                    needs = getattr(self, "_fp8audit_inputs_require_grad", True)
+                    frame, _direct = c.model.checkpoint_enter(
+                        reentrant, caller_grad=True if reentrant else grad,
+                        inputs_require_grad=needs)
                     pair = getattr(self, "_fp8audit_pair", None)
                     owner = None  # the object whose lifetime is the frame's autograd graph
                     if pair is not None:

@@ -100,7 +100,7 @@ class Frames:
             return True
         return any(isinstance(m, self.te_classes) for m in module.modules())
 
-    def contexts(self, reentrant: bool):
+    def contexts(self, reentrant: bool, inputs_require_grad: bool = True):
         """(forward context, recompute context factory) of one checkpoint frame, or None when the
         checkpoint is left to torch alone."""
         import torch
@@ -110,7 +110,7 @@ class Frames:
         q = self.c.mods["quantization"]
         state = q.FP8GlobalStateManager.get_autocast_state()
         enabled, calibrating, recipe, group = state[0], state[1], state[2], state[3]
-        forward_ctx, recompute_ctx = self.c.frame_contexts(reentrant)
+        forward_ctx, recompute_ctx = self.c.frame_contexts(reentrant, inputs_require_grad)
 
         @contextlib.contextmanager
         def recompute() -> Iterator[None]:
@@ -121,8 +121,16 @@ class Frames:
         self.routed += 1
         return forward_ctx, recompute
 
-    def wrap_reentrant(self, function: Callable) -> Callable:
-        frame = self.contexts(reentrant=True) if self.holds_te(function) else None
+    def wrap_reentrant(self, function: Callable, args: Tuple[Any, ...] = ()) -> Callable:
+        """`function` run in a reentrant frame; `args`, the checkpoint's inputs, say whether it
+        records a backward node (a reentrant checkpoint none of whose tensor inputs requires
+        grad, e.g. a block fed the batch itself, is never recomputed: torch leaves its modules
+        without gradients and warns so; its frame must not hold the backward update)."""
+        import torch
+
+        needs = any(torch.is_tensor(a) and a.requires_grad for a in args)
+        frame = (self.contexts(reentrant=True, inputs_require_grad=needs)
+                 if self.holds_te(function) else None)
         if frame is None:
             return function
         forward_ctx, recompute = frame
@@ -201,8 +209,8 @@ class Routing(Frames):
 
             @classmethod
             def apply(cls, function, preserve_rng_state, *args):  # type: ignore[override]
-                return original.apply(routing.wrap_reentrant(function), preserve_rng_state,
-                                      *args)
+                return original.apply(routing.wrap_reentrant(function, args),
+                                      preserve_rng_state, *args)
 
         def generator(*args: Any, **kwargs: Any):
             return routing.generator(*args, **kwargs)

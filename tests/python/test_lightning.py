@@ -1,0 +1,89 @@
+"""PyTorch Lightning's Transformer Engine precision with torch's checkpoint (issue 33), on the CPU
+stand-in of TE: Trainer(precision="transformer-engine") and Fabric swap nn.Linear for te.Linear and
+open TE's autocast around the forward only; each block runs through torch.utils.checkpoint. The
+blocks are fed the batch itself, whose tensors need no grad: a reentrant checkpoint of them then
+records no backward node (torch gives its modules no gradient and warns so). Under fp8audit.te
+every microbatch makes 1 forward and 1 backward update, as TE alone does there (the fix once lost
+the backward one: the never-recomputed frame held it), and the numerics are TE's own; where the
+checkpoint's input needs grad, or the checkpoint is non-reentrant, they equal the same job
+without checkpointing, bitwise."""
+
+from __future__ import annotations
+
+import sys
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+lightning = pytest.importorskip("lightning")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def te_distribution(tmp_path_factory):
+    """Lightning looks for TE's distribution (transformer_engine>=0.11): the stand-in's."""
+    site = tmp_path_factory.mktemp("site")
+    info = site / "transformer_engine-2.20.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: transformer_engine\n"
+                                   "Version: 2.20.2\n")
+    sys.path.append(str(site))
+    yield
+    sys.path.remove(str(site))
+
+
+def _run(driver: str, checkpoint: str, mode: str, head: str = "last"):
+    import lightning_live
+    import torch
+    from megatron_live import mode_context
+    from te_fix import import_te
+
+    args = Namespace(head=head, layernorm=False, blocks=2, hidden=32, mbs=8, microbatches=2,
+                     steps=2, lr=0.05, seed=7)
+    _, te, _, manager = import_te(False)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    with mode_context(manager, mode) as counter:
+        return lightning_live.train(args, driver, checkpoint, counter, manager, te, "cpu")
+
+
+def _counts(run):
+    return [(r["forward"], r["backward"]) for r in run["records"]]
+
+
+def _same(a, b) -> bool:
+    from megatron_live import first_difference
+
+    return first_difference(a["losses"], b["losses"]) is None and \
+        first_difference(a["grads"], b["grads"]) is None
+
+
+@pytest.mark.parametrize("driver", ["trainer", "fabric", "plain"])
+def test_fixed_reentrant_checkpoint_fed_the_batch_keeps_the_backward_update_and_te_numerics(
+        driver):
+    plain = _run(driver, "reentrant", "unpatched")
+    fixed = _run(driver, "reentrant", "patched")
+    assert not fixed["errors"], fixed["errors"]
+    assert _counts(plain) == [(1, 1)] * 4
+    assert _counts(fixed) == [(1, 1)] * 4
+    assert all(r["stash_left"] == 0 for r in fixed["records"])
+    assert _same(fixed, plain)
+
+
+@pytest.mark.parametrize("driver", ["trainer", "fabric"])
+def test_fixed_reentrant_checkpoint_whose_input_needs_grad_equals_no_checkpoint(driver):
+    fixed = _run(driver, "reentrant", "patched", head="first")
+    twin = _run(driver, "none", "patched", head="first")
+    assert _counts(fixed) == _counts(twin) == [(1, 1)] * 4
+    assert all(not r["fp8_mismatch"] for r in fixed["records"])
+    assert _same(fixed, twin)
+
+
+@pytest.mark.parametrize("driver", ["trainer", "fabric"])
+def test_fixed_non_reentrant_checkpoint_recomputes_in_fp8_and_equals_no_checkpoint(driver):
+    plain = _run(driver, "non-reentrant", "unpatched")
+    assert any(r["fp8_mismatch"] for r in plain["records"])  # TE alone recomputes without FP8
+    fixed = _run(driver, "non-reentrant", "patched")
+    twin = _run(driver, "none", "patched")
+    assert _counts(fixed) == _counts(twin) == [(1, 1)] * 4
+    assert all(not r["fp8_mismatch"] for r in fixed["records"])
+    assert _same(fixed, twin)
