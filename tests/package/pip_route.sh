@@ -114,6 +114,17 @@ else
   echo "$others" >"$work/log"
   fail "its ELF files need more than glibc's libraries" "$work/log"
 fi
+# What they take from the process: glibc's versioned symbols alone, so nothing in a job (its own
+# Protobuf, libstdc++, torch's exports) can stand in for something of theirs.
+unversioned=$(for f in "$unpacked"/fp8audit/lib/*.so "$unpacked"/fp8audit/bin/fp8audit; do
+  nm -D --undefined-only "$f" | grep -v "@GLIBC_" | sed "s|^|${f##*/}: |"
+done)
+if [[ -z "$unversioned" ]]; then
+  pass "every symbol they import is glibc's, versioned"
+else
+  echo "$unversioned" | head -n 20 >"$work/log"
+  fail "they import symbols other than glibc's" "$work/log"
+fi
 # What the libraries export: their C entry points (and the shim's interposed TE, exec and exit
 # functions), never the C++ runtime or Protobuf linked into them, which stay private.
 exports=$(for f in "$unpacked"/fp8audit/lib/*.so; do
