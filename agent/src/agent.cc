@@ -77,7 +77,6 @@ void Agent::InitOnce() {
   };
   Probes().Init(config_, TeEntryPointsInterposedBy(self_path_), std::move(probes));
   LifecycleCalls calls;
-  calls.flush_from_signal = [](bool final) { Get().writer_.RequestFlushFromSignal(final); };
   calls.recording = [] { return Get().enabled(); };
   calls.lock_for_fork = [] { Get().LockForFork(); };
   calls.unlock_after_fork = [] { Get().UnlockAfterFork(); };

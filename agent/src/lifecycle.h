@@ -1,8 +1,7 @@
-// Process lifecycle around the recorder: signals whose default action ends the process (SIGTERM,
-// SIGINT, SIGHUP, SIGQUIT, SIGABRT, faults such as SIGSEGV, ...: flush, then the job's own
-// disposition; the default one re-raised after the footer), fork (the agent's locks are held across
-// fork() so a child never inherits one locked; the child starts afresh with its own trace) and exit
-// (atexit: the final flush and footer).
+// Process lifecycle around the recorder: fork (the agent's locks are held across fork() so a child
+// never inherits one locked; the child starts afresh with its own trace) and exit (atexit: the
+// final flush and footer). Fatal signals are libfp8audit.so's (shim_signals.h), which calls the
+// same final flush as _exit (Agent::FinishBeforeImmediateExit) before a default action.
 #pragma once
 
 #include <mutex>
@@ -12,8 +11,6 @@ namespace fp8audit::agent {
 // What the hooks call, handed by the one who installs them (the agent, agent.cc). Plain functions:
 // the signal handler and the fork handlers call them.
 struct LifecycleCalls {
-  // A fatal signal: asks the writer for a flush (`final`: the footer too) and waits (at most 2 s).
-  void (*flush_from_signal)(bool final) = nullptr;
   // Fork: whether anything is recorded (else the fork handlers do nothing); the agent's own locks
   // taken before fork() (before the registered mutexes) and released after it (after them); in the
   // child, after the release, its fresh start.
@@ -25,7 +22,7 @@ struct LifecycleCalls {
   void (*at_exit)() = nullptr;
 };
 
-// Installs the signal handlers, fork handlers and the exit hook, once; every member of `calls` set.
+// Installs the fork handlers and the exit hook, once; every member of `calls` set.
 void InstallLifecycleHooks(const LifecycleCalls& calls);
 
 // Holds `mu` locked across fork() so that a forked child never inherits it locked (at most 8).

@@ -23,8 +23,9 @@
 // from the first two pointers of the object (libstdc++ and libc++ lay a vector out as begin, end,
 // capacity). tests/agent/fake_te checks this against a library compiled with the real signature.
 //
-// Preloaded, it also defines `_exit` and `_Exit` (see "Leaving through _exit" below) and the exec
-// family (see "Replacing the image" below).
+// Preloaded, it also defines `_exit` and `_Exit` (see "Leaving through _exit" below), the exec
+// family (see "Replacing the image" below), and sigaction and signal (shim_signals.h: the fatal
+// signals the agent catches stay the job's own as far as the job can tell).
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -37,6 +38,8 @@
 #include <unistd.h>
 
 #include <initializer_list>
+
+#include "agent/src/shim_signals.h"
 
 namespace {
 
@@ -125,6 +128,8 @@ void Load() {
     return;
   }
   g_impl.start(self);
+  // Fatal signals finish the trace first, invisibly to the job (shim_signals.h).
+  fp8audit::agent::ManageFatalSignals(g_impl.before_exit);
 }
 
 // ---- Transformer Engine's update entry points --------------------------------------------------
@@ -422,6 +427,7 @@ __attribute__((constructor)) void Fp8auditShimLoad() {
   g_next_execvp = Next<ExecvFn>("execvp");
   g_next_execvpe = Next<ExecveFn>("execvpe");
   g_next_fexecve = Next<FexecveFn>("fexecve");
+  fp8audit::agent::ResolveSignalFunctions();
   Load();
 }
 
