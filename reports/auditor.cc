@@ -381,7 +381,7 @@ void Auditor::Close(bool complete) {
   const RecomputePrecision& recompute = seg.recompute;
   row.set_recomputes(Sat32(recompute.recomputes()));
   row.set_recompute_precision_changes(Sat32(recompute.changes()));
-  const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0;
+  const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0 || seg.fix_lost > 0;
   const Apart apart = Unattributable(seg, fail);
   if (apart != Apart::kNone) (apart == Apart::kSplit ? s.split : s.crowded).Add(row.index());
   const int frozen = FrozenDirection(seg.count, expected, complete);
@@ -403,6 +403,7 @@ void Auditor::Close(bool complete) {
       if (!line.empty()) row.add_explanations(std::move(line));
     }
     if (recompute.changes() > 0) row.add_explanations(recompute.Explanation());
+    if (seg.fix_lost > 0) row.add_explanations(FixLostExplanation(seg.fix_lost_reason));
     if (apart != Apart::kNone) row.add_explanations(ApartExplanation(apart));
   }
   CompareProbes(words, &row);

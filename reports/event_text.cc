@@ -177,6 +177,8 @@ std::string KindName(v1::EventKind kind) {
       return "update cross-check";
     case v1::MODULE_RECOMPUTE:
       return "module recompute";
+    case v1::FIX_LOST_UPDATE:
+      return "fix lost an update";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }

@@ -30,6 +30,17 @@ std::string FrozenExplanation(int direction, bool backward_observed) {
   return line;
 }
 
+std::string FixLostExplanation(const std::string& reason) {
+  const std::string why =
+      reason == "freed-frame" ? "the checkpoint frame holding it was freed without its recompute"
+      : reason == "no-owner"  ? "no module was given it"
+                              : "reason " + Printable(reason, 64);
+  return "the fix lost this update (harmful): fp8audit.te's safety net found the patched "
+         "ownership left this microbatch without the backward update Transformer Engine alone "
+         "would have made (" +
+         why + "); rerun without --fix-te, and report the job's layout";
+}
+
 std::string FrozenSuffix(int direction) {
   return direction == 0 ? ": forward scales froze" : ": backward scales froze";
 }

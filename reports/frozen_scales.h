@@ -29,6 +29,10 @@ int FrozenDirection(const std::array<uint64_t, 2>& count, const std::array<uint6
 // scales froze (...)". `backward_observed`: the trace had shown a backward pass before.
 std::string FrozenExplanation(int direction, bool backward_observed);
 
+// The explanation of a microbatch in which fp8audit.te's safety net said the fix lost the backward
+// update (FIX_LOST_UPDATE; `reason`: its detail, "freed-frame" or "no-owner").
+std::string FixLostExplanation(const std::string& reason);
+
 // What the count violation's message adds: ": backward scales froze".
 std::string FrozenSuffix(int direction);
 

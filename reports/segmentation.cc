@@ -45,7 +45,8 @@ Activity ActivityOf(const v1::Event& event, bool update, int dir) {
               (kind == v1::CHECKPOINT_ENTER && event.checkpoint_phase() != 2) ||
               (!update && event.pass() == v1::FORWARD);
   a.backward = (update && dir == kBwd) || kind == v1::MODULE_BACKWARD ||
-               kind == v1::MODULE_RECOMPUTE || (!update && event.pass() == v1::BACKWARD);
+               kind == v1::MODULE_RECOMPUTE || kind == v1::FIX_LOST_UPDATE ||
+               (!update && event.pass() == v1::BACKWARD);
   return a;
 }
 
@@ -334,6 +335,9 @@ bool Segmenter::Assign(const v1::Event& event, uint32_t expect_forward, int* dir
     backward_observed_ = true;
   }
   if (kind == v1::MODULE_RECOMPUTE) seg_.recompute.Add(event);
+  if (kind == v1::FIX_LOST_UPDATE && seg_.fix_lost++ == 0) {
+    seg_.fix_lost_reason = TruncateUtf8(event.detail(), kMaxStoredString);
+  }
   if (!update) Remember(event);
   return update;
 }

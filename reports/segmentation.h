@@ -142,6 +142,8 @@ struct Segment {
   ProbeTallies probes;             // what each source saw
   uint32_t probes_throughout = 0;  // probe bits active from its opening to now
   RecomputePrecision recompute;    // the modules recomputed in its backward (MODULE_RECOMPUTE)
+  uint32_t fix_lost = 0;           // fp8audit.te's safety net said it lost an update here
+  std::string fix_lost_reason;     // the first one's (FIX_LOST_UPDATE detail)
 
   // Closed, ready for the next microbatch; the kept events' storage stays.
   void Reset();

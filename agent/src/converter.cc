@@ -185,6 +185,12 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_detail(KeyValue(raw.Text(), nvtx::kKeyCheckpoint));
       return true;
     }
+    case RawKind::kFixLost:
+      e->set_kind(v1::FIX_LOST_UPDATE);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::BACKWARD);
+      e->set_detail(KeyValue(raw.Text(), nvtx::kKeyReason));
+      return true;
     case RawKind::kProbes:
       e->set_kind(v1::PROBES);
       e->set_pass(v1::PASS_UNSPECIFIED);

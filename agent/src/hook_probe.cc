@@ -22,6 +22,8 @@ bool IsRecomputeMark(std::string_view text) {
   return nvtx::HasKeys(text, nvtx::kHookRecomputeMark);
 }
 
+bool IsLostMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookLostMark); }
+
 }  // namespace
 
 bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
@@ -52,13 +54,15 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 }
 
 bool IsHookMark(std::string_view text) {
-  return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text);
+  return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text) ||
+         IsLostMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   if (!IsHookMark(text)) return false;
   RawEvent e;
   e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
+           : IsLostMark(text)    ? RawKind::kFixLost
            : IsTeMark(text)      ? RawKind::kTeVersion
                                  : RawKind::kTePatched;
   e.SetText(text);

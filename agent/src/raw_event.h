@@ -41,6 +41,7 @@ enum class RawKind : uint8_t {
   kTePatched,         // text: the mark ("fp8audit.patch te=<version> semantics=<s>")
   kProbes,            // count: the active probes (ProbeBits, probe_control.h); text: why
   kRecompute,         // text: the mark ("fp8audit.te.recompute module=<m> fp8=<0|1> ...")
+  kFixLost,           // text: the mark ("fp8audit.te.lost pass=backward reason=<r>")
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

@@ -158,7 +158,7 @@ def fix_view() -> Dict[str, Any]:
     if c is None:
         return {}
     return {"owners_open": c.owners, "fix_counts": dict(c.counts),
-            "fix_violations": list(c.violations[-3:])}
+            "fix_lost": c.safety.lost, "fix_violations": list(c.violations[-3:])}
 
 
 def train(args: Any, driver: str, checkpoint: str, counter: Any, manager: Any, te: Any,
@@ -258,7 +258,7 @@ def train(args: Any, driver: str, checkpoint: str, counter: Any, manager: Any, t
                     optimizer.step()
                     optimizer.zero_grad()
     except Exception as e:
-        errors.append({"error": f"{type(e).__name__}: {e}"[:400],
+        errors.append({"error": f"{type(e).__name__}: {e}"[:800],
                        "where": traceback.format_exc(limit=-8)})
         take(len(records), failed=errors[-1]["error"])
     finally:

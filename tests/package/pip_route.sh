@@ -30,7 +30,9 @@
 #             CPU machine), python3's torch; scikit-build-core for the ops from FP8AUDIT_WHEELHOUSE;
 #             the ops build their CUDA kernels; no stand-in environments, no auditwheel
 # Wheels for pip: FP8AUDIT_WHEELHOUSE (default ~/.cache/fp8audit/wheels, which build_wheel.sh
-# fills). Build jobs: FP8AUDIT_JOBS (default: the number of cores). Prints the time of each step.
+# fills). Build jobs: FP8AUDIT_JOBS (default: the number of cores); more pip arguments for the ops
+# build: FP8AUDIT_OPS_ARGS (e.g. "-C cmake.define.CMAKE_CUDA_ARCHITECTURES=90-real"). Prints the
+# time of each step.
 set -uo pipefail
 mode=${1:-}
 case "$mode" in
@@ -414,8 +416,9 @@ cuda=()
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   cuda=(--config-settings cmake.define.FP8AUDIT_CUDA=OFF)
 fi
-if timed "pip install --no-build-isolation ${sdist##*/} ${cuda[*]}" "${route_env[@]}" \
-  pip install --no-build-isolation --no-index "${cuda[@]}" "$sdist"; then
+read -r -a ops_args <<<"${FP8AUDIT_OPS_ARGS:-}"
+if timed "pip install --no-build-isolation ${sdist##*/} ${cuda[*]} ${ops_args[*]}" "${route_env[@]}" \
+  pip install --no-build-isolation --no-index "${cuda[@]}" "${ops_args[@]}" "$sdist"; then
   pass "fp8audit-ops built against torch $torch_v (--no-build-isolation)"
 else
   fail "pip install --no-build-isolation ${sdist##*/}" "$work/log"

@@ -65,7 +65,7 @@ def test_fixed_reentrant_checkpoint_fed_the_batch_keeps_the_backward_update_and_
     assert not fixed["errors"], fixed["errors"]
     assert _counts(plain) == [(1, 1)] * 4
     assert _counts(fixed) == [(1, 1)] * 4
-    assert all(r["stash_left"] == 0 for r in fixed["records"])
+    assert all(r["stash_left"] == 0 and r["fix_lost"] == 0 for r in fixed["records"])
     assert _same(fixed, plain)
 
 
@@ -79,11 +79,70 @@ def test_fixed_reentrant_checkpoint_whose_input_needs_grad_equals_no_checkpoint(
 
 
 @pytest.mark.parametrize("driver", ["trainer", "fabric"])
-def test_fixed_non_reentrant_checkpoint_recomputes_in_fp8_and_equals_no_checkpoint(driver):
-    plain = _run(driver, "non-reentrant", "unpatched")
+def test_fixed_non_reentrant_checkpoint_whose_input_needs_grad_equals_no_checkpoint(driver):
+    plain = _run(driver, "non-reentrant", "unpatched", head="first")
     assert any(r["fp8_mismatch"] for r in plain["records"])  # TE alone recomputes without FP8
-    fixed = _run(driver, "non-reentrant", "patched")
-    twin = _run(driver, "none", "patched")
+    fixed = _run(driver, "non-reentrant", "patched", head="first")
+    twin = _run(driver, "none", "patched", head="first")
     assert _counts(fixed) == _counts(twin) == [(1, 1)] * 4
     assert all(not r["fp8_mismatch"] for r in fixed["records"])
     assert _same(fixed, twin)
+
+
+@pytest.mark.parametrize("driver", ["trainer", "fabric", "plain"])
+def test_fixed_non_reentrant_checkpoint_fed_the_batch_is_refused_in_one_line_before_it_runs(
+        driver):
+    """Real TE keeps a weight's column-wise FP8 copy in the original forward of such a checkpoint
+    and not in its recompute: torch raises CheckpointError in the backward, with or without the fix
+    (H200, TE 2.20.2: tests/live_te/RESULTS.md). The fix refuses it at the first forward."""
+    from fp8audit.te import NotCovered
+
+    fixed = _run(driver, "non-reentrant", "patched")
+    assert len(fixed["records"]) == 1 and len(fixed["errors"]) == 1, fixed["errors"]
+    error = fixed["errors"][0]["error"]
+    assert error.startswith(f"{NotCovered.__name__}: fp8audit.te: torch's non-reentrant "
+                            "checkpoint of Transformer Engine modules"), error
+    assert "use_reentrant=True" in error and "\n" not in error
+    assert _counts(fixed) == [(0, 0)]  # before its first forward update
+
+
+class _Marks:
+    """NVTX as fp8audit.te sends it (fp8audit._nvtx.NVTX): the marks."""
+
+    def __init__(self) -> None:
+        self.marks = []
+
+    def mark(self, text):
+        self.marks.append(text)
+
+    def range_push(self, text):
+        pass
+
+    def range_pop(self):
+        pass
+
+
+def test_the_safety_net_says_at_once_when_the_fix_loses_a_backward_update(monkeypatch, capsys):
+    """The fix as it was before issue 33 (the reentrant frame fed the batch reserved the backward
+    update and was never recomputed): its safety net prints one line, records the problem and
+    sends the agent fp8audit.te.lost for each microbatch."""
+    import fp8audit._nvtx
+    from fp8audit._markers import HOOK_LOST_MARK
+    from fp8audit.te._patch import Controller
+
+    original = Controller.frame_contexts
+    monkeypatch.setattr(Controller, "frame_contexts",
+                        lambda self, reentrant, inputs_require_grad=True:
+                        original(self, reentrant, True))
+    marks = _Marks()
+    monkeypatch.setattr(fp8audit._nvtx, "NVTX", marks)
+    fixed = _run("plain", "reentrant", "patched")
+    assert _counts(fixed) == [(1, 0)] * 4
+    assert [r["fix_lost"] for r in fixed["records"]] == [1, 2, 3, 4]
+    lost = [m for m in marks.marks if m.startswith(HOOK_LOST_MARK)]
+    assert lost == [f"{HOOK_LOST_MARK} pass=backward reason=freed-frame"] * 4
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("fp8audit.te:")]
+    assert len(lines) == 1 and "the fix lost a backward update" in lines[0], lines
+    assert "freed without its recompute" in lines[0]
+    assert any("the fix lost a backward update" in v
+               for r in fixed["records"] for v in r["fix_violations"])

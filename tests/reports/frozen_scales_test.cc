@@ -174,5 +174,33 @@ TEST_F(FrozenScalesTraceSet, AFrozenBackwardInATraceThatShowsBackwardIsAViolatio
   EXPECT_TRUE(result.problems.empty());
 }
 
+// fp8audit.te's safety net marks a microbatch whose backward update the fix lost: the microbatch
+// fails with that explanation, and the trace is judged (FAIL), never "no backward pass observed".
+TEST(FrozenScales, AnUpdateTheFixLostFailsItsMicrobatchAndTheTraceIsNotIncomplete) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  for (int i = 0; i < 3; ++i) {
+    t.Begin().Forward();  // a forward update, and no backward activity seen
+    v1::Event* lost = t.Add(v1::FIX_LOST_UPDATE);
+    lost->set_source(v1::PYTHON_HOOK);
+    lost->set_pass(v1::BACKWARD);
+    lost->set_detail("freed-frame");
+    t.End();
+  }
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 3);
+  for (const v1::MicrobatchResult& row : r.microbatches()) {
+    EXPECT_EQ(row.verdict(), v1::FAIL);
+    EXPECT_EQ(row.expected_backward(), 1u);
+    EXPECT_TRUE(Contains(AllExplanations(row), "the fix lost this update (harmful)"))
+        << AllExplanations(row);
+    EXPECT_TRUE(Contains(AllExplanations(row), "frame holding it was freed without its recompute"))
+        << AllExplanations(row);
+  }
+  EXPECT_FALSE(r.no_backward_observed());
+  EXPECT_EQ(r.verdict(), v1::FAIL);
+  EXPECT_EQ(r.confirmed_violations(), 3u);
+}
+
 }  // namespace
 }  // namespace fp8audit

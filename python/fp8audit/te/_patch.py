@@ -31,8 +31,8 @@ import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from . import (_megatron_ckpt, _megatron_graphs, _ops_fuser, _state_layouts, _targets, _torch_ckpt,
-               releases)
+from . import (_megatron_ckpt, _megatron_graphs, _ops_fuser, _safety, _state_layouts, _targets,
+               _torch_ckpt, releases)
 from ._gate import resolve as _resolve
 from ._backports import Backports
 from ._model import Model
@@ -96,14 +96,22 @@ class PatchRefused(RuntimeError):
 
 class NotCovered(RuntimeError):
     """The job does something the fix does not cover (a checkpoint inside a CUDA-graphed
-    callable, Megatron's local CUDA graphs, a te.ops fuser inside a checkpoint); raised before
-    that part runs, with one line saying what to do."""
+    callable, Megatron's local CUDA graphs, a te.ops fuser inside a checkpoint, torch's
+    non-reentrant checkpoint of TE modules fed inputs that need no grad); raised before that part
+    runs, with one line saying what to do."""
 
 
 GRAPH_CHECKPOINT = ("fp8audit.te: a checkpoint inside a CUDA-graphed callable "
                     "(te.make_graphed_callables) is not covered by the fix; TE alone updates once "
                     "per microbatch there (tests/live_te/RESULTS.md): run this job without "
                     "--fix-te / fp8audit.te.patch()")
+
+NON_REENTRANT_WITHOUT_GRAD = (
+    "fp8audit.te: torch's non-reentrant checkpoint of Transformer Engine modules in FP8 whose "
+    "inputs need no grad (the batch itself) is not covered: TE keeps a weight's column-wise FP8 "
+    "copy for the original forward and not for the recompute, so torch raises CheckpointError in "
+    "the backward, with the fix or without it. Start checkpointing after a layer whose output "
+    "needs grad, call requires_grad_() on the input, or pass use_reentrant=True")
 
 
 
@@ -150,6 +158,7 @@ class Controller:
         self.release = release if release is not None else releases.Release(version, {})
         self.state = _state_layouts.for_release(self.release.state_layout, mods["quantization"])
         self.backports = Backports(mods, self.release, self.state)
+        self.safety = _safety.LostUpdates(self.violations.append)
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -232,6 +241,7 @@ class Controller:
             if self.model is None:
                 return
             self.model.abandon_frame(frame)
+            self.safety.freed(frame)
             self.pending.discard(frame)
             if not self.model.frame_stash(frame):
                 self.drop(frame)
@@ -273,6 +283,8 @@ class Controller:
             autocast_enter(cls, enabled, calibrating, fp8_recipe, fp8_group, _graph)
             delayed = _delayed_recipe(state.recipe()) and not _graph
             with c.lock:
+                if c.model.autocast_depth == 0 and not c.model.recompute_phase:
+                    c.safety.forward_begins()
                 c.model.autocast_enter(bool(enabled), delayed, c.grad())
                 c.check_depth()
 
@@ -282,6 +294,8 @@ class Controller:
                 update = c.model.autocast_exit(False, c.grad())
                 c.check_depth()
                 c.collect()
+                if c.model.autocast_depth == 0 and not c.model.recompute_phase:
+                    c.safety.forward_ends()
             if update and not _graph:
                 c.tls.approved_forward += 1
                 cls.reduce_and_update_fp8_tensors(forward=True)
@@ -294,6 +308,8 @@ class Controller:
             with c.lock:
                 owns = c.model.take_ownership(c.tls.module, True)
                 c.owners += owns
+                if c.delayed_fp8() and not c.model.recompute_phase:
+                    c.safety.asked(owns)
                 return owns
 
         def p_reduce_and_update(cls, forward=True):
@@ -384,9 +400,12 @@ class Controller:
                     # are entered under the caller's grad mode.
                     reentrant = getattr(self, "_fp8audit_reentrant", not grad)
                     needs = getattr(self, "_fp8audit_inputs_require_grad", True)
+                    first = c.model.first_module
                     frame, _direct = c.model.checkpoint_enter(
                         reentrant, caller_grad=True if reentrant else grad,
                         inputs_require_grad=needs)
+                    if reentrant and not _direct and first and not c.model.first_module:
+                        c.safety.reserved(frame)
                     pair = getattr(self, "_fp8audit_pair", None)
                     owner = None  # the object whose lifetime is the frame's autograd graph
                     if pair is not None:
@@ -415,6 +434,7 @@ class Controller:
                         why = "; ".join(c.model.take_violations()) or "no frame to recompute"
                         raise RuntimeError(f"fp8audit.te: a checkpoint recompute cannot start "
                                            f"({why})")
+                    c.safety.recomputed(frame)
                     c.transactions.append((frame, list(c.stash.get(frame, ()))))
                     # A recompute may start inside LayerNormMLP's own backward recompute (a
                     # saved tensor unpacked there): the modules it runs are not that module's.

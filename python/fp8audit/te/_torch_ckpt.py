@@ -163,6 +163,13 @@ class Routing(Frames):
         if frame is None:
             yield from original(*params, **kwargs)
             return
+        import torch
+
+        if self.c.mods["quantization"].FP8GlobalStateManager.is_fp8_enabled() and not any(
+                torch.is_tensor(a) and a.requires_grad for a in (*rest, *kwargs.values())):
+            from ._patch import NON_REENTRANT_WITHOUT_GRAD, NotCovered
+
+            raise NotCovered(NON_REENTRANT_WITHOUT_GRAD)
         forward_ctx, recompute = frame
         index = self.leading.index("context_fn")
         context_fn = lead[index] if index < len(lead) else tuc.noop_context_fn
