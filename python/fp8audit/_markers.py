@@ -44,9 +44,12 @@ def _say_once(what: str) -> None:
     if _warned or not os.environ.get("NVTX_INJECTION64_PATH"):
         return  # not under an NVTX tool: nobody is listening
     _warned = True
-    places = _paths.looked_at("lib", LIBRARY, "FP8AUDIT_MARKERS_LIB")
-    print(f"fp8audit: {what} not marked: neither {LIBRARY} (looked at {places}) nor torch's "
-          "CUDA NVTX is available", file=sys.stderr, flush=True)
+    try:
+        places = _paths.looked_at("lib", LIBRARY, "FP8AUDIT_MARKERS_LIB")
+        print(f"fp8audit: {what} not marked: neither {LIBRARY} (looked at {places}) nor torch's "
+              "CUDA NVTX is available", file=sys.stderr, flush=True)
+    except Exception:  # stderr closed, or anything else: the job goes on
+        pass
 
 
 def library() -> Optional[ctypes.CDLL]:

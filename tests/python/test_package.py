@@ -320,3 +320,44 @@ def test_a_checkouts_version_is_the_projects_not_unknown():
 
 def test_the_package_says_it_is_typed():
     assert (PYTHON_DIR / "fp8audit" / "py.typed").is_file()
+
+
+def test_the_package_never_looks_above_itself_for_its_binaries(tmp_path):
+    """A checkout right under a shared directory (/tmp) has that directory's bin/ and lib/ two
+    levels up: another user's libfp8audit_markers.so or fp8audit planted there is never used."""
+    root = tmp_path / "checkout"
+    shutil.copytree(PYTHON_DIR / "fp8audit", root / "python" / "fp8audit",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for kind, name in (("bin", "fp8audit"), ("lib", "libfp8audit_markers.so")):
+        (tmp_path / kind).mkdir()
+        (tmp_path / kind / name).write_text("planted")
+    code = ("from fp8audit import _paths\n"
+            "print(_paths.binary(), _paths.find('lib', 'libfp8audit_markers.so'))")
+    r = python(code, PYTHONPATH=str(root / "python"), FP8AUDIT_BIN="", FP8AUDIT_MARKERS_LIB="")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["None", "None"], r.stdout
+
+
+def test_microbatch_never_raises_out_of_file_descriptors_or_with_a_bad_library_path():
+    code = textwrap.dedent("""
+        import resource, fp8audit
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        held = []
+        try:
+            while True:
+                held.append(open("/dev/null"))
+        except OSError:
+            pass
+        with fp8audit.microbatch():
+            fp8audit.update("forward")
+        for f in held:
+            f.close()
+        print("ok")
+    """)
+    r = python(code, FP8AUDIT_MARKERS_LIB="", NVTX_INJECTION64_PATH="/nonexistent/tool.so")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "ok"
+    long = python("import fp8audit\nwith fp8audit.microbatch():\n    pass\nprint('ok')",
+                  FP8AUDIT_MARKERS_LIB="/" + "x" * 5000)
+    assert long.returncode == 0, long.stderr
+    assert long.stdout.strip() == "ok"
