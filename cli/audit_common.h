@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "cli/number_checks.h"
 #include "reports/event_text.h"
 #include "reports/trace_set.h"
 #include "state/semantics.h"
@@ -27,12 +28,14 @@ struct ExpectFlags {
         sub->add_option("--expect-forward", forward,
                         "forward FP8 state updates expected per microbatch (" + when_unset + ")")
             ->type_name("N")
-            ->check(CLI::Range(0u, 1000000u));
+            ->transform(Decimal())
+            ->check(CLI::Range(0u, 1000000u).description(""));
     backward_option =
         sub->add_option("--expect-backward", backward,
                         "backward FP8 state updates expected per microbatch (" + when_unset + ")")
             ->type_name("N")
-            ->check(CLI::Range(0u, 1000000u));
+            ->transform(Decimal())
+            ->check(CLI::Range(0u, 1000000u).description(""));
   }
   void Apply(reports::TraceSetOptions* options) const {
     if (forward_option->count() > 0) options->expect_forward = forward;

@@ -221,9 +221,9 @@ std::string FindAgentLibrary(std::string* error) {
   return absolute.string();
 }
 
-std::string PrependPreload(const char* existing, const std::string& agent) {
+std::string AppendPreload(const char* existing, const std::string& agent) {
   if (existing == nullptr || *existing == '\0') return agent;
-  return agent + ":" + existing;
+  return std::string(existing) + ":" + agent;
 }
 
 int LaunchResult::ShellCode() const {

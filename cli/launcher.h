@@ -16,8 +16,10 @@ namespace fp8audit::cli {
 // Returns the absolute path of an existing file, or "" and sets `error` (one line).
 std::string FindAgentLibrary(std::string* error);
 
-// LD_PRELOAD with `agent` first, ahead of what `existing` (may be null or empty) preloads.
-std::string PrependPreload(const char* existing, const std::string& agent);
+// LD_PRELOAD with what `existing` (may be null or empty) preloads first, in its order (a
+// sanitizer's runtime must come first), then `agent`: still ahead of libc and TE in the global
+// scope, which is all the agent's definitions need.
+std::string AppendPreload(const char* existing, const std::string& agent);
 
 struct LaunchResult {
   enum class Status { kExited, kSignaled, kExecFailed, kForkFailed };

@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/help_examples.h"
+#include "cli/number_checks.h"
 #include "reports/event_text.h"
 #include "reports/output.h"
 #include "state/predict.h"
@@ -161,13 +162,16 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   sub->add_option("--microbatches", flags->microbatches,
                   "Microbatches to run (default: the scenario's count, or 1 for a layout)")
+      ->transform(Decimal())
       ->check(CLI::Range(1u, 1000000u));
   sub->add_option("--format", flags->format, "Output format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   auto* layers = sub->add_option("--layers", flags->layers, "Generate a layout of L layers")
+                     ->transform(Decimal())
                      ->check(CLI::Range(1u, 100000u));
   sub->add_option("--linears-per-layer", flags->linears_per_layer, "Linear modules per layer")
+      ->transform(Decimal())
       ->check(CLI::Range(1u, 1000u))
       ->capture_default_str()
       ->needs(layers);
@@ -195,6 +199,7 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
                   "Also write the model's event stream as an .fp8trace file");
   sub->add_option("--max-explanations", flags->max_explanations,
                   "Explanation lines shown in text output")
+      ->transform(Decimal())
       ->capture_default_str();
   scenario->excludes(layers);
   sub->footer(WithExamples(

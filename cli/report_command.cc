@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/help_examples.h"
+#include "cli/number_checks.h"
 #include "cli/progress_flags.h"
 #include "reports/output.h"
 #include "reports/render.h"
@@ -155,7 +156,8 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "text and markdown: at most N microbatch rows and violations per rank; a longer "
                   "trace shows its failing microbatches and a summary (0: all; default 50). JSON "
                   "is always complete; JUnit lists up to 100 failing microbatches per trace")
-      ->type_name("N");
+      ->type_name("N")
+      ->transform(Decimal());
   args->semantics.Add(sub);
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->progress.Add(sub);

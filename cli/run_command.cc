@@ -20,6 +20,7 @@
 #include "cli/heartbeat.h"
 #include "cli/help_examples.h"
 #include "cli/launcher.h"
+#include "cli/number_checks.h"
 #include "cli/progress_flags.h"
 #include "cli/python_hook.h"
 #include "cli/run_reports.h"
@@ -27,6 +28,7 @@
 #include "fp8audit/vocabulary.h"
 #include "reports/output.h"
 #include "reports/render.h"
+#include "reports/render_util.h"
 #include "reports/trace_set.h"
 
 namespace fp8audit::cli {
@@ -136,7 +138,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   const reports::Expectation defaults;
   const std::string run_id = NewRunId();
   std::vector<std::pair<std::string, std::string>> env = {
-      {"LD_PRELOAD", PrependPreload(std::getenv("LD_PRELOAD"), agent)},
+      {"LD_PRELOAD", AppendPreload(std::getenv("LD_PRELOAD"), agent)},
       {"CUDA_INJECTION64_PATH", agent},
       {"NVTX_INJECTION64_PATH", agent},
       {"FP8AUDIT_OUT", out.string()},
@@ -272,7 +274,7 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     }
   }
   if (args.quiet < 2) {
-    Say("full report: fp8audit report " + out.string() +
+    Say("full report: fp8audit report " + reports::ShellQuote(out.string()) +
         " (holds the traces of every run that wrote there)");
   }
   if (command_code != 0) {
@@ -338,7 +340,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_option("--max-rows", args->max_rows,
                   "at most N microbatch rows and violations per rank in the printed report (0: "
                   "all; default 50)")
-      ->type_name("N");
+      ->type_name("N")
+      ->transform(Decimal());
   sub->add_flag("--quiet,-q", args->quiet,
                 "print a summary instead of the report: the failing traces, their first "
                 "violations, the verdict line and the next step (`fp8audit report DIR` shows "
@@ -350,7 +353,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
                   "while CMD runs and standard error is a terminal, one line every SECONDS "
                   "(default 60; 0: never; never with --quiet) with the time elapsed and this "
                   "run's traces so far and their size")
-      ->check(CLI::NonNegativeNumber)
+      ->check(FiniteNumber())
+      ->check(CLI::NonNegativeNumber.description(""))
       ->type_name("SECONDS");
   sub->add_option("--junit", args->files.junit,
                   "also write the report as JUnit XML to FILE (for CI: one testcase per trace)")
@@ -369,7 +373,8 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->positionals_at_end();
   sub->footer(WithExamples(
       "Everything from CMD on is CMD's own, flags included (a -- before CMD is optional).\n"
-      "CMD runs with LD_PRELOAD (prepended), CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH set\n"
+      "CMD runs with LD_PRELOAD (the agent after the job's own), CUDA_INJECTION64_PATH and "
+      "NVTX_INJECTION64_PATH set\n"
       "to the agent: $FP8AUDIT_AGENT, else ../lib/libfp8audit.so next to this executable, and\n"
       "fp8audit's Python hook first on PYTHONPATH (chaining CMD's own sitecustomize).\n"
       "SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGPIPE sent to fp8audit are\n"

@@ -31,10 +31,10 @@ std::string FrozenExplanation(int direction, bool backward_observed) {
 }
 
 std::string FixLostExplanation(const std::string& reason) {
-  const std::string why =
-      reason == "freed-frame" ? "the checkpoint frame holding it was freed without its recompute"
-      : reason == "no-owner"  ? "no module was given it"
-                              : "reason " + Printable(reason, 64);
+  const std::string why = reason == "freed-frame"
+                              ? "the checkpoint frame holding it was freed without its recompute"
+                          : reason == "no-owner" ? "no module was given it"
+                                                 : "reason " + Printable(reason, 64);
   return "the fix lost this update (harmful): fp8audit.te's safety net found the patched "
          "ownership left this microbatch without the backward update Transformer Engine alone "
          "would have made (" +

@@ -50,8 +50,7 @@ void (*g_finish)() = nullptr;
 bool g_in_signal = false;  // a fatal signal is finishing the trace (one at a time)
 
 bool IsHandler(const struct sigaction& a) {
-  return (a.sa_flags & SA_SIGINFO) != 0 ||
-         (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN);
+  return (a.sa_flags & SA_SIGINFO) != 0 || (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN);
 }
 
 bool IsIgnore(const struct sigaction& a) {
@@ -157,7 +156,8 @@ bool ManageFatalSignals(void (*finish)()) {
 
 void ResolveSignalFunctions() {
   void* next = dlsym(RTLD_NEXT, "sigaction");
-  if (next != nullptr && !InThisLibrary(next)) g_real_sigaction = reinterpret_cast<SigactionFn>(next);
+  if (next != nullptr && !InThisLibrary(next))
+    g_real_sigaction = reinterpret_cast<SigactionFn>(next);
   next = dlsym(RTLD_NEXT, "signal");
   if (next != nullptr && !InThisLibrary(next)) g_real_signal = reinterpret_cast<SignalFn>(next);
 }
@@ -167,8 +167,9 @@ void ResolveSignalFunctions() {
 using fp8audit::agent::g_real_sigaction;
 using fp8audit::agent::g_real_signal;
 
-extern "C" __attribute__((visibility("default"))) int sigaction(
-    int sig, const struct sigaction* act, struct sigaction* old) noexcept {
+extern "C" __attribute__((visibility("default"))) int sigaction(int sig,
+                                                                const struct sigaction* act,
+                                                                struct sigaction* old) noexcept {
   if (fp8audit::agent::Managed(sig)) return fp8audit::agent::JobSigaction(sig, act, old);
   if (g_real_sigaction == nullptr) {
     errno = ENOSYS;
@@ -178,8 +179,8 @@ extern "C" __attribute__((visibility("default"))) int sigaction(
 }
 
 // BSD semantics, as glibc's signal(): the signal blocked in its handler, SA_RESTART.
-extern "C" __attribute__((visibility("default"))) sighandler_t signal(int sig,
-                                                                       sighandler_t handler) noexcept {
+extern "C" __attribute__((visibility("default"))) sighandler_t signal(
+    int sig, sighandler_t handler) noexcept {
   if (!fp8audit::agent::Managed(sig)) {
     if (g_real_signal == nullptr) {
       errno = ENOSYS;
@@ -187,7 +188,8 @@ extern "C" __attribute__((visibility("default"))) sighandler_t signal(int sig,
     }
     return g_real_signal(sig, handler);
   }
-  struct sigaction act {}, old {};
+  struct sigaction act {
+  }, old{};
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
   sigaddset(&act.sa_mask, sig);

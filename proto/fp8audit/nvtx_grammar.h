@@ -98,7 +98,8 @@ inline constexpr char kPassBackward[] = "backward";
 inline constexpr char kHookTeMark[] = "fp8audit.te";        // "fp8audit.te te=<version>"
 inline constexpr char kHookPatchMark[] = "fp8audit.patch";  // "... te=<version> semantics=<s>"
 inline constexpr char kHookRecomputeMark[] = "fp8audit.te.recompute";
-// fp8audit.te's safety net: "fp8audit.te.lost pass=backward reason=<r>", the fix lost a backward update.
+// fp8audit.te's safety net: "fp8audit.te.lost pass=backward reason=<r>", the fix lost a backward
+// update.
 inline constexpr char kHookLostMark[] = "fp8audit.te.lost";
 inline constexpr char kKeyReason[] = "reason";
 inline constexpr char kHookUpdateRange[] = "fp8audit.te.update";  // pass=, count=, unfused=

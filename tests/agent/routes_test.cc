@@ -150,8 +150,8 @@ TEST(AgentRoutes, TheFixsLostUpdateMarkIsRecordedAsABackwardFact) {
   const RunResult run = Emit("hook-lost", {{"NVTX_INJECTION64_PATH", AgentPath()}});
   ASSERT_EQ(run.traces.size(), 1u) << run.stderr_text;
   const Trace& t = run.traces[0];
-  EXPECT_EQ(Kinds(t), (K{v1::MICROBATCH_BEGIN, v1::UPDATE_FORWARD, v1::FIX_LOST_UPDATE,
-                         v1::MICROBATCH_END}));
+  EXPECT_EQ(Kinds(t),
+            (K{v1::MICROBATCH_BEGIN, v1::UPDATE_FORWARD, v1::FIX_LOST_UPDATE, v1::MICROBATCH_END}));
   const v1::Event& lost = t.events[2];
   EXPECT_EQ(lost.source(), v1::PYTHON_HOOK);
   EXPECT_EQ(lost.pass(), v1::BACKWARD);

@@ -635,7 +635,7 @@ TEST_F(RunCli, OnFullReachesTheAgentWaitByDefault) {
 // ignores it (with a warning) in fp8audit itself, sanitizer builds included.
 constexpr const char* kOtherPreload = "/nonexistent/libother-preload.so";
 
-TEST_F(RunCli, SetsTheAgentEnvironmentAndPrependsPreload) {
+TEST_F(RunCli, SetsTheAgentEnvironmentAndAppendsItToTheJobsPreload) {
   const std::string dump = Path("env.txt");
   const std::string patterns = Path("patterns.txt");
   std::ofstream(patterns) << "update.forward contains my_fp8_update_kernel\n";
@@ -646,7 +646,8 @@ TEST_F(RunCli, SetsTheAgentEnvironmentAndPrependsPreload) {
   EXPECT_EQ(r.code, 0) << Describe(r);
   const std::string agent = fs::canonical(FP8AUDIT_FAKE_AGENT).string();
   const std::string env = Slurp(dump);
-  EXPECT_TRUE(Contains(env, "LD_PRELOAD=" + agent + ":" + kOtherPreload + "\n")) << env;
+  EXPECT_TRUE(Contains(env, "LD_PRELOAD=" + std::string(kOtherPreload) + ":" + agent + "\n"))
+      << env;
   EXPECT_TRUE(Contains(env, "CUDA_INJECTION64_PATH=" + agent + "\n")) << env;
   EXPECT_TRUE(Contains(env, "NVTX_INJECTION64_PATH=" + agent + "\n")) << env;
   EXPECT_TRUE(Contains(env, "FP8AUDIT_OUT=" + Path("out") + "\n")) << env;

@@ -260,10 +260,12 @@ TEST(Launcher, HeartbeatGoesOnWhileWaitingForDescendants) {
   EXPECT_GE(beats_while_waiting, 1);
 }
 
-TEST(Launcher, PreloadPutsTheAgentFirst) {
-  EXPECT_EQ(PrependPreload(nullptr, "/a/lib.so"), "/a/lib.so");
-  EXPECT_EQ(PrependPreload("", "/a/lib.so"), "/a/lib.so");
-  EXPECT_EQ(PrependPreload("/x.so /y.so", "/a/lib.so"), "/a/lib.so:/x.so /y.so");
+// What the job preloads keeps its order, and comes first (a sanitizer's runtime must).
+TEST(Launcher, PreloadKeepsTheJobsOwnFirstAndAddsTheAgentAfter) {
+  EXPECT_EQ(AppendPreload(nullptr, "/a/lib.so"), "/a/lib.so");
+  EXPECT_EQ(AppendPreload("", "/a/lib.so"), "/a/lib.so");
+  EXPECT_EQ(AppendPreload("libasan.so.8", "/a/lib.so"), "libasan.so.8:/a/lib.so");
+  EXPECT_EQ(AppendPreload("/x.so /y.so", "/a/lib.so"), "/x.so /y.so:/a/lib.so");
 }
 
 TEST(Launcher, AgentComesFromTheEnvironmentWhenSet) {

@@ -87,5 +87,16 @@ TEST_F(RunOutputsCli, ACommandThatFailedWithoutATraceSaysSoFirst) {
   EXPECT_LT(failed, no_trace) << Describe(r);
 }
 
+// The "full report" hint can be pasted into a shell as it is (issue 34 item 11): the folder is
+// quoted where a shell would read it otherwise.
+TEST_F(RunOutputsCli, TheFullReportHintQuotesTheFolderForAShell) {
+  const std::string out = Path("a b;echo PWNED");
+  const Result r =
+      Fp8audit({"run", "--out", out, "--", "true"},
+               {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT}, {"FP8AUDIT_FAKE_TRACE", "1/1"}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "full report: fp8audit report '" + out + "' (holds")) << Describe(r);
+}
+
 }  // namespace
 }  // namespace fp8audit

@@ -56,6 +56,29 @@ TEST_F(UsageCli, NoCommandAtAllIsOneLineAndAHint) {
   EXPECT_TRUE(Contains(r.err, "model, run, report, check")) << Describe(r);
 }
 
+// Numbers are read as written (issue 34 item 10): "010" is ten, not octal eight; "0x10", "1e1"
+// and a "nan" duration are refused in one line.
+TEST_F(UsageCli, NumbersAreDecimalAndDurationsFinite) {
+  const Result ten =
+      Fp8audit({"model", "--layers", "1", "--microbatches", "010", "--format", "json"});
+  EXPECT_EQ(ten.code, 0) << Describe(ten);
+  size_t rows = 0;
+  for (size_t at = ten.out.find("\"forward_updates\""); at != std::string::npos;
+       at = ten.out.find("\"forward_updates\"", at + 1)) {
+    ++rows;
+  }
+  EXPECT_EQ(rows, 10u) << ten.out;
+  for (const char* bad : {"0x10", "1e1", "-1", " 7"}) {
+    const Result r = Fp8audit({"model", "--layers", "1", "--microbatches", bad});
+    EXPECT_EQ(r.code, 2) << bad << Describe(r);
+    EXPECT_TRUE(Contains(r.err, "--microbatches: not a whole number in decimal")) << Describe(r);
+    EXPECT_EQ(Lines(r.err), 2u) << Describe(r);
+  }
+  const Result nan = Fp8audit({"run", "--heartbeat", "nan", "--", "true"});
+  EXPECT_EQ(nan.code, 2) << Describe(nan);
+  EXPECT_TRUE(Contains(nan.err, "--heartbeat: not a finite number: nan")) << Describe(nan);
+}
+
 TEST_F(UsageCli, HelpNamesTheProgramNotItsPath) {
   const Result r = Fp8audit({"--help"});
   EXPECT_EQ(r.code, 0) << Describe(r);

@@ -5,12 +5,15 @@ agent, the hook and the markers library beside it)."""
 
 import json
 import shutil
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from pkgutil_fp8audit import (AGENT, BIN, PYTHON_DIR, ROOT, audit, counts, needs_agent, needs_ops,
-                              python, report)
+from pkgutil_fp8audit import (AGENT, BIN, PYTHON_DIR, ROOT, audit, counts, env, needs_agent,
+                              needs_ops, python, report)
 
 MARKED = textwrap.dedent("""
     import sys, fp8audit
@@ -361,3 +364,20 @@ def test_microbatch_never_raises_out_of_file_descriptors_or_with_a_bad_library_p
                   FP8AUDIT_MARKERS_LIB="/" + "x" * 5000)
     assert long.returncode == 0, long.stderr
     assert long.stdout.strip() == "ok"
+
+
+def test_a_job_that_preloads_a_sanitizer_runs_under_the_agent_as_alone(tmp_path):
+    """ASan's runtime must come first in LD_PRELOAD: the agent goes after the job's own."""
+    needs_agent()
+    asan = sorted(Path("/usr/lib/x86_64-linux-gnu").glob("libasan.so.*"))
+    if not asan:
+        pytest.skip("no libasan here")
+    job = tmp_path / "job.py"
+    job.write_text(MARKED)
+    extra = {"LD_PRELOAD": str(asan[0]), "ASAN_OPTIONS": "detect_leaks=0"}
+    alone = subprocess.run([sys.executable, str(job), "1"], env=env(**extra), capture_output=True,
+                           text=True, timeout=120)
+    assert alone.returncode == 0, alone.stderr
+    r = audit(tmp_path / "t", [str(job), "1"], **extra)
+    assert r.returncode == 0, r.stderr
+    assert counts(report(tmp_path / "t")) == [(1, 1)]
