@@ -97,6 +97,7 @@ if [[ -z "$dist" ]]; then
   dist=$work/dist
   timed "scripts/build_wheel.sh" scripts/build_wheel.sh "$dist" || stop "scripts/build_wheel.sh" "$work/log"
 fi
+dist=$(cd "$dist" && pwd)
 whl=("$dist"/fp8audit-*.whl) sdist=("$dist"/fp8audit_ops-*.tar.gz)
 [[ -f "${whl[0]}" && -f "${sdist[0]}" ]] || stop "no fp8audit wheel and ops sdist in $dist"
 whl=${whl[0]} sdist=${sdist[0]}
@@ -127,12 +128,12 @@ else
   echo "$unversioned" | head -n 20 >"$work/log"
   fail "they import symbols other than glibc's" "$work/log"
 fi
-# What the libraries export: their C entry points (and the shim's interposed TE, exec and exit
-# functions), never the C++ runtime or Protobuf linked into them, which stay private.
+# What the libraries export: their C entry points (and the shim's interposed TE, exec, exit and
+# signal functions), never the C++ runtime or Protobuf linked into them, which stay private.
 exports=$(for f in "$unpacked"/fp8audit/lib/*.so; do
   nm -D --defined-only "$f" | awk -v l="${f##*/}" '{print l ": " $3}'
 done)
-leaked=$(grep -v -E ': (fp8audit_[a-z_0-9]+|InitializeInjection(Nvtx2)?|nvte_delayed_scaling_recipe_[a-z_]+|_exit|_Exit|exec[lv][ep]*|fexecve)$' <<<"$exports")
+leaked=$(grep -v -E ': (fp8audit_[a-z_0-9]+|InitializeInjection(Nvtx2)?|nvte_delayed_scaling_recipe_[a-z_]+|_exit|_Exit|exec[lv][ep]*|fexecve|sigaction|signal)$' <<<"$exports")
 if [[ -n "$exports" && -z "$leaked" ]]; then
   pass "its libraries export their C entry points alone ($(wc -l <<<"$exports") symbols)"
 else
@@ -188,18 +189,23 @@ stand_in_torch() {  # VENV VERSION: torch's metadata alone (a torch that does no
   printf 'torch-%s.dist-info/METADATA,,\ntorch-%s.dist-info/INSTALLER,,\ntorch-%s.dist-info/RECORD,,\n' \
     "$2" "$2" "$2" >"$info/RECORD"
 }
+new_problems() {  # VENV CHECK_BEFORE: `pip check` lines that are new since CHECK_BEFORE, or about
+  # fp8audit (an environment whose own packages already miss requirements keeps those)
+  "$1/bin/pip" check 2>&1 | grep -v -x -F -f <(printf '%s\n' "$2") | grep -v "^No broken"
+  "$1/bin/pip" check 2>&1 | grep -i "fp8audit"
+}
 install_keeps_torch() {  # VENV WHAT: pip install the wheel; torch unchanged, pip check clean
-  local before after
+  local before after checked
   before=$("$1/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
+  checked=$("$1/bin/pip" check 2>&1)
   if ! timed "pip install ${whl##*/} ($2)" "$1/bin/pip" install --no-index "$whl"; then
     fail "pip install into $2" "$work/log"
     return 1
   fi
   after=$("$1/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
-  "$1/bin/pip" check >"$work/log" 2>&1
-  local rc=$?
-  if [[ -n "$before" && "$before" == "$after" ]] && ((rc == 0)); then
-    pass "installed into $2: pip freeze keeps $after, pip check: $(head -n 1 "$work/log")"
+  new_problems "$1" "$checked" >"$work/log"
+  if [[ -n "$before" && "$before" == "$after" && ! -s "$work/log" ]]; then
+    pass "installed into $2: pip freeze keeps $after, pip check finds nothing new"
   else
     echo "torch before: $before; after: $after" >>"$work/log"
     fail "installed into $2: torch kept and pip check clean" "$work/log"
@@ -235,13 +241,18 @@ git ls-files -z --cached --others --exclude-standard |
   while IFS= read -r -d '' f; do [[ ! -e "$f" ]] || printf '%s\0' "$f"; done |
   tar -c --null -T - | tar -x -C "$checkout"
 cp "$whl" "$checkout/"
-route_env=(env PATH="$v/bin:$PATH" VIRTUAL_ENV="$v" LD_LIBRARY_PATH=)
+# The user's environment as it is, but for fp8audit's own variables (a developer's shell may point
+# them at a build tree).
+route_env=(env)
+for name in $(compgen -e | grep '^FP8AUDIT_'); do route_env+=(-u "$name"); done
+route_env+=(PATH="$v/bin:$PATH" VIRTUAL_ENV="$v" LD_LIBRARY_PATH=)
 before=$("$v/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
+checked=$("$v/bin/pip" check 2>&1)
 if (cd "$checkout" && timed "$(shown "$install_line")" "${route_env[@]}" bash -c "$install_line"); then
   after=$("$v/bin/pip" freeze 2>/dev/null | grep -i '^torch[= ]')
-  "$v/bin/pip" check >"$work/log" 2>&1
-  if (($? == 0)) && [[ -n "$before" && "$before" == "$after" ]]; then
-    pass "$(shown "$install_line"): beside torch $torch_v, pip freeze keeps $after, pip check clean"
+  new_problems "$v" "$checked" >"$work/log"
+  if [[ ! -s "$work/log" && -n "$before" && "$before" == "$after" ]]; then
+    pass "$(shown "$install_line"): beside torch $torch_v, pip freeze keeps $after, pip check finds nothing new"
   else
     echo "torch before: $before; after: $after" >>"$work/log"
     fail "$(shown "$install_line"): torch kept and pip check clean" "$work/log"
