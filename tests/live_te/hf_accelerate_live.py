@@ -147,7 +147,7 @@ def main(argv=None) -> int:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    from megatron_live import first_difference, max_difference, mode_context
+    from megatron_live import mode_context, twin_differences
     from te_fix import import_te
 
     _, te, _, manager = import_te(False)
@@ -167,10 +167,7 @@ def main(argv=None) -> int:
                        "te_linears": run["te_linears"], "errors": run["errors"],
                        "twin_errors": twin["errors"],
                        "twin_counts": [(r["forward"], r["backward"]) for r in twin["records"]],
-                       "loss_first_difference": first_difference(run["losses"], twin["losses"]),
-                       "grads_first_difference": first_difference(run["grads"], twin["grads"]),
-                       "grads_max_relative_difference": max_difference(run["grads"],
-                                                                       twin["grads"])}
+                       **twin_differences(run, twin)}
             print(json.dumps(summary, default=str), flush=True)
     return 0
 

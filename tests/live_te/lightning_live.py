@@ -186,6 +186,20 @@ def train(args: Any, driver: str, checkpoint: str, counter: Any, manager: Any, t
         records.append(rec)
 
     losses: List[torch.Tensor] = []
+
+    def loop(model: Any, optimizer: Any, forward: Any, backward: Any) -> None:
+        """The fabric and plain drivers: gradient accumulation over args.microbatches."""
+        for i, (x, y) in enumerate(batches):
+            loss = torch.nn.functional.mse_loss(forward(x).float(), y.float())
+            backward(loss / args.microbatches)
+            losses.append(loss.detach().float().clone())
+            take(i)
+            if (i + 1) % args.microbatches == 0:
+                grads.append([None if p.grad is None else p.grad.detach().clone()
+                              for p in model.parameters()])
+                optimizer.step()
+                optimizer.zero_grad()
+
     try:
         if driver == "trainer":
             import lightning.pytorch as pl
@@ -227,16 +241,7 @@ def train(args: Any, driver: str, checkpoint: str, counter: Any, manager: Any, t
             optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
             model, optimizer = fabric.setup(model, optimizer)
             calls = Fp8Calls(model, manager)
-            for i, (x, y) in enumerate(batches):
-                loss = torch.nn.functional.mse_loss(model(x).float(), y.float())
-                fabric.backward(loss / args.microbatches)
-                losses.append(loss.detach().float().clone())
-                take(i)
-                if (i + 1) % args.microbatches == 0:
-                    grads.append([None if p.grad is None else p.grad.detach().clone()
-                                  for p in model.parameters()])
-                    optimizer.step()
-                    optimizer.zero_grad()
+            loop(model, optimizer, lambda x: model(x), fabric.backward)
         else:
             from transformer_engine.common import recipe
 
@@ -245,18 +250,12 @@ def train(args: Any, driver: str, checkpoint: str, counter: Any, manager: Any, t
             model = model.to(device=device, dtype=torch.bfloat16)
             optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
             calls = Fp8Calls(model, manager)
-            for i, (x, y) in enumerate(batches):
+
+            def forward(x: Any) -> Any:  # TE's autocast around the forward only
                 with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
-                    out = model(x.to(torch.bfloat16))
-                loss = torch.nn.functional.mse_loss(out.float(), y.float())
-                (loss / args.microbatches).backward()
-                losses.append(loss.detach().float().clone())
-                take(i)
-                if (i + 1) % args.microbatches == 0:
-                    grads.append([None if p.grad is None else p.grad.detach().clone()
-                                  for p in model.parameters()])
-                    optimizer.step()
-                    optimizer.zero_grad()
+                    return model(x.to(torch.bfloat16))
+
+            loop(model, optimizer, forward, lambda loss: loss.backward())
     except Exception as e:
         errors.append({"error": f"{type(e).__name__}: {e}"[:800],
                        "where": traceback.format_exc(limit=-8)})
@@ -312,7 +311,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.use_deterministic_algorithms(True, warn_only=True)
-    from megatron_live import first_difference, max_difference, mode_context
+    from megatron_live import mode_context, twin_differences
     from te_fix import import_te
 
     _, te, _, manager = import_te(False)
@@ -338,11 +337,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                            "twin_counts": [(r["forward"], r["backward"]) for r in twin["records"]],
                            "losses": [round(float(v), 6) for v in run["losses"]],
                            "twin_losses": [round(float(v), 6) for v in twin["losses"]],
-                           "loss_first_difference": first_difference(run["losses"],
-                                                                     twin["losses"]),
-                           "grads_first_difference": first_difference(run["grads"], twin["grads"]),
-                           "grads_max_relative_difference": max_difference(run["grads"],
-                                                                           twin["grads"])}
+                           **twin_differences(run, twin)}
                 print(json.dumps(summary, default=str), flush=True)
     return 0
 

@@ -394,6 +394,14 @@ def max_difference(a: List[Any], b: List[Any]) -> Optional[float]:
     return worst
 
 
+def twin_differences(run: Dict[str, Any], twin: Dict[str, Any]) -> Dict[str, Any]:
+    """A run's losses and gradients against its twin's: the first difference of each, and the
+    largest relative gradient difference."""
+    return {"loss_first_difference": first_difference(run["losses"], twin["losses"]),
+            "grads_first_difference": first_difference(run["grads"], twin["grads"]),
+            "grads_max_relative_difference": max_difference(run["grads"], twin["grads"])}
+
+
 @contextlib.contextmanager
 def mode_context(manager: Any, mode: str):
     from te_fix import counted
