@@ -64,6 +64,10 @@ if ! $venv/bin/pip install -q --no-index --find-links "$wheels" "${req[@]}" 2>/d
   $venv/bin/pip download -q -d "$wheels" "${req[@]}"
   $venv/bin/pip install -q --no-index --find-links "$wheels" "${req[@]}"
 fi
+# TE 2.20.2's Python wheel (pure Python, 1.2 MB): tests/python/test_gate_te_source.py checks the
+# fix's fingerprints against that release's own source.
+$venv/bin/pip download -q --no-deps --only-binary=:all: -d "$wheels" "transformer-engine==2.20.2" ||
+  echo "setup: TE 2.20.2's wheel not downloaded: python_gate_te_source will say skipped" >&2
 abi=$($venv/bin/python -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 if [[ "$abi" != 1 ]]; then
   echo "setup: torch==$torch_version was built with the pre-C++11 libstdc++ ABI; fp8audit needs the C++11 ABI" >&2

@@ -101,6 +101,22 @@ Trace ReadTrace(const std::string& path, bool keep_events) {
   return t;
 }
 
+namespace {
+
+// Event records in the traces of `dir` so far (0 when there are none yet).
+uint64_t EventsWritten(const std::string& dir) {
+  uint64_t n = 0;
+  if (!fs::exists(dir)) return 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".fp8trace") {
+      n += ReadTrace(entry.path().string(), false).event_records;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
 RunResult RunProgram(const RunOptions& options) {
   RunResult run;
   static int counter = 0;
@@ -142,7 +158,8 @@ RunResult RunProgram(const RunOptions& options) {
   for (;;) {
     const pid_t done = ::waitpid(pid, &run.status, WNOHANG);
     if (done == pid) break;
-    if (!signalled && Slurp(out_path).find("ready") != std::string::npos) {
+    if (!signalled && Slurp(out_path).find("ready") != std::string::npos &&
+        EventsWritten(run.out_dir) >= options.signal_after_events) {
       std::this_thread::sleep_for(std::chrono::milliseconds(options.signal_after_ms));
       ::kill(pid, options.signal);
       signalled = true;

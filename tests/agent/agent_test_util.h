@@ -42,9 +42,12 @@ struct RunResult {
 struct RunOptions {
   std::vector<std::string> argv;           // argv[0] is the program path
   std::map<std::string, std::string> env;  // added to a cleaned copy of the environment
-  // When > 0: wait for "ready" on stdout, sleep this long, then send `signal`.
+  // When > 0: wait for "ready" on stdout, sleep this long, then send `signal`; with
+  // signal_after_events > 0, instead wait until the trace holds that many events (as fast as the
+  // machine goes: no fixed delay a loaded machine could miss).
   int signal = 0;
   int signal_after_ms = 0;
+  uint64_t signal_after_events = 0;
   int timeout_s = 60;
   bool keep_events = true;  // false: traces only count their event records
 };

@@ -320,7 +320,7 @@ TEST(AgentRoutes, SigkillLeavesAReadablePrefix) {
   o.argv = {EmitterPath(), "wait"};
   o.env = {{"NVTX_INJECTION64_PATH", AgentPath()}};
   o.signal = SIGKILL;
-  o.signal_after_ms = 600;  // a few flush periods
+  o.signal_after_events = kBasicKinds.size() + 2;  // the writer's periodic flush got them all
   const RunResult run = RunProgram(o);
   EXPECT_EQ(run.term_signal(), SIGKILL);
   ASSERT_EQ(run.traces.size(), 1u);

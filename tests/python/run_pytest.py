@@ -12,4 +12,24 @@ if missing:
 
 import pytest  # noqa: E402
 
-sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", *sys.argv[1:]]))
+# --skipped-is-skip: a run whose every selected test skipped reports SKIP (77), not a pass.
+args = [a for a in sys.argv[1:] if a != "--skipped-is-skip"]
+
+
+class _Outcomes:
+    def __init__(self) -> None:
+        self.ran = self.skipped = 0
+
+    def pytest_runtest_logreport(self, report):  # type: ignore[no-untyped-def]
+        if report.when == "call" or (report.when == "setup" and report.skipped):
+            self.ran += 1
+            self.skipped += int(report.skipped)
+
+
+outcomes = _Outcomes()
+code = pytest.main(["-q", "-p", "no:cacheprovider", *args], plugins=[outcomes])
+if code == 0 and len(args) != len(sys.argv) - 1 and outcomes.ran and \
+        outcomes.ran == outcomes.skipped:
+    print("SKIP: every selected test skipped")
+    sys.exit(77)
+sys.exit(code)
