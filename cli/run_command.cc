@@ -236,6 +236,13 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   for (const std::string& line : copies) Say(line);
   if (traces.empty()) {
     if (command_code != 0) Say(ended);
+    const char* off = std::getenv("FP8AUDIT_DISABLE");  // the agent's words (agent/src/shim.cc)
+    const std::string_view o = off != nullptr ? off : "";
+    if (o == "1" || o == "true" || o == "yes" || o == "on") {
+      Say("no trace was written to " + out.string() + ": FP8AUDIT_DISABLE=" + off +
+          " is set, which turns the agent off; unset it to audit");
+      return command_code != 0 ? command_code : kExitUsage;
+    }
     Say("no trace was written to " + out.string() +
         ": the command made no CUDA launch or NVTX call that the agent saw, or the agent was "
         "not loaded (LD_PRELOAD=" +

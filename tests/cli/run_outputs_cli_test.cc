@@ -98,5 +98,13 @@ TEST_F(RunOutputsCli, TheFullReportHintQuotesTheFolderForAShell) {
   EXPECT_TRUE(Contains(r.err, "full report: fp8audit report '" + out + "' (holds")) << Describe(r);
 }
 
+// A job run with the agent turned off by FP8AUDIT_DISABLE is told why nothing was recorded.
+TEST_F(RunOutputsCli, NoTraceUnderFp8auditDisableNamesTheVariable) {
+  const Result r = Run({"--", "true"}, "", {{"FP8AUDIT_DISABLE", "yes"}});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "FP8AUDIT_DISABLE=yes is set, which turns the agent off"))
+      << Describe(r);
+}
+
 }  // namespace
 }  // namespace fp8audit
