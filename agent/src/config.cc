@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include "fp8audit/redact.h"
+
 namespace fp8audit::agent {
 namespace {
 
@@ -152,6 +154,10 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
     features += ",";
     c.python_hook = features.find(",te-count,") != std::string::npos;
   }
+
+  bool redact_off = false;
+  c.redact_words = RedactWords(env("FP8AUDIT_REDACT"), &redact_off);
+  c.redact = !redact_off;
 
   if (const char* v = env("FP8AUDIT_RUN_ID"); v != nullptr) {
     const std::string id = v;

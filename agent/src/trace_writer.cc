@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "agent/src/warn.h"
+#include "fp8audit/redact.h"
 #include "fp8audit/vocabulary.h"
 #include "proto/text_escape.h"
 
@@ -105,8 +106,10 @@ bool TraceWriter::Open() {
   v1::TraceRecord record;
   v1::TraceHeader* h = record.mutable_header();
   bool command_cut = false;
-  *h = MakeTraceHeader(c, source_.host(), source_.pid(), source_.parent_pid(),
-                       ReadCommandLine(&command_cut), source_.cuda_facts(), source_.probes());
+  std::vector<std::string> command = ReadCommandLine(&command_cut);
+  if (c.redact) RedactCommand(&command, c.redact_words);  // before anything is written
+  *h = MakeTraceHeader(c, source_.host(), source_.pid(), source_.parent_pid(), command,
+                       source_.cuda_facts(), source_.probes());
   h->set_command_cut(command_cut);
   h->set_start_unix_ns(UnixNs());
   MakeDirs(c.out_dir);

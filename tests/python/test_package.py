@@ -381,3 +381,20 @@ def test_a_job_that_preloads_a_sanitizer_runs_under_the_agent_as_alone(tmp_path)
     r = audit(tmp_path / "t", [str(job), "1"], **extra)
     assert r.returncode == 0, r.stderr
     assert counts(report(tmp_path / "t")) == [(1, 1)]
+
+
+def test_command_line_secrets_never_reach_the_trace(tmp_path):
+    """`--token VALUE` and KEY=VALUE arguments whose names look like secrets are redacted before
+    the agent writes the trace header, which every report prints (FP8AUDIT_REDACT adds words)."""
+    needs_agent()
+    job = tmp_path / "job.py"
+    job.write_text(MARKED)
+    r = audit(tmp_path / "t", [str(job), "1", "--token", "s3cr3t", "HF_TOKEN=hf_abc",
+                               "--sentry-dsn", "https://k@x"], FP8AUDIT_REDACT="dsn")
+    assert r.returncode == 0, r.stderr
+    trace = next((tmp_path / "t").glob("*.fp8trace")).read_bytes()
+    for secret in (b"s3cr3t", b"hf_abc", b"https://k@x"):
+        assert secret not in trace
+    command = report(tmp_path / "t")["ranks"][0]["header"]["command"]
+    assert command[-5:] == ["--token", "<redacted>", "HF_TOKEN=<redacted>", "--sentry-dsn",
+                            "<redacted>"], command
