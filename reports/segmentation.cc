@@ -10,7 +10,7 @@ namespace fp8audit::reports {
 namespace {
 
 constexpr size_t kMaxOpenFrames = 64;  // checkpoint frames tracked at once
-constexpr size_t kMaxParked = 256;     // other threads' microbatches open at once
+constexpr size_t kMaxParked = 4096;    // other threads' microbatches open at once
 
 }  // namespace
 
@@ -213,6 +213,11 @@ void Segmenter::Begin(const v1::Event& event) {
   if (!markers_) {
     close_(/*complete=*/true);  // what pass boundaries segmented before the first marker
     markers_ = true;
+  } else if (seg_.open && seg_.ended) {
+    // Its end marker came: it is over (or, keyed, waits for its id's next range), whichever
+    // thread begins now. Parked, it would take the events of a later thread that the system gave
+    // its thread's id (short-lived threads reuse ids).
+    SetAside();
   } else if (seg_.open && seg_.owner != 0 && event.thread_id() != 0 &&
              seg_.owner != event.thread_id() && parked_.size() < kMaxParked) {
     // Another thread's microbatch (this thread has none open, see Route): it stays open beside

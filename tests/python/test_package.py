@@ -398,3 +398,30 @@ def test_command_line_secrets_never_reach_the_trace(tmp_path):
     command = report(tmp_path / "t")["ranks"][0]["header"]["command"]
     assert command[-5:] == ["--token", "<redacted>", "HF_TOKEN=<redacted>", "--sentry-dsn",
                             "<redacted>"], command
+
+
+def test_microbatches_of_many_short_lived_threads_are_each_counted_once(tmp_path):
+    """2,000 threads, a few alive at a time (the system reuses their ids), each marking one
+    microbatch: none fails (a thread's ended microbatch once took a later thread's updates)."""
+    needs_agent()
+    (tmp_path / "job.py").write_text(textwrap.dedent("""
+        import sys, threading, fp8audit
+        def work():
+            with fp8audit.microbatch():
+                fp8audit.update("forward")
+                fp8audit.update("backward")
+        alive = []
+        for _ in range(int(sys.argv[1])):
+            t = threading.Thread(target=work)
+            t.start()
+            alive.append(t)
+            if len(alive) >= 6:
+                alive.pop(0).join()
+        for t in alive:
+            t.join()
+    """))
+    r = audit(tmp_path / "t", [str(tmp_path / "job.py"), "2000"])
+    assert r.returncode == 0, r.stderr[-2000:]
+    totals = report(tmp_path / "t")["ranks"][0]["totals"]
+    assert int(totals["microbatches"]) == 2000, totals
+    assert int(totals.get("failing_microbatches", 0)) == 0, totals

@@ -159,5 +159,42 @@ TEST(Segmentation, AMarkedRangeWithABackwardAndNoForwardCannotBeAttributed) {
   EXPECT_EQ(reports::Unattributable(cut, /*fail=*/true), Apart::kCrowded);
 }
 
+// Many threads with microbatches open at once (issue 34 item 9): 300 threads, every one begun
+// before any ends, each count their own thread's updates (256 were once the most kept apart).
+TEST(Segmentation, ThreeHundredThreadsWithMicrobatchesOpenAtOnceEachCountTheirOwn) {
+  Recorder r;
+  constexpr uint64_t kThreads = 300;
+  for (uint64_t t = 1; t <= kThreads; ++t) r.Feed(v1::MICROBATCH_BEGIN, t);
+  for (uint64_t t = 1; t <= kThreads; ++t) r.Feed(v1::UPDATE_FORWARD, t);
+  for (uint64_t t = kThreads; t >= 1; --t) r.Feed(v1::UPDATE_BACKWARD, t);
+  for (uint64_t t = 1; t <= kThreads; ++t) r.Feed(v1::MICROBATCH_END, t);
+  r.Feed(v1::STEP, 1);
+  r.segments.CloseAll(/*complete_unmarked=*/true);
+  EXPECT_TRUE(r.unbalanced.empty());
+  ASSERT_EQ(r.closed.size(), kThreads);
+  for (const auto& c : r.closed)
+    EXPECT_EQ(std::make_pair(c.forward, c.backward), std::make_pair(1ul, 1ul));
+}
+
+// Short-lived threads: a later thread the system gives an ended thread's id starts a microbatch
+// of its own, never counting in the ended one (a few threads alive at a time, ids reused).
+TEST(Segmentation, AnEndedThreadsMicrobatchNeverTakesALaterThreadWithItsId) {
+  Recorder r;
+  constexpr uint64_t kIds[] = {11, 12, 13};
+  for (int round = 0; round < 20; ++round) {
+    for (uint64_t id : kIds) r.Feed(v1::MICROBATCH_BEGIN, id);
+    for (uint64_t id : kIds) {
+      r.Feed(v1::UPDATE_FORWARD, id);
+      r.Feed(v1::UPDATE_BACKWARD, id);
+      r.Feed(v1::MICROBATCH_END, id);
+    }
+  }
+  r.segments.CloseAll(/*complete_unmarked=*/true);
+  EXPECT_TRUE(r.unbalanced.empty());
+  ASSERT_EQ(r.closed.size(), 60u);
+  for (const auto& c : r.closed)
+    EXPECT_EQ(std::make_pair(c.forward, c.backward), std::make_pair(1ul, 1ul));
+}
+
 }  // namespace
 }  // namespace fp8audit
