@@ -1,6 +1,7 @@
 // `fp8audit run [flags] -- CMD ARGS...`: runs CMD with the agent injected, then audits the traces
 // it wrote.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "cli/help_examples.h"
 #include "cli/launcher.h"
 #include "cli/number_checks.h"
+#include "cli/out_dir.h"
 #include "cli/progress_flags.h"
 #include "cli/python_hook.h"
 #include "cli/run_reports.h"
@@ -129,9 +131,19 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
         ", not to fp8audit: fp8audit's flags go before CMD (fp8audit run [flags] -- CMD ...)");
   }
   const fs::path out = fs::absolute(args.out, ec);
+  const bool existed = fs::exists(out, ec);
   fs::create_directories(out, ec);
+  if (!ec && !existed) {  // as the agent makes it: writable by this user alone (umask applies)
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    ::chmod(out.c_str(), 0755 & ~mask);
+  }
   if (ec || !fs::is_directory(out)) {
     Say("--out " + args.out + ": " + (ec ? ec.message() : std::string("not a directory")));
+    return kExitUsage;
+  }
+  if (const std::string unsafe = UnsafeOutDir(out.string()); !unsafe.empty()) {
+    Say("--out " + out.string() + " " + unsafe + ": give --out a folder of your own");
     return kExitUsage;
   }
 
@@ -223,9 +235,14 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
             strsignal(launched.code) + ")";
   }
 
-  std::vector<std::string> others;
-  std::vector<std::string> traces =
-      reports::TracesOfRun(reports::TracesWrittenSince(out.string(), before), run_id, &others);
+  std::vector<std::string> others, foreign;
+  std::vector<std::string> traces = reports::TracesOfRun(
+      OwnTraces(reports::TracesWrittenSince(out.string(), before), &foreign), run_id, &others);
+  if (!foreign.empty()) {
+    Say("left out " + std::to_string(foreign.size()) +
+        (foreign.size() == 1 ? " trace" : " traces") + " in " + out.string() +
+        " that another user owns (e.g. " + foreign.front() + "): not this run's, not audited");
+  }
   if (!others.empty()) {
     Say("left out " + std::to_string(others.size()) +
         (others.size() == 1 ? " trace another run wrote to " : " traces other runs wrote to ") +

@@ -34,6 +34,7 @@ using RanksCli = CliTest;
 using OutputCli = CliTest;
 using EscapeCli = CliTest;
 using RunsCli = CliTest;
+using SharedOutCli = CliTest;
 
 // ---- 1: a microbatch whose forward updated and whose backward did not --------------------------
 
@@ -323,6 +324,49 @@ TEST_F(RunsCli, ARunSharingItsOutDirectoryAuditsOnlyItsOwnTraces) {
   EXPECT_EQ(env.code, 0) << Describe(env);
   EXPECT_TRUE(Contains(Slurp(dump), "FP8AUDIT_RUN_ID=")) << Slurp(dump);
   EXPECT_FALSE(Contains(Slurp(dump), "FP8AUDIT_RUN_ID=<unset>")) << Slurp(dump);
+}
+
+// ---- 34.1: a trace folder other users can change ------------------------------------------------
+
+// Another user could rename a passing trace over this run's failing one in a folder anyone may
+// write without the sticky bit: refused before the command runs; with the sticky bit it is fine.
+TEST_F(SharedOutCli, AFolderOthersCanWriteWithoutTheStickyBitIsRefusedBeforeTheCommandRuns) {
+  const std::string shared = Path("shared");
+  fs::create_directory(shared);
+  fs::permissions(shared, fs::perms::all);  // 0777
+  const std::string ran = Path("ran");
+  const Result r =
+      Fp8audit({"run", "--out", shared, "--", "touch", ran},
+               {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT}, {"FP8AUDIT_FAKE_TRACE", "1/1"}});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "can be written by other users and has no sticky bit"))
+      << Describe(r);
+  EXPECT_FALSE(fs::exists(ran)) << "the command ran";
+  fs::permissions(shared, fs::perms::all | fs::perms::sticky_bit);  // 1777, as /tmp
+  const Result sticky =
+      Fp8audit({"run", "--out", shared, "--", "true"},
+               {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT}, {"FP8AUDIT_FAKE_TRACE", "1/1"}});
+  EXPECT_EQ(sticky.code, 0) << Describe(sticky);
+}
+
+TEST_F(SharedOutCli, AFolderOfAnotherUserIsRefusedAndTheirTracesAreNotAudited) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a folder to another user";
+  const std::string theirs = Path("theirs");
+  fs::create_directory(theirs);
+  ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+  const Result r =
+      Fp8audit({"run", "--out", theirs, "--", "true"},
+               {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT}, {"FP8AUDIT_FAKE_TRACE", "1/1"}});
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "belongs to user 65534")) << Describe(r);
+  // A trace that appears in this run's own folder but another user owns is named, not audited:
+  // the shell's trace is given away; chown's own (written as it loads) stays this run's.
+  const Result planted =
+      Run({"--", "sh", "-c", "chown 65534 \"$FP8AUDIT_OUT\"/*.fp8trace"}, "1x29/196");
+  EXPECT_EQ(planted.code, 3) << Describe(planted);
+  EXPECT_TRUE(Contains(planted.err, "left out 1 trace in ")) << Describe(planted);
+  EXPECT_TRUE(Contains(planted.err, "that another user owns")) << Describe(planted);
+  EXPECT_TRUE(Contains(planted.err, "FAIL, 1 trace")) << Describe(planted);
 }
 
 }  // namespace
