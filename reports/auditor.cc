@@ -201,6 +201,10 @@ void Auditor::Unbalanced(const v1::Event& event, Unbalance what) {
 void Auditor::Fact(const v1::Event& event) {
   State& s = *state_;
   v1::Recording* rec = report_.mutable_recording();
+  if (event.kind() == v1::PYTHON_HOOK_ABSENT) {
+    report_.set_python_hook_absent(true);
+    return;
+  }
   if (event.kind() == v1::PROBES) {
     s.probe_info = true;
     s.segments.SetActiveProbes(s.probes_active.Set(event.probes(), rec));

@@ -179,6 +179,8 @@ std::string KindName(v1::EventKind kind) {
       return "module recompute";
     case v1::FIX_LOST_UPDATE:
       return "fix lost an update";
+    case v1::PYTHON_HOOK_ABSENT:
+      return "Python hook absent";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }

@@ -30,6 +30,15 @@ std::string FrozenExplanation(int direction, bool backward_observed) {
   return line;
 }
 
+std::string NoPythonHookProblem(const v1::RankReport& trace) {
+  return Printable(trace.path(), 4096) +
+         ": fp8audit's Python hook did not run in this Python process, which used Transformer "
+         "Engine (python -I or -E, or a PYTHONPATH the job sets itself, leave out the hook's "
+         "sitecustomize): the recompute-precision check and --fix-te did not run there, so the "
+         "audit is incomplete, not a pass; start Python without -I/-E, or keep the PYTHONPATH "
+         "fp8audit run gives the job in front of the job's own";
+}
+
 std::string FixLostExplanation(const std::string& reason) {
   const std::string why = reason == "freed-frame"
                               ? "the checkpoint frame holding it was freed without its recompute"

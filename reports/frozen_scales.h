@@ -29,6 +29,10 @@ int FrozenDirection(const std::array<uint64_t, 2>& count, const std::array<uint6
 // scales froze (...)". `backward_observed`: the trace had shown a backward pass before.
 std::string FrozenExplanation(int direction, bool backward_observed);
 
+// The problem line of a trace whose Python process ran TE without the Python hook
+// (RankReport.python_hook_absent), naming its path and the remedy.
+std::string NoPythonHookProblem(const v1::RankReport& trace);
+
 // The explanation of a microbatch in which fp8audit.te's safety net said the fix lost the backward
 // update (FIX_LOST_UPDATE; `reason`: its detail, "freed-frame" or "no-owner").
 std::string FixLostExplanation(const std::string& reason);

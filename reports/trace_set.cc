@@ -51,7 +51,7 @@ bool HasConfirmedViolations(const v1::RankReport& r) { return r.confirmed_violat
 
 // The trace cannot be judged in full: damaged, without a footer, or no backward pass observed.
 bool IsIncomplete(const v1::RankReport& r) {
-  return IsDamaged(r) || !r.damage().empty() || r.no_backward_observed();
+  return IsDamaged(r) || !r.damage().empty() || r.no_backward_observed() || r.python_hook_absent();
 }
 
 // A report for a file that holds no audit at all (unreadable, empty, not a trace).
@@ -125,6 +125,7 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     totals->set_kernel_launches(SatAdd(totals->kernel_launches(), t.kernel_launches()));
     if (IsIncomplete(r)) damaged = true;
     if (r.no_backward_observed()) result.problems.push_back(NoBackwardProblem(r));
+    if (r.python_hook_absent()) result.problems.push_back(NoPythonHookProblem(r));
     if (HasConfirmedViolations(r)) violations = true;
     if (r.verdict() == v1::FAIL) failing = true;
     *report.add_ranks() = std::move(r);

@@ -288,9 +288,9 @@ class OwnershipModel {
   std::vector<Transaction> transactions_;
 
   // te-legacy recompute globals (distributed.py:65-66, :250).
-  bool region_ = false;  // _IN_ACTIVATION_RECOMPUTE_REGION
+  bool region_ = false;      // _IN_ACTIVATION_RECOMPUTE_REGION
   bool region_fp8_ = false;  // FP8 enabled where the region opened (TE before PR #3284)
-  bool phase2_ = false;  // _ACTIVATION_RECOMPUTE_PHASE
+  bool phase2_ = false;      // _ACTIVATION_RECOMPUTE_PHASE
   struct QueueEntry {
     bool first;
     OwnerOrigin origin;

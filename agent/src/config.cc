@@ -153,6 +153,7 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
     }
     features += ",";
     c.python_hook = features.find(",te-count,") != std::string::npos;
+    c.python_hook_armed = features.find(",te-version,") != std::string::npos;
   }
 
   bool redact_off = false;

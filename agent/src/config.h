@@ -39,9 +39,10 @@ struct Config {
   bool self_profile = false;                              // FP8AUDIT_SELF_PROFILE=1
   ProbeMode probe = ProbeMode::kAuto;                     // FP8AUDIT_PROBE (ParseProbeMode)
   bool python_hook = false;  // FP8AUDIT_PYHOOK names te-count (the Python hook counts updates)
-  int32_t rank = -1;         // RANK, else LOCAL_RANK, else SLURM_PROCID
-  std::string run_id;        // FP8AUDIT_RUN_ID: [A-Za-z0-9._-], at most kMaxRunId bytes
-  bool redact = true;        // FP8AUDIT_REDACT=off: command-line secrets kept
+  bool python_hook_armed = false;  // FP8AUDIT_PYHOOK names te-version (it marks TE's import)
+  int32_t rank = -1;               // RANK, else LOCAL_RANK, else SLURM_PROCID
+  std::string run_id;              // FP8AUDIT_RUN_ID: [A-Za-z0-9._-], at most kMaxRunId bytes
+  bool redact = true;              // FP8AUDIT_REDACT=off: command-line secrets kept
   std::vector<std::string> redact_words;  // FP8AUDIT_REDACT="w,w": more secret words (redact.h)
 };
 

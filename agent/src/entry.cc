@@ -30,6 +30,10 @@
 #include "agent/src/warn.h"
 
 namespace fp8audit::agent {
+
+// The Python hook marked TE's import (fp8audit.te te=...).
+std::atomic<bool> g_hook_saw_te{false};
+
 namespace {
 
 int ThreadCount() {
@@ -85,10 +89,28 @@ void OnLoad(const char* public_path) {
   }
 }
 
+// A Python process that calls TE's update entry point while the hook, armed, never marked TE's
+// import: the hook did not run here (python -I, -E, a PYTHONPATH of the job's own). Said once, as
+// a fact of the trace (PYTHON_HOOK_ABSENT), at the first call.
+void NoteHookAbsence() {
+  Agent& a = Agent::Get();
+  if (!a.config().python_hook_armed || g_hook_saw_te.load(std::memory_order_acquire)) return;
+  if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") == nullptr) return;  // not a Python process
+  ThreadState* ts = a.Self();
+  if (ts == nullptr) return;
+  RawEvent e;
+  e.kind = RawKind::kHookAbsent;
+  e.SetText(
+      "Transformer Engine's update entry point was called and the Python hook never said "
+      "TE was imported");
+  a.Record(ts, &e);
+}
+
 TeCallProbe& TeProbe() {
   static TeCallProbe* probe = new TeCallProbe(&Agent::Get(), [] {
     CollectCudaFactsOnce();
     Probes().OnTeSeen("Transformer Engine called its update entry point");
+    NoteHookAbsence();
   });
   return *probe;
 }
@@ -115,6 +137,7 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_initialize_
   host.config = &a.config();
   host.sink = &a;
   host.te_seen = [](const char* why) { fp8audit::agent::Probes().OnTeSeen(why); };
+  host.hook_te = [] { fp8audit::agent::g_hook_saw_te.store(true, std::memory_order_release); };
   host.hook_update = [] { fp8audit::agent::CollectCudaFactsOnce(); };
   return fp8audit::agent::InstallNvtxHandlers(get_export_table, host);
 }

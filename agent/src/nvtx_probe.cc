@@ -161,7 +161,10 @@ void OnMark(nvtxDomainHandle_t domain, Message message) {
   if (ts == nullptr) return;
   if (hook) {
     Hook().OnMark(ts, text);
-    if (IsTeMark(text)) h->te_seen("Transformer Engine was imported");
+    if (IsTeMark(text)) {
+      if (h->hook_te) h->hook_te();
+      h->te_seen("Transformer Engine was imported");
+    }
     return;
   }
   RecordText(*h, ts, step ? RawKind::kStep : RawKind::kStructured, text);

@@ -35,6 +35,7 @@ struct NvtxProbeHost {
   const Config* config = nullptr;
   RecordSink* sink = nullptr;
   std::function<void(const char* why)> te_seen;
+  std::function<void()> hook_te;  // the Python hook's mark that TE was imported
   std::function<void()> hook_update;
 };
 

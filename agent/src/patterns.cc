@@ -85,7 +85,6 @@ PatternRule Builtin(RuleEvent event, const char* regex, const char* what, int sc
 
 }  // namespace
 
-
 bool PatternRule::Matches(std::string_view name) const {
   if (name.size() > kMaxMatchedName) name = name.substr(0, kMaxMatchedName);
   if (match == MatchKind::kRegex && name.size() > kMaxRegexMatchedName) {

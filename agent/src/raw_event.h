@@ -42,6 +42,7 @@ enum class RawKind : uint8_t {
   kProbes,            // count: the active probes (ProbeBits, probe_control.h); text: why
   kRecompute,         // text: the mark ("fp8audit.te.recompute module=<m> fp8=<0|1> ...")
   kFixLost,           // text: the mark ("fp8audit.te.lost pass=backward reason=<r>")
+  kHookAbsent,        // text: why (a Python process called TE without the hook's TE mark)
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

@@ -22,7 +22,7 @@ from typing import Any, Optional, Type
 from fp8audit import _paths
 
 LIBRARY = "libfp8audit_markers.so"
-ABI = 2
+ABI = 3
 # The NVTX grammar's names (proto/fp8audit/nvtx_grammar.h), Python's one spelling of each.
 RANGE = "fp8audit.microbatch"  # the agent's default (FP8AUDIT_MICROBATCH_RANGE)
 STEP = "fp8audit.step"  # the agent's default (FP8AUDIT_STEP_MARK)
@@ -76,8 +76,9 @@ def _load() -> Optional[ctypes.CDLL]:
             return None
         lib.fp8audit_markers_update.argtypes = [ctypes.c_int, ctypes.c_uint64]
         lib.fp8audit_markers_microbatch_begin_id.argtypes = [ctypes.c_uint64]
+        lib.fp8audit_markers_mark.argtypes = [ctypes.c_char_p]
         for name in ("microbatch_begin", "microbatch_begin_id", "microbatch_end", "step",
-                     "update"):
+                     "update", "mark"):
             getattr(lib, f"fp8audit_markers_{name}").restype = None
     except (OSError, AttributeError):
         return None

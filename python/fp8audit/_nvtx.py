@@ -40,5 +40,15 @@ def call(name: str, *args: Any) -> bool:
 
 
 def mark(message: str) -> None:
-    """An NVTX mark (the agent receives marks of every domain) where CUDA is available."""
-    call("mark", message)
+    """An NVTX mark (the agent receives marks of every domain): torch's where CUDA is available,
+    else libfp8audit_markers.so's (a CPU torch), so the agent hears the hook either way."""
+    if call("mark", message) or NVTX is not None:
+        return
+    from fp8audit import _markers
+
+    lib = _markers.library()
+    if lib is not None:
+        try:
+            lib.fp8audit_markers_mark(message.encode("utf-8", "replace"))
+        except Exception:  # NVTX is optional: never fail the job for it
+            pass

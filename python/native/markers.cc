@@ -11,7 +11,13 @@ namespace ev = fp8audit::nvtx;
 
 #define FP8AUDIT_MARKERS_API extern "C" __attribute__((visibility("default")))
 
-FP8AUDIT_MARKERS_API int fp8audit_markers_abi() { return 2; }
+FP8AUDIT_MARKERS_API int fp8audit_markers_abi() { return 3; }
+
+// A mark of the Python hook ("fp8audit.te te=...", ...; ABI 3), where torch's NVTX is not there
+// to send it (a CPU torch): the agent takes the hook's marks from any domain.
+FP8AUDIT_MARKERS_API void fp8audit_markers_mark(const char* text) {
+  if (text != nullptr) ev::Mark(text);
+}
 
 // The logical microbatch range (fp8audit.microbatch, in the fp8audit domain) on this thread.
 FP8AUDIT_MARKERS_API void fp8audit_markers_microbatch_begin() { ev::MicrobatchBegin(); }

@@ -29,8 +29,9 @@ TEST(Redact, FlagValuesAndKeyValueArgumentsOfSecretNamesAreReplaced) {
 }
 
 TEST(Redact, OtherArgumentsAreKept) {
-  const Args plain = {"torchrun", "--nproc-per-node", "8", "train.py", "--monkey", "3",
-                      "--passes", "2",        "--keep=1", "--tokenizer", "llama", "x=y"};
+  const Args plain = {
+      "torchrun", "--nproc-per-node", "8",           "train.py", "--monkey", "3", "--passes",
+      "2",        "--keep=1",         "--tokenizer", "llama",    "x=y"};
   EXPECT_EQ(Redacted(plain), plain);
   // A secret flag followed by another flag has no value to hide; the program name is never one.
   EXPECT_EQ(Redacted({"--token", "--verbose"}), (Args{"--token", "--verbose"}));

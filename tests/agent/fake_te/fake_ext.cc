@@ -70,7 +70,8 @@ void Single(NVTEDType dtype) {
 // update. "throw": a call that throws, caught here, then one forward update. "hooked": the Python
 // hook's NVTX ranges (as torch.cuda.nvtx sends them) around a fused call announcing 1 update,
 // around a fused call announcing 2 of which 1 unfused, and around no call announcing 1 unfused
-// update. Returns the failed checks.
+// update. "one": one forward update (E4M3) on the calling thread and one backward update (E5M2)
+// on an autograd-named thread, a logical microbatch as TE makes it. Returns the failed checks.
 extern "C" __attribute__((visibility("default"))) int fake_ext_run(const char* mode) {
   if (std::strcmp(mode, "hooked") == 0) {
     nvtxRangePushA("fp8audit.te.update pass=forward count=1 unfused=0");
@@ -81,6 +82,15 @@ extern "C" __attribute__((visibility("default"))) int fake_ext_run(const char* m
     nvtxRangePop();
     nvtxRangePushA("fp8audit.te.update pass=forward count=1 unfused=1");
     nvtxRangePop();
+    return g_failures;
+  }
+  if (std::strcmp(mode, "one") == 0) {
+    Bulk(1, kNVTEFloat8E4M3);
+    std::thread autograd([] {
+      pthread_setname_np(pthread_self(), "pt_autograd_0");
+      Bulk(1, kNVTEFloat8E5M2);
+    });
+    autograd.join();
     return g_failures;
   }
   if (std::strcmp(mode, "throw") == 0) {
