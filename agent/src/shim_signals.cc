@@ -26,11 +26,15 @@
 #include <signal.h>
 #include <string.h>
 
+extern "C" int __sigaction(int, const struct sigaction*, struct sigaction*);  // glibc's
+
 namespace fp8audit::agent {
-namespace {
 
 using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 using SignalFn = sighandler_t (*)(int, sighandler_t);
+SigactionFn RealSigaction();
+
+namespace {
 
 // Signals whose default action ends the process (faults included: the trace is finished while the
 // faulting thread waits, at most 2 s, then the default action runs where the fault happened).
@@ -140,6 +144,21 @@ bool InThisLibrary(void* p) {
 
 }  // namespace
 
+SigactionFn RealSigaction() {
+  SigactionFn f = __atomic_load_n(&g_real_sigaction, __ATOMIC_ACQUIRE);
+  if (f != nullptr) return f;
+  // Called before this library's constructor: by a library initialised earlier (a sanitizer
+  // runtime loaded as this library's dependency, a crash reporter preloaded after it).
+  ResolveSignalFunctions();
+  f = __atomic_load_n(&g_real_sigaction, __ATOMIC_ACQUIRE);
+  return f != nullptr ? f : &__sigaction;  // glibc's own, where no next definition was found
+}
+
+SignalFn RealSignal() {
+  if (__atomic_load_n(&g_real_signal, __ATOMIC_ACQUIRE) == nullptr) ResolveSignalFunctions();
+  return __atomic_load_n(&g_real_signal, __ATOMIC_ACQUIRE);
+}
+
 bool ManageFatalSignals(void (*finish)()) {
   if (finish == nullptr || g_real_sigaction == nullptr) return false;
   void* bound = dlsym(RTLD_DEFAULT, "sigaction");
@@ -157,44 +176,41 @@ bool ManageFatalSignals(void (*finish)()) {
 void ResolveSignalFunctions() {
   void* next = dlsym(RTLD_NEXT, "sigaction");
   if (next != nullptr && !InThisLibrary(next))
-    g_real_sigaction = reinterpret_cast<SigactionFn>(next);
+    __atomic_store_n(&g_real_sigaction, reinterpret_cast<SigactionFn>(next), __ATOMIC_RELEASE);
   next = dlsym(RTLD_NEXT, "signal");
-  if (next != nullptr && !InThisLibrary(next)) g_real_signal = reinterpret_cast<SignalFn>(next);
+  if (next != nullptr && !InThisLibrary(next))
+    __atomic_store_n(&g_real_signal, reinterpret_cast<SignalFn>(next), __ATOMIC_RELEASE);
 }
 
 }  // namespace fp8audit::agent
 
-using fp8audit::agent::g_real_sigaction;
-using fp8audit::agent::g_real_signal;
-
-extern "C" __attribute__((visibility("default"))) int sigaction(int sig,
-                                                                const struct sigaction* act,
-                                                                struct sigaction* old) noexcept {
-  if (fp8audit::agent::Managed(sig)) return fp8audit::agent::JobSigaction(sig, act, old);
-  if (g_real_sigaction == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  return g_real_sigaction(sig, act, old);
-}
-
 // BSD semantics, as glibc's signal(): the signal blocked in its handler, SA_RESTART.
-extern "C" __attribute__((visibility("default"))) sighandler_t signal(
-    int sig, sighandler_t handler) noexcept {
-  if (!fp8audit::agent::Managed(sig)) {
-    if (g_real_signal == nullptr) {
-      errno = ENOSYS;
-      return SIG_ERR;
-    }
-    return g_real_signal(sig, handler);
-  }
+static sighandler_t BsdSignal(int sig, sighandler_t handler,
+                              int (*set)(int, const struct sigaction*, struct sigaction*)) {
   struct sigaction act {
   }, old{};
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
   sigaddset(&act.sa_mask, sig);
   act.sa_flags = SA_RESTART;
-  if (fp8audit::agent::JobSigaction(sig, &act, &old) != 0) return SIG_ERR;
+  if (set(sig, &act, &old) != 0) return SIG_ERR;
   // A three-argument handler comes back through the same union member signal() itself returns.
   return old.sa_handler;
+}
+
+extern "C" __attribute__((visibility("default"))) int sigaction(int sig,
+                                                                const struct sigaction* act,
+                                                                struct sigaction* old) noexcept {
+  if (fp8audit::agent::Managed(sig)) return fp8audit::agent::JobSigaction(sig, act, old);
+  return fp8audit::agent::RealSigaction()(sig, act, old);
+}
+
+extern "C" __attribute__((visibility("default"))) sighandler_t signal(
+    int sig, sighandler_t handler) noexcept {
+  if (fp8audit::agent::Managed(sig)) {
+    return BsdSignal(sig, handler, &fp8audit::agent::JobSigaction);
+  }
+  const fp8audit::agent::SignalFn real = fp8audit::agent::RealSignal();
+  if (real != nullptr) return real(sig, handler);
+  return BsdSignal(sig, handler, fp8audit::agent::RealSigaction());
 }

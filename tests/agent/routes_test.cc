@@ -315,6 +315,21 @@ TEST(AgentRoutes, SigtermFlushesWhenPreloadedAndKeepsTheExitStatus) {
   }
 }
 
+// A library that sets dispositions from its constructor, before the agent's constructor ran (a
+// sanitizer runtime loaded as the agent's dependency, a crash reporter): its calls reach the
+// agent's sigaction and signal, which must already pass them on to libc.
+TEST(AgentRoutes, SigactionCalledBeforeTheAgentsConstructorReachesLibc) {
+  if (SanitizerBuild()) GTEST_SKIP() << "an ASan-built agent cannot be LD_PRELOAD-ed into a child";
+  RunOptions o;
+  o.argv = {EmitterPath(), "basic"};
+  o.env = {{"LD_PRELOAD", AgentPath() + ":" + FP8AUDIT_EARLY_SIGACTION}};
+  const RunResult run = RunProgram(o);
+  EXPECT_EQ(run.exit_code(), 0) << run.stderr_text;
+  EXPECT_EQ(run.stderr_text, "");
+  ASSERT_EQ(run.traces.size(), 1u);
+  EXPECT_EQ(Kinds(run.traces[0]), kBasicKinds);
+}
+
 TEST(AgentRoutes, SigkillLeavesAReadablePrefix) {
   RunOptions o;
   o.argv = {EmitterPath(), "wait"};
