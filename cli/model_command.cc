@@ -147,8 +147,9 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
   auto* scenario = sub->add_option("scenario", flags->scenarios, "Scenario file(s) (.textproto)")
                        ->check(CLI::ExistingFile);
   sub->add_flag("--compare", flags->compare,
-                "Run each scenario (or the layout) under te-172bd93, te-2.20 and fixed semantics "
-                "and print one row each, side by side");
+                "Run each scenario (or the layout) under every TE release's semantics and the "
+                "fixed one: one row each, a column per semantics (fixed last) and the fixed "
+                "verdict");
   sub->add_option("--semantics", flags->semantics,
                   "Ownership semantics: " + std::string(state::kSemanticsNames))
       ->check(

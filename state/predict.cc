@@ -165,17 +165,71 @@ std::string CountsCell(const CompareColumn& r) {
   return cell;
 }
 
+// A fixed column that fails only where the scenario's own exception left a microbatch without its
+// backward pass (F/0), every other microbatch 1/1.
+bool FailsOnlyWhereTheJobRaised(const CompareColumn& c) {
+  bool raised = false;
+  for (const auto& m : c.microbatches) {
+    if (m.backward == 0 && !m.aborted) {
+      raised = true;
+    } else if (m.aborted || m.forward != 1 || m.backward != 1) {
+      return false;
+    }
+  }
+  return raised;
+}
+
 void RenderCompare(const std::vector<CompareRow>& rows, std::string* out) {
   if (rows.empty()) return;
-  Appendf(out, "%-46s", "scenario");
+  // Every column as wide as its widest cell: a long scenario name never pushes a row out of line.
+  size_t name_width = std::string("scenario").size();
+  std::vector<size_t> widths;
   for (const CompareColumn& c : rows[0].columns) {
-    Appendf(out, " %-22s", (std::string(SemanticsName(c.semantics)) + " fwd/bwd").c_str());
+    widths.push_back((std::string(SemanticsName(c.semantics)) + " fwd/bwd").size());
   }
-  Appendf(out, " %s\n", "fixed verdict");
   for (const CompareRow& row : rows) {
-    Appendf(out, "%-46s", row.name.c_str());
-    for (const CompareColumn& c : row.columns) Appendf(out, " %-22s", CountsCell(c).c_str());
-    Appendf(out, " %s\n", row.fixed().passed ? "PASS" : "FAIL");
+    name_width = std::max(name_width, row.name.size());
+    for (size_t i = 0; i < row.columns.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], CountsCell(row.columns[i]).size());
+    }
+  }
+  const auto cell = [&](const std::string& text, size_t width) {
+    Appendf(out, "%-*s  ", static_cast<int>(width), text.c_str());
+  };
+  cell("scenario", name_width);
+  for (size_t i = 0; i < widths.size(); ++i) {
+    cell(std::string(SemanticsName(rows[0].columns[i].semantics)) + " fwd/bwd", widths[i]);
+  }
+  Appendf(out, "%s\n", "fixed verdict");
+  std::vector<std::string> raised, other;
+  for (const CompareRow& row : rows) {
+    cell(row.name, name_width);
+    for (size_t i = 0; i < widths.size(); ++i) cell(CountsCell(row.columns[i]), widths[i]);
+    const bool passed = row.fixed().passed;
+    Appendf(out, "%s\n", passed ? "PASS" : "FAIL");
+    if (!passed) (FailsOnlyWhereTheJobRaised(row.fixed()) ? raised : other).push_back(row.name);
+  }
+  const auto list = [](const std::vector<std::string>& names) {
+    std::string joined;
+    for (const std::string& n : names) joined += (joined.empty() ? "\"" : ", \"") + n + "\"";
+    return joined;
+  };
+  Appendf(out,
+          "\nF/B: forward/backward updates per microbatch (a list where they differ); raised: "
+          "that release's TE raises in the microbatch; +N viol.: N broken ownership rules; why: "
+          "fp8audit model SCENARIO --semantics NAME\n");
+  if (!raised.empty()) {
+    Appendf(out,
+            "FAIL under fixed in %s: the job raises there, so one microbatch's backward pass "
+            "never runs and it has no backward update (F/0), as intended; every other microbatch "
+            "is 1/1.\n",
+            list(raised).c_str());
+  }
+  if (!other.empty()) {
+    Appendf(out,
+            "FAIL under fixed in %s: the fixed ownership does not give 1/1 there (fp8audit model "
+            "SCENARIO --semantics fixed says why).\n",
+            list(other).c_str());
   }
 }
 

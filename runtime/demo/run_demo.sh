@@ -13,6 +13,7 @@ if [[ $# -lt 1 ]]; then
   exit 2
 fi
 build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
 shift
 flags=("$@")
 if [[ ${#flags[@]} -eq 0 ]]; then
@@ -48,28 +49,26 @@ for ownership in te-legacy fixed; do
   } >"$out/$ownership.column.txt"
 done
 
-echo "== What the runtime itself counted (per layout and seed; fwd/bwd per microbatch)"
+echo "== fp8-repro's own verdicts (its per-microbatch counts are the table's runtime columns)"
 for ownership in te-legacy fixed; do
-  echo "-- $ownership"
-  grep -v '^fp8audit run' "$out/$ownership.repro.txt" || true
+  grep '^fp8-repro:' "$out/$ownership.repro.txt" | sed "s/^/$ownership: /" || true
 done
 echo
-echo "== What the agent counted on the real runs (fp8audit report), side by side"
-# One label per microbatch, in run order, from fp8-repro's own lines ("LAYOUT seed=S ...: F/B ...").
-awk '/ seed=[0-9]+ updates\/microbatch/ {
-       split($0, a, "\\): "); split(a[2], b, " [|]"); n = split(b[1], c, " ");
-       for (i = 1; i <= n; ++i) print $1 " " $2 " mb" (i - 1) }' \
-  "$out/te-legacy.repro.txt" >"$out/labels.txt"
+echo "== What the agent counted on the real runs (fp8audit report), beside the runtime's own count"
 for ownership in te-legacy fixed; do
-  awk '$1 ~ /^[0-9]+$/ && $5 ~ /^[0-9]+\/[0-9]+$/ && ($6 == "ok" || $6 == "FAIL") {
-         print $3 "/" $4 " " $6 }' "$out/$ownership.report.txt" >"$out/$ownership.rows.txt"
+  "$fp8audit" report "$out/$ownership" --format json --no-progress >"$out/$ownership.json" 2>/dev/null ||
+    true
 done
-printf '%-40s  %-16s  %-16s\n' "microbatch (layout, seed)" "te-legacy f/b" "fixed f/b"
-paste -d' ' "$out/labels.txt" "$out/te-legacy.rows.txt" "$out/fixed.rows.txt" |
-  awk '{ printf "%-40s  %-16s  %-16s\n", $1 " " $2 " " $3, $4 " " $5, $6 " " $7 }'
+python=${FP8AUDIT_PYTHON:-python3}
+set +e
+"$python" "$here/side_by_side.py" "$out/te-legacy.repro.txt" "$out/te-legacy.json" \
+  "$out/fixed.repro.txt" "$out/fixed.json"
+agree=$?
+set -e
 echo
-pr -m -t -w "$width" <(grep -E '^(job )?total' "$out/te-legacy.report.txt") \
-  <(grep -E '^(job )?total' "$out/fixed.report.txt")
+for ownership in te-legacy fixed; do
+  grep -E '^job total' "$out/$ownership.report.txt" | sed "s/^/$ownership audit, /" || true
+done
 echo
 echo "full reports side by side: pr -m -t -w $width $out/te-legacy.column.txt $out/fixed.column.txt"
 echo "traces and reports: $out"
@@ -77,10 +76,15 @@ if grep -qs "File already exists in database: fp8audit/" "$out"/*.run.txt "$out"
   echo "demo: the audited process aborted at start-up: the agent and the runtime both register"
   echo "      fp8audit's .proto files in the shared libprotobuf (an agent-side fix is needed)"
 fi
-if [[ ${code[te-legacy]} -eq 3 && ${code[fixed]} -eq 0 ]]; then
+if [[ ${code[te-legacy]} -eq 3 && ${code[fixed]} -eq 0 && $agree -eq 0 ]]; then
   echo "demo: te-legacy duplicates found by the agent; fixed ownership 1/1 in every microbatch"
+  echo
+  echo "Now audit your own job (a TE training script, torchrun or srun line):"
+  echo "  fp8audit run -- torchrun --nproc-per-node 8 train.py ...     # report; exit 3 on violations"
+  echo "  fp8audit run --fix-te -- torchrun --nproc-per-node 8 train.py # the same job with the fix"
   exit 0
 fi
 echo "demo: unexpected outcome (te-legacy audit exit ${code[te-legacy]}, expected 3; fixed" \
-  "audit exit ${code[fixed]}, expected 0); see $out/*.run.txt"
+  "audit exit ${code[fixed]}, expected 0; agent and runtime agree: exit $agree, expected 0);" \
+  "see $out/*.run.txt"
 exit 1

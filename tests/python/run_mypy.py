@@ -1,4 +1,5 @@
-"""CTest entry for the type check of python/fp8audit: mypy over the package (its config in
+"""CTest entry for the type check of python/fp8audit and the demo's table builder
+(runtime/demo/side_by_side.py): mypy over them (its config in
 pyproject.toml), or SKIP (exit 77) in one line when the interpreter has no mypy (scripts/setup.sh
 puts it in the project's .venv)."""
 
@@ -14,7 +15,8 @@ from mypy import api  # noqa: E402
 
 root = Path(__file__).resolve().parents[2]
 out, err, status = api.run(["--config-file", str(root / "pyproject.toml"),
-                            str(root / "python" / "fp8audit")])
+                            str(root / "python" / "fp8audit"),
+                            str(root / "runtime" / "demo" / "side_by_side.py")])
 sys.stdout.write(out)
 sys.stderr.write(err)
 sys.exit(status)

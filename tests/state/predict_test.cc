@@ -68,7 +68,43 @@ TEST(Predict, ComparesEveryInputUnderEveryRegisteredSemantics) {
   ASSERT_TRUE(RenderModel(*report, ModelFormat::kText, 20, &table));
   EXPECT_EQ(table.rfind("scenario", 0), 0u) << table;
   EXPECT_NE(table.find("2/3"), std::string::npos) << table;
-  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3) << table;
+  const std::string rows = table.substr(0, table.find("\n\n") + 1);  // then the legend
+  EXPECT_EQ(std::count(rows.begin(), rows.end(), '\n'), 3) << table;
+  EXPECT_NE(table.find("\nF/B: forward/backward updates per microbatch"), std::string::npos);
+}
+
+// Columns as wide as their widest cell: the verdict column lines up under a long scenario name,
+// and a fixed FAIL where the scenario's job raises is explained under the table.
+TEST(Predict, CompareTableKeepsItsColumnsAndExplainsAFixedFail) {
+  ModelRequest request;
+  request.compare = true;
+  request.scenarios = {kDir + "inner_autocast_disabled_outer_reentrant.textproto",
+                       kDir + "recompute_body_failure.textproto", kDir + "no_checkpoint.textproto"};
+  std::string error;
+  const auto report = Predict(request, &error);
+  ASSERT_TRUE(report) << error;
+  std::string table;
+  ASSERT_TRUE(RenderModel(*report, ModelFormat::kText, 20, &table));
+  std::vector<std::string> lines;
+  for (size_t at = 0, end; (end = table.find('\n', at)) != std::string::npos; at = end + 1) {
+    lines.push_back(table.substr(at, end - at));
+  }
+  ASSERT_GE(lines.size(), 6u) << table;
+  const size_t verdict = lines[0].find("fixed verdict");
+  ASSERT_NE(verdict, std::string::npos) << table;
+  const size_t counts = lines[0].find(SemanticsName(report->rows[0].columns[0].semantics));
+  ASSERT_GT(counts, std::string("scenario").size()) << table;
+  for (size_t i = 1; i <= 3; ++i) {
+    ASSERT_GT(lines[i].size(), verdict) << table;
+    EXPECT_TRUE(lines[i].compare(verdict, 4, "PASS") == 0 ||
+                lines[i].compare(verdict, 4, "FAIL") == 0)
+        << lines[i];
+    EXPECT_EQ(lines[i][counts - 1], ' ') << lines[i];  // the counts start under their header
+    EXPECT_NE(lines[i][counts], ' ') << lines[i];
+  }
+  EXPECT_EQ(lines[2].substr(verdict), "FAIL") << table;
+  EXPECT_NE(table.find("FAIL under fixed in \"recompute body failure"), std::string::npos) << table;
+  EXPECT_NE(table.find("as intended; every other microbatch is 1/1."), std::string::npos) << table;
 }
 
 TEST(Predict, RefusesBadInputWithOneLine) {
