@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -238,6 +239,40 @@ int LaunchResult::ShellCode() const {
       return 126;
   }
   return 1;
+}
+
+int CheckCommand(const std::string& command, std::string* error) {
+  const auto runnable = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+           ::access(path.c_str(), X_OK) == 0;
+  };
+  if (command.empty()) {
+    *error = "the command is empty";
+    return 127;
+  }
+  if (command.find('/') != std::string::npos) {
+    if (runnable(command)) return 0;
+    const int e = ::access(command.c_str(), F_OK) == 0 ? EACCES : errno;
+    *error = command + ": " + std::strerror(e);
+    return e == ENOENT ? 127 : 126;
+  }
+  const char* env = std::getenv("PATH");
+  const std::string path = env != nullptr ? env : "/bin:/usr/bin";
+  bool found_unrunnable = false;
+  size_t at = 0;
+  while (at <= path.size()) {
+    size_t end = path.find(':', at);
+    if (end == std::string::npos) end = path.size();
+    const std::string dir = end == at ? "." : path.substr(at, end - at);  // empty entry: cwd
+    const std::string candidate = dir + "/" + command;
+    if (runnable(candidate)) return 0;
+    found_unrunnable = found_unrunnable || ::access(candidate.c_str(), F_OK) == 0;
+    at = end + 1;
+  }
+  *error = command + ": " +
+           (found_unrunnable ? std::string(std::strerror(EACCES)) : "command not found");
+  return found_unrunnable ? 126 : 127;
 }
 
 LaunchResult LaunchAndWait(const std::vector<std::string>& argv,

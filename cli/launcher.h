@@ -21,6 +21,11 @@ std::string FindAgentLibrary(std::string* error);
 // scope, which is all the agent's definitions need.
 std::string AppendPreload(const char* existing, const std::string& agent);
 
+// Whether `command` would run as execvp runs it (a name with a '/' as a path, else searched on
+// PATH, "/bin:/usr/bin" when unset): 0, or the shell's 127 (not found) or 126 (not executable),
+// with `error` "CMD: command not found" or "CMD: <reason>". Checked before --out is made.
+int CheckCommand(const std::string& command, std::string* error);
+
 struct LaunchResult {
   enum class Status { kExited, kSignaled, kExecFailed, kForkFailed };
   Status status = Status::kExited;

@@ -12,6 +12,7 @@
 #include "cli/progress_flags.h"
 #include "reports/output.h"
 #include "reports/render.h"
+#include "reports/render_util.h"
 #include "reports/trace_set.h"
 
 namespace fp8audit::cli {
@@ -23,10 +24,24 @@ struct ReportArgs {
   std::string output;
   uint32_t max_rows = 50;
   bool verbose = false;
+  bool exit_zero = false;  // 0 once the report is written, whatever the verdict
   ExpectFlags expect;
   SemanticsFlag semantics;
   ProgressFlags progress;
 };
+
+// The report is written: one line naming the file (-o), and the verdict's exit code (0 with
+// --exit-zero).
+int Wrote(const ReportArgs& args, const reports::TraceSetResult& result) {
+  const int code = ExitCodeFor(result.outcome);
+  if (!args.output.empty()) {
+    SayLine("report", "wrote " + args.output + " (" + reports::OutcomeWord(result.report) +
+                          (args.exit_zero || code == kExitOk
+                               ? ")"
+                               : "; exit " + std::to_string(code) + ", --exit-zero for 0)"));
+  }
+  return args.exit_zero ? kExitOk : code;
+}
 
 // Chrome trace and metrics: written while the traces are read; the audit keeps no rows.
 int RunStreaming(const ReportArgs& args, reports::Format format,
@@ -52,7 +67,7 @@ int RunStreaming(const ReportArgs& args, reports::Format format,
     SayLine("report", "cannot write " + error);
     return kExitUsage;
   }
-  return ExitCodeFor(result.outcome);
+  return Wrote(args, result);
 }
 
 int RunReport(const ReportArgs& args) {
@@ -117,7 +132,7 @@ int RunReport(const ReportArgs& args) {
     std::cerr << "fp8audit report: cannot write to standard output\n";
     return kExitUsage;
   }
-  return ExitCodeFor(result.outcome);
+  return Wrote(args, result);
 }
 
 }  // namespace
@@ -149,6 +164,10 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "write the report to FILE (atomically: a temporary file, then rename) instead "
                   "of standard output")
       ->type_name("FILE");
+  sub->add_flag("--exit-zero", args->exit_zero,
+                "exit 0 once the report is written, whatever the audit found (a CI step that "
+                "publishes the report; the gate is `fp8audit check` or a step without it); "
+                "bad input and an unwritable output still exit 2");
   sub->add_flag("-v,--verbose", args->verbose,
                 "text: every violation of each microbatch with its events, instead of identical "
                 "problems collapsed into one line per cause");
@@ -168,7 +187,8 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "names the file, the "
                   "record number and the byte offset of the damage. In a\ndirectory, "
                   "symbolic links named *.fp8trace are skipped (one line says so); name "
-                  "one to read it.\n\nExit codes:\n") +
+                  "one to read it.\n\nExit codes:\n  (the audit's verdict, also with -o; 0 "
+                  "with --exit-zero once the report is written)\n") +
           kAuditExitCodes,
       {"fp8audit report fp8audit-traces             # the traces `fp8audit run` wrote, per rank",
        "fp8audit report fp8audit-traces --format html -o fp8audit.html"}));

@@ -53,6 +53,7 @@ struct RunArgs {
   double heartbeat = kDefaultHeartbeatSeconds;
   int quiet = 0;  // -q: the summary; -qq: nothing after the command but problem lines
   bool verbose = false;
+  bool pass_exit_code = false;  // the command's own code when it failed, instead of 4
   ReportFiles files;
   ProgressFlags progress;
 };
@@ -129,6 +130,11 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     for (const std::string& flag : after) list += (list.empty() ? "" : " ") + flag;
     Say(list + " after CMD went to " + command.front() +
         ", not to fp8audit: fp8audit's flags go before CMD (fp8audit run [flags] -- CMD ...)");
+  }
+  // A command that cannot run leaves nothing behind: checked before --out is made.
+  if (const int code = CheckCommand(command.front(), &error); code != 0) {
+    Say(error);
+    return code;
   }
   const fs::path out = fs::absolute(args.out, ec);
   const bool existed = fs::exists(out, ec);
@@ -234,6 +240,12 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     ended = "the command was killed by signal " + std::to_string(launched.code) + " (" +
             strsignal(launched.code) + ")";
   }
+  // What run returns for a failed command: 4 (never an audit's code), or the command's own.
+  const int failed_code = args.pass_exit_code ? command_code : kExitCommandFailed;
+  const std::string failed_line =
+      ended + (args.pass_exit_code ? ": returning its exit code (--pass-exit-code)"
+                                   : ": fp8audit run exits " + std::to_string(kExitCommandFailed) +
+                                         " (--pass-exit-code returns the command's code)");
 
   std::vector<std::string> others, foreign;
   std::vector<std::string> traces = reports::TracesOfRun(
@@ -252,20 +264,20 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   reports::DropCopies(&traces, &copies);
   for (const std::string& line : copies) Say(line);
   if (traces.empty()) {
-    if (command_code != 0) Say(ended);
+    if (command_code != 0) Say(failed_line);
     const char* off = std::getenv("FP8AUDIT_DISABLE");  // the agent's words (agent/src/shim.cc)
     const std::string_view o = off != nullptr ? off : "";
     if (o == "1" || o == "true" || o == "yes" || o == "on") {
       Say("no trace was written to " + out.string() + ": FP8AUDIT_DISABLE=" + off +
           " is set, which turns the agent off; unset it to audit");
-      return command_code != 0 ? command_code : kExitUsage;
+      return command_code != 0 ? failed_code : kExitUsage;
     }
     Say("no trace was written to " + out.string() +
         ": the command made no CUDA launch or NVTX call that the agent saw, or the agent was "
         "not loaded (LD_PRELOAD=" +
         agent +
         "; a static or setuid program, or one that clears its environment, runs without it)");
-    return command_code != 0 ? command_code : kExitUsage;
+    return command_code != 0 ? failed_code : kExitUsage;
   }
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
@@ -274,7 +286,10 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   // --max-rows).
   options.max_rows = args.files.empty() ? args.max_rows : 0;
   options.max_violations = options.max_rows;
-  const reports::TraceSetResult result = AuditWithProgress("run", traces, args.progress, options);
+  reports::TraceSetResult result = AuditWithProgress("run", traces, args.progress, options);
+  v1::CommandEnd* end = result.report.mutable_command_end();
+  end->set_exit_code(command_code);
+  if (launched.status == LaunchResult::Status::kSignaled) end->set_signal(launched.code);
   reports::RenderOptions render;
   render.max_rows = args.max_rows;
   render.verbose = args.verbose;
@@ -301,9 +316,12 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     Say("full report: fp8audit report " + reports::ShellQuote(out.string()) +
         " (holds the traces of every run that wrote there)");
   }
-  if (command_code != 0) {
-    Say(ended + ": returning its exit code");
-    return command_code;
+  // --fail-fast: the agent ended the command with 3 at a failing microbatch: the audit's 3.
+  const bool failed_fast = args.fail_fast && command_code == kExitViolation &&
+                           result.outcome == reports::Outcome::kViolations;
+  if (command_code != 0 && !failed_fast) {
+    Say(failed_line);
+    return failed_code;
   }
   if (!written) return kExitUsage;
   return ExitCodeFor(result.outcome);
@@ -325,6 +343,9 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
   sub->add_flag("--fail-fast", args->fail_fast,
                 "the agent ends CMD at the first failing microbatch, with exit code 3 "
                 "(FP8AUDIT_FAIL_FAST=1)");
+  sub->add_flag("--pass-exit-code", args->pass_exit_code,
+                "when CMD fails, exit with CMD's own code (128+S for signal S) instead of 4, "
+                "as a plain wrapper would; then a failed CMD's 2 or 3 reads like an audit's");
   sub->add_flag("--self-profile", args->self_profile,
                 "the agent prints, at CMD's exit, how often its handlers ran and the host time "
                 "spent in them (FP8AUDIT_SELF_PROFILE=1)");
@@ -409,9 +430,11 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       "standard output stays its own); `fp8audit report DIR` shows it again, for every run\n"
       "that wrote there.\n\n"
       "Exit codes:\n"
-      "  N    CMD's own exit code when it failed (128+S when killed by signal S); the report is\n"
-      "       still printed\n"
-      "  126  CMD could not be executed;  127  CMD was not found\n"
+      "  (the audit's verdict and CMD's failure never share a code)\n"
+      "  4    CMD failed (a non-zero exit or a signal; one line says which), whatever the audit\n"
+      "       found; the report is still printed. --pass-exit-code: CMD's own code instead\n"
+      "       (128+S when killed by signal S), as a wrapper returns it\n"
+      "  126  CMD could not be executed;  127  CMD was not found (nothing is created)\n"
       "  0    CMD succeeded and every microbatch had the expected updates\n"
       "  1    internal error\n"
       "  2    bad flags, agent library not found, --patterns unreadable, --out or a report FILE\n"

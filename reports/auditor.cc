@@ -462,8 +462,37 @@ void Auditor::Close(bool complete) {
   if (on_microbatch_span) {
     on_microbatch_span(row, MicrobatchSpan{seg.first_ns, seg.last_ns, seg.backward_seen});
   }
-  if (keep_row) *report_.add_microbatches() = std::move(row);
+  if (keep_row) {
+    *report_.add_microbatches() = std::move(row);
+  } else {
+    FoldIntoLastRow(row);
+  }
   seg.Reset();
+}
+
+// A row beyond max_rows that continues the last kept row with the same outcome extends it
+// (through_index), so a long run of identical failures stays one row with its true extent.
+void Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
+  auto* rows = report_.mutable_microbatches();
+  if (rows->empty()) return;
+  v1::MicrobatchResult& last = *rows->Mutable(rows->size() - 1);
+  const uint32_t last_index = last.has_through_index() ? last.through_index() : last.index();
+  if (row.index() != last_index + 1 || row.forward_updates() != last.forward_updates() ||
+      row.backward_updates() != last.backward_updates() ||
+      row.expected_forward() != last.expected_forward() ||
+      row.expected_backward() != last.expected_backward() || row.verdict() != last.verdict() ||
+      row.recomputes() != last.recomputes() ||
+      row.recompute_precision_changes() != last.recompute_precision_changes() ||
+      row.harmful_forward() != last.harmful_forward() ||
+      row.harmful_backward() != last.harmful_backward() ||
+      row.wasted_forward() != last.wasted_forward() ||
+      row.wasted_backward() != last.wasted_backward() || row.probe_notes_size() != 0 ||
+      last.probe_notes_size() != 0 ||
+      row.by_source().SerializeAsString() != last.by_source().SerializeAsString()) {
+    return;
+  }
+  last.set_through_index(row.index());
+  last.set_through_step(row.step());
 }
 
 void Auditor::CompareProbes(bool words, v1::MicrobatchResult* row) {

@@ -169,6 +169,8 @@ class Auditor {
   // The closing microbatch's tallies by source (row's by_source when `words`), and a probe note
   // for each direction in which the probes at work throughout it saw different counts.
   void CompareProbes(bool words, v1::MicrobatchResult* row);
+  // Extends the last kept row over `row` where it continues it with the same outcome.
+  void FoldIntoLastRow(const v1::MicrobatchResult& row);
   void FinishRecording();
   void Close(bool complete);
   void Count(const v1::Event& event, int dir, bool inferred);

@@ -50,13 +50,13 @@ std::string NextStep(const v1::AuditReport& report) {
   }
   if (version.empty() && hook) {
     return "next: no process of this job imported Transformer Engine (the Python hook saw none): "
-           "nothing for --fix-te to patch; the explanations above say where each extra update "
-           "happened";
+           "nothing for --fix-te to patch; the report's explanations say where each extra "
+           "update happened";
   }
   if (version.empty()) {
     return "next: Transformer Engine's version was not recorded (no Python hook in these "
            "traces): where the job runs TE from Python, rerun under the fix, `fp8audit run "
-           "--fix-te -- CMD`; the explanations above say where each extra update happened";
+           "--fix-te -- CMD`; the report's explanations say where each extra update happened";
   }
   const bool verified = FixVerifiedOn(version);
   std::string line =

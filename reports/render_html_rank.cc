@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fp8audit/vocabulary_proto.h"
+#include "reports/findings.h"
 #include "reports/html_chart.h"
 #include "reports/ranks.h"
 
@@ -187,17 +188,69 @@ void EventTable(const google::protobuf::RepeatedPtrField<v1::Event>& events, uin
   }
 }
 
-// The auditor's explanations of a row, as a list, or folded under a one-line summary.
-void Explanations(const v1::MicrobatchResult& row, bool folded, std::string* out) {
-  if (row.explanations_size() == 0) return;
+// Explanation lines as a list, or folded under a one-line summary.
+void ExplanationList(const google::protobuf::RepeatedPtrField<std::string>& lines, bool folded,
+                     std::string* out) {
+  if (lines.empty()) return;
   if (folded) {
-    *out += "<details><summary>" +
-            PluralNum(row.explanations_size(), "explanation", "explanations") + "</summary>";
+    *out += "<details><summary>" + PluralNum(lines.size(), "explanation", "explanations") +
+            "</summary>";
   }
   *out += "<ul class=\"ex\">";
-  for (const std::string& e : row.explanations()) *out += "<li>" + Esc(e) + "</li>";
+  for (const std::string& e : lines) *out += "<li>" + Esc(e) + "</li>";
   *out += "</ul>";
   if (folded) *out += "</details>";
+}
+
+// The auditor's explanations of a row.
+void Explanations(const v1::MicrobatchResult& row, bool folded, std::string* out) {
+  ExplanationList(row.explanations(), folded, out);
+}
+
+bool SameLines(const google::protobuf::RepeatedPtrField<std::string>& a,
+               const google::protobuf::RepeatedPtrField<std::string>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+// Count and recompute-precision violations, which the findings table shows grouped.
+bool Grouped(const v1::Violation& v) {
+  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
+}
+
+// One row per finding: the microbatches with the same problem, the problem, and the explanation
+// of the first of them (once for findings in a row that share it, as in the text report).
+void Findings(const RankView& view, std::string* out) {
+  const v1::RankReport& r = *view.rank;
+  if (r.findings_size() == 0) return;
+  const int n = view.max_details == 0 ? r.findings_size()
+                                      : std::min<int>(r.findings_size(), view.max_details);
+  *out +=
+      "<h3>Problems</h3>\n<table class=\"violations findings\"><tr><th class=\"n\">microbatches"
+      "</th><th>problem</th><th>explanation</th></tr>\n";
+  for (int i = 0; i < n; ++i) {
+    const v1::Finding& f = r.findings(i);
+    *out += "<tr class=\"violation\" data-kind=\"" + ViolationKindName(f.kind()) +
+            "\"><td class=\"n\">" + Esc(FindingWhere(f)) + "</td><td>" + Esc(f.cause()) +
+            "</td><td>";
+    const bool same_as_previous =
+        i > 0 && r.findings(i - 1).explained_microbatch() == f.explained_microbatch() &&
+        SameLines(r.findings(i - 1).explanations(), f.explanations());
+    if (same_as_previous && f.explanations_size() > 0) {
+      *out += "as above";
+    } else if (f.explanations_size() > 0) {
+      if (f.count() > 1) {
+        *out +=
+            "<p class=\"note\">explained for microbatch " + Num(f.explained_microbatch()) + "</p>";
+      }
+      ExplanationList(f.explanations(), i >= static_cast<int>(kOpenExplanations), out);
+    }
+    *out += "</td></tr>\n";
+  }
+  *out += "</table>\n";
+  if (n < r.findings_size()) {
+    *out += "<p class=\"note\">showing the first " + Num(n) + " of " + Num(r.findings_size()) +
+            " problems (--format json has them all)</p>\n";
+  }
 }
 
 void Metadata(const v1::RankReport& r, bool open, std::string* out) {
@@ -258,18 +311,31 @@ void Violations(RankView& view,
                 const std::unordered_map<uint32_t, const v1::MicrobatchResult*>& rows,
                 const RenderOptions& options, std::string* out) {
   const v1::RankReport& r = *view.rank;
-  if (r.violations_size() == 0) return;
+  // With findings (the problems table), a grouped violation is shown in detail for the first
+  // microbatch of its problem only; the others stand alone here, each.
+  const bool grouped = r.findings_size() > 0;
+  std::unordered_map<uint32_t, bool> examples;
+  for (const v1::Finding& f : r.findings()) {
+    if (f.microbatches_size() > 0) examples[f.microbatches(0).first()] = true;
+  }
+  const auto shown = [&](const v1::Violation& v) {
+    return !grouped || !Grouped(v) || examples.count(v.microbatch()) > 0;
+  };
+  if (std::none_of(r.violations().begin(), r.violations().end(), shown)) return;
   const int n = view.max_details == 0 ? r.violations_size()
                                       : std::min<int>(r.violations_size(), view.max_details);
-  *out +=
-      "<h3>Violations</h3>\n<table class=\"violations\"><tr><th class=\"n\">microbatch</th>"
-      "<th>kind</th><th>violation</th><th>explanations and context</th></tr>\n";
+  *out += "<h3>" +
+          std::string(grouped ? "Violations in detail (each problem's first microbatch)"
+                              : "Violations") +
+          "</h3>\n<table class=\"violations\"><tr><th class=\"n\">microbatch</th>"
+          "<th>kind</th><th>violation</th><th>explanations and context</th></tr>\n";
   int64_t explained = -1;  // a microbatch's explanations are shown with its first violation
   uint32_t tables = 0;
   bool tables_left_out = false;
   uint32_t explained_rows = 0;
   for (int i = 0; i < n; ++i) {
     const v1::Violation& v = r.violations(i);
+    if (!shown(v)) continue;
     const bool count = IsCountViolation(v);
     const bool explains = count && static_cast<int64_t>(v.microbatch()) != explained &&
                           rows.count(v.microbatch()) > 0;
@@ -316,7 +382,7 @@ void Violations(RankView& view,
   }
 }
 
-void MicrobatchTable(const RankView& view, const std::vector<const v1::MicrobatchResult*>& shown,
+void MicrobatchTable(const RankView& view, const std::vector<RowRun>& shown,
                      const std::string& note, const RenderOptions& options, std::string* out) {
   const v1::RankReport& r = *view.rank;
   *out += "<details class=\"microbatches\"" + std::string(shown.size() <= 50 ? " open" : "") +
@@ -331,7 +397,8 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
         "<th>verdict</th>" +
         std::string(probes ? "<th>seen by each probe</th>" : "") + "<th>explanations</th></tr>\n";
     uint32_t tables = 0;
-    for (const v1::MicrobatchResult* m : shown) {
+    for (const RowRun& run : shown) {
+      const v1::MicrobatchResult* m = run.first;  // a run's rows share all that is shown
       const VerdictName verdict = MicrobatchVerdict(*m, r.outcome());
       const bool fail = verdict == VerdictName::kFail;
       const std::string word = WordOf(verdict);
@@ -341,9 +408,10 @@ void MicrobatchTable(const RankView& view, const std::vector<const v1::Microbatc
       };
       const char* cls = fail ? "fail" : verdict == VerdictName::kPass ? "pass" : "none";
       *out += "<tr id=\"" + view.id + "-mb" + Num(m->index()) + "\" class=\"mb " + cls +
-              "\" data-mb=\"" + Num(m->index()) + "\"><td class=\"n\">" + Num(m->index()) +
-              "</td><td class=\"n\">" + Num(m->step()) + "</td>" +
-              count(m->forward_updates(), m->expected_forward()) +
+              "\" data-mb=\"" + Num(m->index()) + "\"" +
+              (run.size() > 1 ? " data-last=\"" + Num(run.LastIndex()) + "\"" : std::string()) +
+              "><td class=\"n\">" + run.IndexText() + "</td><td class=\"n\">" + run.StepText() +
+              "</td>" + count(m->forward_updates(), m->expected_forward()) +
               count(m->backward_updates(), m->expected_backward()) + "<td class=\"n\">" +
               ExpectedText(*m) + "</td><td>" + (fail ? "<strong>" + word + "</strong>" : word) +
               "</td>";
@@ -403,35 +471,19 @@ void RankSection(RankView& view, uint32_t y_max, const RenderOptions& options, s
   const v1::RankReport& r = *view.rank;
   const v1::Totals& t = r.totals();
 
-  // The microbatch table: every row of a short trace, else its failing rows, capped.
-  std::vector<const v1::MicrobatchResult*> shown;
+  // The microbatch table: every row of a short trace, else its failing rows, capped; identical
+  // consecutive rows as one.
+  const RowSelection selection = SelectRows(r, view.max_details);
   std::string note;
-  const bool all_kept = static_cast<uint64_t>(r.microbatches_size()) == t.microbatches();
-  const uint32_t cap = view.max_details;
-  if (all_kept && (cap == 0 || t.microbatches() <= cap)) {
-    for (const auto& m : r.microbatches()) shown.push_back(&m);
-  } else if (r.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
-    for (const auto& m : r.microbatches()) {
-      if (cap != 0 && shown.size() >= cap) break;
-      shown.push_back(&m);
-    }
-    note = "Not judged (nothing audited): the first " + Num(shown.size()) + " of " +
-           Num(t.microbatches()) + " microbatches shown";
-  } else {
-    for (const auto& m : r.microbatches()) {
-      if (m.verdict() != v1::FAIL) continue;
-      if (cap == 0 || shown.size() < cap) shown.push_back(&m);
-    }
-    note = "Failing microbatches: " + Num(shown.size()) + " of " + Num(t.failing_microbatches()) +
-           " shown";
-    if (shown.size() < t.failing_microbatches()) {
-      note += ", " + Num(t.failing_microbatches() - shown.size()) +
-              " left out (--format json has them all)";
-    }
-    note += "; " + Num(t.microbatches() - t.failing_microbatches()) + " passing not listed";
+  if (!selection.note.empty()) {
+    note = "Microbatches: " + selection.note;
+    // The JSON report has every row: say so instead of the text report's flag.
+    const size_t flag = note.find("; --max-rows 0 shows every row");
+    if (flag != std::string::npos)
+      note.replace(flag, std::string::npos, " (--format json has them all)");
   }
-  for (const v1::MicrobatchResult* m : shown) {
-    if (m->verdict() == v1::FAIL) view.drilled[m->index()] = true;
+  for (const RowRun& run : selection.runs) {
+    if (run.first->verdict() == v1::FAIL) view.drilled[run.first->index()] = true;
   }
 
   const bool damaged = IsDamaged(r);
@@ -491,8 +543,9 @@ void RankSection(RankView& view, uint32_t y_max, const RenderOptions& options, s
 
   std::unordered_map<uint32_t, const v1::MicrobatchResult*> rows;
   for (const auto& m : r.microbatches()) rows.emplace(m.index(), &m);
+  Findings(view, out);
   Violations(view, rows, options, out);
-  if (t.microbatches() > 0) MicrobatchTable(view, shown, note, options, out);
+  if (t.microbatches() > 0) MicrobatchTable(view, selection.runs, note, options, out);
   *out += "</section>\n";
 }
 

@@ -2,8 +2,10 @@
 // then per rank a microbatch table and violations.
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 
 #include "reports/event_text.h"
+#include "reports/findings.h"
 #include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
@@ -33,6 +35,44 @@ std::string Code(std::string s) {
     if (c == '`') c = '\'';
   }
   return s;
+}
+
+bool IsGrouped(const v1::Violation& v) {
+  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
+}
+
+bool SameLines(const google::protobuf::RepeatedPtrField<std::string>& a,
+               const google::protobuf::RepeatedPtrField<std::string>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+// One item per finding: the microbatches with the same problem and the explanation of the first,
+// once for findings in a row that share it.
+void Problems(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
+  const int limit = options.max_rows == 0 ? r.findings_size()
+                                          : std::min<int>(r.findings_size(), options.max_rows);
+  *out += "\n### Problems\n\n";
+  for (int i = 0; i < limit; ++i) {
+    const v1::Finding& f = r.findings(i);
+    *out += "- **" + Md(FindingWhere(f) + ": " + f.cause()) + "**";
+    if (f.kind() == v1::Violation::RECOMPUTE_PRECISION) {
+      *out += " (" + ViolationKindName(f.kind()) + ")";
+    }
+    *out += "\n";
+    const bool shared_with_next =
+        i + 1 < limit && r.findings(i + 1).explained_microbatch() == f.explained_microbatch() &&
+        SameLines(r.findings(i + 1).explanations(), f.explanations());
+    if (shared_with_next) continue;
+    if (f.explanations_size() > 0 && f.count() > 1) {
+      *out += "  - (explained for microbatch " + std::to_string(f.explained_microbatch()) + ")\n";
+    }
+    for (const std::string& e : f.explanations()) *out += "  - " + Md(e) + "\n";
+  }
+  if (limit < r.findings_size()) {
+    *out += "\n" + std::to_string(r.findings_size() - limit) +
+            " more problems; --max-rows 0 shows all\n";
+  }
+  *out += "\nEach microbatch's violations with their events: `fp8audit report -v`.\n";
 }
 
 void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
@@ -76,11 +116,12 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   *out += "- total: " + TotalsLine(r.totals()) + "\n";
 
   const RowSelection sel = SelectRows(r, options.max_rows);
-  if (!sel.rows.empty()) {
+  if (!sel.runs.empty()) {
     *out += "\n| microbatch | step | forward | backward | expected | verdict |\n";
     *out += "|---:|---:|---:|---:|---:|:---|\n";
-    for (const v1::MicrobatchResult* row : sel.rows) {
-      *out += "| " + std::to_string(row->index()) + " | " + std::to_string(row->step()) + " | " +
+    for (const RowRun& run : sel.runs) {
+      const v1::MicrobatchResult* row = run.first;
+      *out += "| " + run.IndexText() + " | " + run.StepText() + " | " +
               std::to_string(row->forward_updates()) + " | " +
               std::to_string(row->backward_updates()) + " | " + ExpectedText(*row) + " | " +
               (row->verdict() == v1::FAIL ? "**FAIL**" : VerdictWord(row->verdict())) + " |\n";
@@ -88,7 +129,8 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   }
   if (!sel.note.empty()) *out += "\n" + Md(sel.note) + "\n";
   std::string probe_notes;
-  for (const v1::MicrobatchResult* row : sel.rows) {
+  for (const RowRun& run : sel.runs) {
+    const v1::MicrobatchResult* row = run.first;  // a row with notes is a run of its own
     for (const std::string& note : row->probe_notes()) {
       probe_notes += "- microbatch " + std::to_string(row->index()) + ": " + Md(note) + "\n";
     }
@@ -97,8 +139,24 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
 
   const ViolationSelection vs = SelectViolations(r, options.max_rows);
   if (vs.groups.empty()) return;
-  *out += "\n### Violations\n\n";
+  // The problems grouped (as the text report does; -v lists every violation instead).
+  // Then each problem's first microbatch in detail (its events), and the violations that stand
+  // alone (stash, frames, balance, damage).
+  const bool grouped = !options.verbose && r.findings_size() > 0;
+  if (grouped) Problems(r, options, out);
+  std::unordered_set<uint32_t> examples;
+  for (const v1::Finding& f : r.findings()) {
+    if (f.microbatches_size() > 0) examples.insert(f.microbatches(0).first());
+  }
+  bool heading = false;
   for (const ViolationGroup& g : vs.groups) {
+    const v1::Violation& first = *g.violations.front();
+    if (grouped && IsGrouped(first) && examples.count(first.microbatch()) == 0) continue;
+    if (!heading) {
+      *out += grouped ? "\n### In detail (each problem's first microbatch, other violations)\n\n"
+                      : "\n### Violations\n\n";
+    }
+    heading = true;
     for (const v1::Violation* v : g.violations) {
       *out += "- **" + Md(v->message()) + "**";
       if (!IsCountViolation(*v)) *out += " (" + ViolationKindName(v->kind()) + ")";
@@ -121,7 +179,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
       *out += "  ```\n\n";
     }
   }
-  if (!vs.note.empty()) *out += "\n" + Md(vs.note) + "\n";
+  if (!grouped && !vs.note.empty()) *out += "\n" + Md(vs.note) + "\n";
 }
 
 }  // namespace

@@ -37,13 +37,14 @@ void Columns(const std::vector<std::string>& head, const std::vector<bool>& righ
   for (const auto& row : cells) line(row);
 }
 
-void Table(const std::vector<const v1::MicrobatchResult*>& rows, std::string* out) {
+void Table(const std::vector<RowRun>& runs, std::string* out) {
   std::vector<std::vector<std::string>> cells;
-  cells.reserve(rows.size());
-  for (const v1::MicrobatchResult* r : rows) {
-    cells.push_back({std::to_string(r->index()), std::to_string(r->step()),
-                     std::to_string(r->forward_updates()), std::to_string(r->backward_updates()),
-                     ExpectedText(*r), VerdictWord(r->verdict())});
+  cells.reserve(runs.size());
+  for (const RowRun& run : runs) {
+    const v1::MicrobatchResult* r = run.first;
+    cells.push_back({run.IndexText(), run.StepText(), std::to_string(r->forward_updates()),
+                     std::to_string(r->backward_updates()), ExpectedText(*r),
+                     VerdictWord(r->verdict())});
   }
   // Numbers right-aligned, the verdict left-aligned.
   Columns({"microbatch", "step", "forward", "backward", "expected", "verdict"},
@@ -192,13 +193,14 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   const RowSelection sel = SelectRows(r, options.max_rows);
   if (t.microbatches() == 0) {
     *out += "\n  no microbatches: no FP8 state update and no pass boundary was recorded\n";
-  } else if (!sel.rows.empty()) {
+  } else if (!sel.runs.empty()) {
     *out += "\n";
-    Table(sel.rows, out);
+    Table(sel.runs, out);
   }
   if (!sel.note.empty()) *out += "  (" + sel.note + ")\n";
   std::string probe_notes;
-  for (const v1::MicrobatchResult* row : sel.rows) {
+  for (const RowRun& run : sel.runs) {
+    const v1::MicrobatchResult* row = run.first;  // a row with notes is a run of its own
     for (const std::string& note : row->probe_notes()) {
       probe_notes += "  microbatch " + std::to_string(row->index()) + ": " + Printable(note) + "\n";
     }
@@ -233,6 +235,13 @@ std::string RenderText(const v1::AuditReport& report, const RenderOptions& optio
     out += "\n";
   }
   for (const v1::RankReport& r : report.ranks()) Rank(r, options, &out);
+  if (report.has_command_end() && report.command_end().exit_code() != 0) {
+    const v1::CommandEnd& end = report.command_end();
+    out += "command   " +
+           (end.signal() != 0 ? "killed by signal " + std::to_string(end.signal())
+                              : "exited with " + std::to_string(end.exit_code())) +
+           " (the audit's verdict below is the traces')\n";
+  }
   out += "job total: " + TotalsLine(report.totals()) + ": " + word + "\n";
   if (!report.next_step().empty()) out += report.next_step() + "\n";
   return out;

@@ -10,36 +10,63 @@
 
 namespace fp8audit::reports {
 
+namespace {
+
+bool Continues(const v1::MicrobatchResult& a, const v1::MicrobatchResult& b) {
+  const uint32_t a_last = a.has_through_index() ? a.through_index() : a.index();
+  return b.index() == a_last + 1 && a.forward_updates() == b.forward_updates() &&
+         a.backward_updates() == b.backward_updates() &&
+         a.expected_forward() == b.expected_forward() &&
+         a.expected_backward() == b.expected_backward() && a.verdict() == b.verdict() &&
+         a.probe_notes_size() == 0 && b.probe_notes_size() == 0;
+}
+
+std::string Range(uint64_t first, uint64_t last) {
+  return first == last ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(last);
+}
+
+}  // namespace
+
+std::string RowRun::IndexText() const { return Range(first->index(), LastIndex()); }
+std::string RowRun::StepText() const {
+  return Range(first->step(), last->has_through_step() ? last->through_step() : last->step());
+}
+
 RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows) {
+  std::vector<RowRun> runs;
+  for (const auto& row : rank.microbatches()) {
+    if (!runs.empty() && Continues(*runs.back().last, row)) {
+      runs.back().last = &row;
+    } else {
+      runs.push_back({&row, &row});
+    }
+  }
   RowSelection sel;
   const uint64_t total = rank.totals().microbatches();
   const auto kept = static_cast<uint64_t>(rank.microbatches_size());
-  const bool all_kept = kept == total;
-  if (all_kept && (max_rows == 0 || total <= max_rows)) {
-    for (const auto& row : rank.microbatches()) sel.rows.push_back(&row);
+  if (kept == total && (max_rows == 0 || runs.size() <= max_rows)) {
+    sel.runs = std::move(runs);
     return sel;
   }
-  if (rank.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED) {
-    // None judged, none failing: the first rows kept.
-    for (const auto& row : rank.microbatches()) {
-      if (max_rows != 0 && sel.rows.size() >= max_rows) break;
-      sel.rows.push_back(&row);
-    }
+  const bool nothing_audited = rank.outcome() == v1::AuditReport::OUTCOME_NOTHING_AUDITED;
+  uint64_t shown = 0;
+  for (const RowRun& run : runs) {
+    if (!nothing_audited && run.first->verdict() != v1::FAIL) continue;  // none judged: first runs
+    if (max_rows != 0 && sel.runs.size() >= max_rows) break;
+    sel.runs.push_back(run);
+    shown += run.size();
+  }
+  if (nothing_audited) {
     sel.note = std::to_string(total) + " microbatches, none judged (nothing audited): showing " +
-               std::to_string(sel.rows.size()) + "; --max-rows 0 shows every row";
+               std::to_string(shown) + "; --max-rows 0 shows every row";
     return sel;
-  }
-  for (const auto& row : rank.microbatches()) {
-    if (row.verdict() != v1::FAIL) continue;
-    if (max_rows != 0 && sel.rows.size() >= max_rows) break;
-    sel.rows.push_back(&row);
   }
   const uint64_t failing = rank.totals().failing_microbatches();
+  if (shown == total) return sel;  // every microbatch is in the rows shown
   sel.note = std::to_string(total) + " microbatches, " + std::to_string(failing) +
              " failing: showing " +
-             (sel.rows.size() == failing
-                  ? std::string("every failing one")
-                  : "the first " + std::to_string(sel.rows.size()) + " failing ones");
+             (shown == failing ? std::string("every failing one")
+                               : "the first " + std::to_string(shown) + " failing ones");
   sel.note += "; --max-rows 0 shows every row";
   return sel;
 }

@@ -13,12 +13,24 @@ namespace fp8audit::reports {
 
 namespace v1 = ::fp8audit::v1;
 
+// Consecutive microbatches with the same counts, expectation and verdict (and no probe notes):
+// one table row, "first-last".
+struct RowRun {
+  const v1::MicrobatchResult* first = nullptr;
+  const v1::MicrobatchResult* last = nullptr;
+  uint64_t LastIndex() const {
+    return last->has_through_index() ? last->through_index() : last->index();
+  }
+  uint64_t size() const { return LastIndex() - first->index() + 1; }
+  std::string IndexText() const;  // "7" or "0-1799"
+  std::string StepText() const;   // "3" or "0-899"
+};
 struct RowSelection {
-  std::vector<const v1::MicrobatchResult*> rows;
+  std::vector<RowRun> runs;
   std::string note;  // what is not shown, if anything
 };
-// Every row when the rank has at most `max_rows` microbatches (or max_rows is 0), else its failing
-// rows (a trace with nothing audited: its first rows), at most `max_rows`.
+// Every row when the rank's rows make at most `max_rows` runs (or max_rows is 0), else its
+// failing runs (a trace with nothing audited: its first runs), at most `max_rows`.
 RowSelection SelectRows(const v1::RankReport& rank, uint32_t max_rows);
 
 // A group of violations shown together: one microbatch's count violations, or one other.

@@ -321,8 +321,12 @@ TEST_F(ReportCli, MaxRowsShowsFailingMicrobatchesAndASummary) {
   EXPECT_TRUE(Contains(r.out, "300 microbatches, 1 failing: showing every failing one"))
       << Describe(r);
   EXPECT_FALSE(Contains(r.out, "  PASS\n")) << Describe(r);
+  // Every row: the passing ones before and after the failing one as one row each.
   r = Fp8audit({"report", path, "--max-rows", "0"});
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n') > 300, true);
+  EXPECT_TRUE(Contains(r.out, " 0-249     0        1         1       1/1  PASS\n")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, " 250     0        1         2       1/1  FAIL\n")) << Describe(r);
+  EXPECT_TRUE(Contains(r.out, " 251-299     0        1         1       1/1  PASS\n"))
+      << Describe(r);
 }
 
 TEST_F(ReportCli, ExpectFlagsOverrideTheDefault) {
@@ -513,23 +517,52 @@ TEST_F(RunCli, JobWithoutAnyUpdateExits2) {
   EXPECT_EQ(Run({"--", "true"}, "0/0,1/1,0/0").code, 3);
 }
 
-TEST_F(RunCli, ReturnsCommandExitCodeWhenCommandFails) {
-  const Result r = Run({"--", "sh", "-c", "exit 7"}, "1/1");
+// Issue 35: the audit's codes (0, 2, 3) and a failed command's are never the same: a failed
+// command is 4, whatever its own code; --pass-exit-code returns the command's own code.
+TEST_F(RunCli, AFailedCommandExits4WhateverItsOwnCodeAndTheReportNamesIt) {
+  for (const char* code : {"1", "2", "3", "7"}) {
+    const Result r = Run({"--", "sh", "-c", std::string("exit ") + code}, "1/1");
+    EXPECT_EQ(r.code, 4) << Describe(r);
+    EXPECT_TRUE(Contains(r.err, std::string("the command exited with ") + code +
+                                    ": fp8audit run exits 4 (--pass-exit-code returns the "
+                                    "command's code)"))
+        << Describe(r);
+    EXPECT_TRUE(Contains(r.err, std::string("command   exited with ") + code)) << Describe(r);
+  }
+  EXPECT_EQ(Run({"false"}, "1/1").code, 4);
+  EXPECT_EQ(Run({"true"}, "1/1").code, 0);
+}
+
+TEST_F(RunCli, PassExitCodeReturnsTheCommandsOwnCode) {
+  const Result r = Run({"--pass-exit-code", "--", "sh", "-c", "exit 7"}, "1/1");
   EXPECT_EQ(r.code, 7) << Describe(r);
-  EXPECT_TRUE(Contains(r.err, "the command exited with 7")) << Describe(r);
-  EXPECT_EQ(Run({"false"}, "1/1").code, 1);
+  EXPECT_TRUE(Contains(r.err, "the command exited with 7: returning its exit code")) << Describe(r);
+  const Result killed = Run({"--pass-exit-code", "--", "sh", "-c", "kill -TERM $$"}, "1/1");
+  EXPECT_EQ(killed.code, 128 + 15) << Describe(killed);
 }
 
 TEST_F(RunCli, CommandFailureWinsOverViolations) {
   const Result r = Run({"--", "sh", "-c", "exit 5"}, "29/196");
-  EXPECT_EQ(r.code, 5) << Describe(r);
+  EXPECT_EQ(r.code, 4) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "29 forward updates")) << Describe(r);  // still reported
 }
 
-TEST_F(RunCli, KilledCommandReturns128PlusTheSignal) {
+TEST_F(RunCli, AKilledCommandExits4AndSaysWhichSignal) {
   const Result r = Run({"--", "sh", "-c", "kill -TERM $$"}, "1/1");
-  EXPECT_EQ(r.code, 128 + 15) << Describe(r);
+  EXPECT_EQ(r.code, 4) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "killed by signal 15")) << Describe(r);
+}
+
+TEST_F(RunCli, ACommandThatCannotRunCreatesNoOutFolder) {
+  const Result r = Run({"--", "fp8audit-no-such-command"}, "1/1");
+  EXPECT_EQ(r.code, 127) << Describe(r);
+  EXPECT_FALSE(fs::exists(Path("out"))) << Describe(r);
+  const std::string script = Path("not-executable.sh");
+  std::ofstream(script) << "#!/bin/sh\n";
+  const Result denied = Run({"--", script}, "1/1");
+  EXPECT_EQ(denied.code, 126) << Describe(denied);
+  EXPECT_TRUE(Contains(denied.err, "Permission denied")) << Describe(denied);
+  EXPECT_FALSE(fs::exists(Path("out"))) << Describe(denied);
 }
 
 TEST_F(RunCli, CommandNotFoundExits127WithOneLine) {
@@ -729,10 +762,10 @@ TEST_F(RunCli, CommandThatSucceedsWithoutAFooterIsIncomplete) {
       << Describe(r);
 }
 
-TEST_F(RunCli, KilledCommandWithoutAFooterReturnsItsOwnCode) {
+TEST_F(RunCli, KilledCommandWithoutAFooterExits4) {
   const Result r =
       Run({"--", "sh", "-c", "kill -KILL $$"}, "1/1,1/1", {{"FP8AUDIT_FAKE_KILLED", "1"}});
-  EXPECT_EQ(r.code, 128 + 9) << Describe(r);
+  EXPECT_EQ(r.code, 4) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "killed by signal 9")) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "trace ends without a footer")) << Describe(r);
 }
@@ -860,18 +893,19 @@ TEST_F(MultiRankCli, CheckOneRankDisagreeingInOneMicrobatchExits3) {
   Add(RankTrace(1, 3, 1, 2, 3));
   const Result r = Fp8audit({"check", Path("traces")});
   EXPECT_EQ(r.code, 3) << Describe(r);
-  EXPECT_EQ(r.out,
-            "rank 1 (testhost, pid 101): 1 of 3 microbatches failing (" +
-                Path("traces/testhost.101.rank1.fp8trace") +
-                ")\n"
-                "  microbatch 1 (step 0): 2 forward updates, expected 1\n"
-                "  microbatch 1 (step 0): 3 backward updates, expected 1\n"
-                "  job: ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; "
-                "rank 1: 2/3\n"
-                "FAIL: 2 traces, 6 microbatches, 1 failing; 7 forward and 8 backward updates\n"
-                "next: Transformer Engine's version was not recorded (no Python hook in these "
-                "traces): where the job runs TE from Python, rerun under the fix, `fp8audit run "
-                "--fix-te -- CMD`; the explanations above say where each extra update happened\n");
+  EXPECT_EQ(
+      r.out,
+      "rank 1 (testhost, pid 101): 1 of 3 microbatches failing (" +
+          Path("traces/testhost.101.rank1.fp8trace") +
+          ")\n"
+          "  microbatch 1 (step 0): 2 forward updates, expected 1\n"
+          "  microbatch 1 (step 0): 3 backward updates, expected 1\n"
+          "  job: ranks disagree in microbatch 1 (forward/backward updates): rank 0: 1/1; "
+          "rank 1: 2/3\n"
+          "FAIL: 2 traces, 6 microbatches, 1 failing; 7 forward and 8 backward updates\n"
+          "next: Transformer Engine's version was not recorded (no Python hook in these "
+          "traces): where the job runs TE from Python, rerun under the fix, `fp8audit run "
+          "--fix-te -- CMD`; the report's explanations say where each extra update happened\n");
 }
 
 TEST_F(MultiRankCli, CheckEightRanksOneDisagreeingExits3) {

@@ -509,6 +509,29 @@ TEST(Auditor, MaxRowsKeepsEveryRowUntilExceededThenOnlyFailingOnes) {
   EXPECT_EQ(r.microbatches(0).index(), 7u);
 }
 
+// Beyond max_rows, a failing row identical to the last kept one and right after it extends that
+// row (through_index, through_step) instead of being dropped; a different one is dropped.
+TEST(Auditor, RowsBeyondMaxRowsThatContinueTheLastKeptRowAreFoldedIntoIt) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  for (int i = 0; i < 300; ++i) t.MarkedMicrobatch(4, 3);
+  t.MarkedMicrobatch(2, 1);  // different: not folded, and no room left
+  for (int i = 0; i < 10; ++i) t.MarkedMicrobatch(4, 3);  // not right after the last kept row
+  t.Footer();
+  AuditorOptions options;
+  options.max_rows = 5;
+  Auditor a(options);
+  t.Feed(&a);
+  const v1::RankReport& r = a.report();
+  EXPECT_EQ(r.totals().failing_microbatches(), 311u);
+  ASSERT_EQ(r.microbatches_size(), 5);
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(r.microbatches(i).has_through_index()) << i;
+  const v1::MicrobatchResult& last = r.microbatches(4);
+  EXPECT_EQ(last.index(), 4u);
+  EXPECT_EQ(last.through_index(), 299u);
+  EXPECT_EQ(last.through_step(), 0u);
+  EXPECT_EQ(last.forward_updates(), 4u);
+}
+
 TEST(Auditor, ExtraUpdatesInTheSamePlaceShareOneExplanation) {
   TraceBuilder t(-1, 1000, "nvtx");
   t.MarkedMicrobatch(1, 196).Footer();

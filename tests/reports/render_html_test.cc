@@ -136,7 +136,9 @@ TEST(RenderHtml, PassingJobSaysPass) {
   EXPECT_TRUE(Contains(html, "<span id=\"verdict\">PASS</span>")) << html;
   EXPECT_FALSE(Contains(html, "dup\"")) << html;
   EXPECT_FALSE(Contains(html, "<h3>Violations</h3>")) << html;
-  EXPECT_EQ(Count(html, "class=\"mb pass\""), 3u) << html;
+  // Three identical passing microbatches: one row, 0-2.
+  EXPECT_EQ(Count(html, "class=\"mb pass\""), 1u) << html;
+  EXPECT_TRUE(Contains(html, "<td class=\"n\">0-2</td>")) << html;
 }
 
 TEST(RenderHtml, FlagsRanksThatDisagreeAndDamagedTraces) {
@@ -305,7 +307,10 @@ TEST(RenderHtml, BucketsAHundredThousandMicrobatchesIntoABoundedPage) {
   // Drill-down: the first 500 failing microbatches and violations, and how many were left out.
   EXPECT_EQ(Count(html, "<tr id=\"r0-mb"), 500u);
   EXPECT_EQ(Count(html, "<tr class=\"violation\""), 500u);
-  EXPECT_TRUE(Contains(html, "Failing microbatches: 500 of 14285 shown, 13785 left out")) << html;
+  EXPECT_TRUE(Contains(html,
+                       "Microbatches: 100000 microbatches, 14285 failing: showing the first 500 "
+                       "failing ones (--format json has them all)"))
+      << html;
   EXPECT_TRUE(Contains(html, "showing the first 500 of 14285 violations; 13785 left out"));
   // Context is capped at max_context_lines per violation.
   EXPECT_TRUE(Contains(html, "36 more events (--format json has them all)"));
@@ -388,8 +393,8 @@ TEST(RenderHtml, OptionsSetTheCaps) {
   options.max_context_lines = 0;
   const std::string html = RenderHtml(Job({LongRank(0, 1000, 10)}), options);
   EXPECT_EQ(Count(html, "<g class=\"c"), 64u);
-  // No cap: every row, failing or not.
-  EXPECT_EQ(Count(html, "<tr id=\"r0-mb"), 1000u);
+  // No cap: every row, failing or not, the nine passing ones between failures as one.
+  EXPECT_EQ(Count(html, "<tr id=\"r0-mb"), 200u);
   EXPECT_EQ(Count(html, "class=\"mb fail\""), 100u);
   EXPECT_EQ(Count(html, "<tr class=\"violation\""), 100u);
   EXPECT_FALSE(Contains(html, "more events"));

@@ -98,7 +98,45 @@ TEST(RenderText, LongTraceShowsFailingRowsAndASummaryInsteadOfEveryRow) {
   options.verbose = false;
   options.max_rows = 0;
   const std::string all = RenderText(report, options);
-  EXPECT_EQ(Count(all, "  PASS\n"), 490u);
+  // Every row, consecutive passing microbatches as one: 0-2, 4-52, ..., 454-499.
+  EXPECT_EQ(Count(all, "  PASS\n"), 11u) << all;
+  EXPECT_TRUE(Contains(all, " 4-52     0        1         1       1/1  PASS\n")) << all;
+  EXPECT_TRUE(Contains(all, " 454-499     0        1         1       1/1  PASS\n")) << all;
+  EXPECT_EQ(Count(all, "  FAIL\n"), 10u) << all;  // never merged across a passing row
+}
+
+// Issue 35: a long failing run stays readable. 1,800 identical failing microbatches are one row
+// and one violation line in text (the whole report under 40 lines), and the markdown stays under
+// GitHub's 65,536-character comment limit.
+TEST(RenderText, IdenticalConsecutiveRowsCollapseIntoOne) {
+  TraceBuilder t(0, 1, "nvtx");
+  for (int i = 0; i < 1800; ++i) t.MarkedMicrobatch(4, 3);
+  t.Footer();
+  const v1::AuditReport report = Job({t.Audit()});
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_EQ(Count(text, "  FAIL\n"), 1u) << text;
+  EXPECT_TRUE(Contains(text, "\n      0-1799     0        4         3       1/1  FAIL\n")) << text;
+  EXPECT_LT(Count(text, "\n"), 40u) << text;
+  const std::string md = RenderMarkdown(report, RenderOptions{});
+  EXPECT_TRUE(Contains(md, "| 0-1799 | 0 | 4 | 3 | 1/1 | **FAIL** |")) << md;
+  EXPECT_TRUE(Contains(md, "- **microbatches 0-1799 (1800): 4 forward updates, expected 1**"));
+  EXPECT_LT(md.size(), 65536u);
+  // HTML: one row in the table, one problem per cause, one example in detail.
+  const std::string html = RenderHtml(report, RenderOptions{});
+  EXPECT_EQ(Count(html, "<tr id=\"r0-mb"), 1u);
+  EXPECT_TRUE(Contains(html, "<td class=\"n\">0-1799</td>"));
+  EXPECT_EQ(Count(html, "<tr class=\"violation\" data-kind=\"forward count\""), 2u) << html;
+  EXPECT_LT(html.size(), 400000u);
+}
+
+TEST(RenderText, RowsCollapseOnlyWhereCountsAndVerdictAgree) {
+  TraceBuilder t(0, 1, "nvtx");
+  t.MarkedMicrobatch(2, 1).MarkedMicrobatch(2, 1).MarkedMicrobatch(2, 3).MarkedMicrobatch(1, 1);
+  t.MarkedMicrobatch(1, 1).Footer();
+  const std::string text = RenderText(Job({t.Audit()}), RenderOptions{});
+  EXPECT_TRUE(Contains(text, "\n         0-1     0        2         1       1/1  FAIL\n")) << text;
+  EXPECT_TRUE(Contains(text, "\n           2     0        2         3       1/1  FAIL\n")) << text;
+  EXPECT_TRUE(Contains(text, "\n         3-4     0        1         1       1/1  PASS\n")) << text;
 }
 
 TEST(RenderText, EmptyAndDamagedRanksSayWhy) {
@@ -330,13 +368,13 @@ TEST(Render, NothingAuditedTraceIsPresentedAsNothingAuditedInEveryFormatNotAsFai
   ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
   const std::string text = RenderText(report, RenderOptions{});
   EXPECT_TRUE(Contains(text, "== no rank (testhost, pid 4775): NOTHING AUDITED\n")) << text;
-  EXPECT_TRUE(Contains(text, "           0     0        0         0       1/1  NOTHING AUDITED\n"))
+  EXPECT_TRUE(Contains(text, "         0-5     0        0         0       1/1  NOTHING AUDITED\n"))
       << text;
   EXPECT_TRUE(Contains(text, "6 microbatches, 0 failing")) << text;
   EXPECT_FALSE(Contains(text, "violations:")) << text;
   const std::string md = RenderMarkdown(report, RenderOptions{});
   EXPECT_TRUE(Contains(md, "## no rank (testhost, pid 4775): NOTHING AUDITED\n")) << md;
-  EXPECT_TRUE(Contains(md, "| 0 | 0 | 0 | 0 | 1/1 | NOTHING AUDITED |")) << md;
+  EXPECT_TRUE(Contains(md, "| 0-5 | 0 | 0 | 0 | 1/1 | NOTHING AUDITED |")) << md;
   std::string json;
   std::string error;
   ASSERT_TRUE(RenderJson(report, &json, &error)) << error;
