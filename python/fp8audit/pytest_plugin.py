@@ -6,7 +6,8 @@ examples/conftest.py does) or `-p fp8audit.pytest_plugin`.
 
 Not under the agent yet, the session is run again as `fp8audit run -qq --out DIR -- python -m
 pytest ARGS...` (before any output is captured); this process then exits with that session's
-status, and a temporary DIR is removed unless --fp8audit-keep.
+status, and a temporary DIR is removed when the session passes unless --fp8audit-keep (a failing
+session keeps it: its failures name the traces in it).
 In the session under the agent, right after each test's call phase the agent writes what it has
 recorded (fp8audit_flush(): synchronous, no waiting on time) and `fp8audit report --format json`
 on this process's trace gives the microbatches recorded since the test's setup ended: those are
@@ -101,8 +102,10 @@ def _rerun_under_agent(config: pytest.Config, out: Optional[str], keep: bool) ->
     fd, status_file = tempfile.mkstemp(prefix="fp8audit-pytest-status-")
     os.close(fd)
     # -qq: the tests' failures are in pytest's own report; run says nothing after the session
-    # but problems (a trace it cannot read, a command that could not start).
-    command = [str(binary), "run", "-qq", "--out", out, "--", sys.executable, "-m", "pytest",
+    # but problems (a trace it cannot read, a command that could not start). --pass-exit-code:
+    # pytest's own status, as without the plugin.
+    command = [str(binary), "run", "-qq", "--pass-exit-code", "--out", out, "--", sys.executable,
+               "-m", "pytest",
                *config.invocation_params.args]
     env = dict(os.environ, **{STATUS_ENV: status_file})
     child = subprocess.Popen(command, env=env, cwd=str(config.invocation_params.dir))
@@ -121,8 +124,11 @@ def _rerun_under_agent(config: pytest.Config, out: Optional[str], keep: bool) ->
         pass  # the session ended before pytest did (killed): run's status stands
     finally:
         os.unlink(status_file)
-    if temporary and not keep:
+    if temporary and not keep and code == 0:
         shutil.rmtree(out, ignore_errors=True)
+    elif temporary and not keep:  # the failures name traces in it: kept, and said so
+        print(f"fp8audit: traces kept in {out} (the session failed; removed when it passes "
+              "unless --fp8audit-keep)", file=sys.stderr, flush=True)
     else:
         print(f"fp8audit: traces in {out}", file=sys.stderr, flush=True)
     raise SystemExit(code)
@@ -148,6 +154,9 @@ class _Judge:
         self._run_id = os.environ.get("FP8AUDIT_RUN_ID", "")
         self._seen: Dict[str, int] = {}  # trace -> microbatches attributed so far
         self._stamps = self._trace_stamps()  # trace -> (size, mtime) when last read
+        self._judged = 0  # tests whose microbatches were judged
+        self._microbatches = 0
+        self._failed = 0
 
     def _trace_stamps(self) -> Dict[str, Tuple[int, int]]:
         stamps: Dict[str, Tuple[int, int]] = {}
@@ -224,9 +233,25 @@ class _Judge:
         if call.when != "call" or not report.passed:
             return  # setup and teardown microbatches are no test's; a failed test stays failed
         failure = _judge(microbatches, forward, backward, marker is not None, path)
+        if microbatches or marker is not None:
+            self._judged += 1
+            self._microbatches += len(microbatches)
         if failure:
+            self._failed += 1
             report.outcome = "failed"
             report.longrepr = failure
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """One line saying what the audit judged: an audit that passed is visible too."""
+        judged = (f"fp8audit: {self._judged} test{'s' * (self._judged != 1)} audited "
+                  f"({self._microbatches} microbatch{'es' * (self._microbatches != 1)})")
+        if self._failed:
+            line = f"{judged}, {self._failed} failed their FP8 state updates"
+        elif self._judged:
+            line = f"{judged}, every microbatch made its expected FP8 state updates"
+        else:
+            line = "fp8audit: no test recorded a microbatch: nothing was audited"
+        terminalreporter.write_line(line)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         status_file = os.environ.get(STATUS_ENV)

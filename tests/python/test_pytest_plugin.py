@@ -3,6 +3,7 @@ judged by the microbatches it recorded (1/1, or what its marker declares), the r
 the failure, fixtures' microbatches no test's, the plugin inert without the flag, one clear line
 when the executable is missing."""
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -95,7 +96,7 @@ def test_fp8audit_fails_exactly_the_tests_whose_microbatches_miss_their_expectat
     assert list((tmp_path / "t").glob("*.fp8trace")), "the session's trace is kept"
 
 
-def test_the_session_report_is_not_repeated_and_temporary_traces_are_removed(tmp_path):
+def test_the_session_report_is_not_repeated_and_temporary_traces_go_only_when_it_passes(tmp_path):
     needs_agent()
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -104,8 +105,24 @@ def test_the_session_report_is_not_repeated_and_temporary_traces_are_removed(tmp
     assert "test_two_forward_updates_in_the_second" in outcomes
     assert "fp8audit report:" not in result.stderr + result.stdout  # pytest's report only
     assert "job total:" not in result.stderr + result.stdout
-    assert "traces in" not in result.stderr
+    # A failing session keeps the traces its failures name, and says where.
+    kept = list(scratch.glob("fp8audit-pytest-*"))
+    assert len(kept) == 1 and list(kept[0].glob("*.fp8trace")), result.stderr
+    assert f"fp8audit: traces kept in {kept[0]} (the session failed" in result.stderr
+    trace = outcomes["test_two_forward_updates_in_the_second"].split("trace: ")[1].split()[0]
+    assert Path(trace).is_file(), trace  # the failure's trace path still exists
+    # The judged tests: every one that recorded a microbatch or carries the marker.
+    assert ("fp8audit: 6 tests audited (7 microbatches), 2 failed their FP8 state updates"
+            in result.stdout), result.stdout
+    # A passing session removes them, and one line says the audit happened.
+    for old in kept:
+        shutil.rmtree(old)
+    result, _ = run_suite(tmp_path, "--fp8audit", "-k", "test_one_one", TMPDIR=str(scratch))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "traces" not in result.stderr, result.stderr
     assert list(scratch.glob("fp8audit-pytest-*")) == [], "the temporary traces are removed"
+    assert ("fp8audit: 1 test audited (2 microbatches), every microbatch made its expected FP8 "
+            "state updates") in result.stdout, result.stdout
     result, _ = run_suite(tmp_path, "--fp8audit", "--fp8audit-keep", TMPDIR=str(scratch))
     kept = list(scratch.glob("fp8audit-pytest-*"))
     assert len(kept) == 1 and list(kept[0].glob("*.fp8trace")), result.stderr
