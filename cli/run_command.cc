@@ -304,10 +304,17 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   for (const std::string& line : unwritten) Say(line);
   if (args.fix_te) {
     bool te_seen = false;
+    int unhooked = 0;  // processes that used TE where the hook (and so the fix) never ran
     for (const auto& rank : result.report.ranks()) {
       te_seen = te_seen || !rank.recording().te_version().empty() || rank.recording().te_patched();
+      if (rank.python_hook_absent()) ++unhooked;
     }
-    if (!te_seen) {
+    if (unhooked > 0) {
+      Say("--fix-te: " + std::to_string(unhooked) +
+          (unhooked == 1 ? " process used" : " processes used") +
+          " Transformer Engine without fp8audit's Python hook, so without the fix (python -I or "
+          "-E, or a PYTHONPATH of its own): it ran unpatched");
+    } else if (!te_seen) {
       Say("--fix-te: no process of the command imported Transformer Engine (no trace records its "
           "version): nothing was patched");
     }

@@ -10,12 +10,14 @@ microbatch of one forward and one backward update."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from pkgutil_fp8audit import AGENT, audit, needs_agent, report
+from pkgutil_fp8audit import AGENT, BIN, audit, env, needs_agent, report
 
 FAKE_EXT = Path(os.environ.get("FP8AUDIT_FAKE_TE_EXT", AGENT.parent.parent / "tests" / "agent" /
                                "fake_te" / "libagent_fake_te_ext.so"))
@@ -64,3 +66,14 @@ def test_the_same_job_with_the_hook_running_passes(tmp_path):
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert "Python hook did not run" not in r.stdout + r.stderr
     assert not report(tmp_path / "t")["ranks"][0].get("python_hook_absent")
+
+
+def test_fix_te_says_the_unhooked_process_ran_unpatched_not_that_no_process_used_te(tmp_path):
+    job = _job(tmp_path)
+    r = subprocess.run([str(BIN), "run", "--fix-te", "--out", str(tmp_path / "t"), "--",
+                        sys.executable, "-I", str(job)], env=env(), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert ("--fix-te: 1 process used Transformer Engine without fp8audit's Python hook, so "
+            "without the fix") in r.stderr, r.stderr
+    assert "no process of the command imported Transformer Engine" not in r.stderr
