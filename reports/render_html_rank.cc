@@ -207,16 +207,6 @@ void Explanations(const v1::MicrobatchResult& row, bool folded, std::string* out
   ExplanationList(row.explanations(), folded, out);
 }
 
-bool SameLines(const google::protobuf::RepeatedPtrField<std::string>& a,
-               const google::protobuf::RepeatedPtrField<std::string>& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
-}
-
-// Count and recompute-precision violations, which the findings table shows grouped.
-bool Grouped(const v1::Violation& v) {
-  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
-}
-
 // One row per finding: the microbatches with the same problem, the problem, and the explanation
 // of the first of them (once for findings in a row that share it, as in the text report).
 void Findings(const RankView& view, std::string* out) {
@@ -232,9 +222,7 @@ void Findings(const RankView& view, std::string* out) {
     *out += "<tr class=\"violation\" data-kind=\"" + ViolationKindName(f.kind()) +
             "\"><td class=\"n\">" + Esc(FindingWhere(f)) + "</td><td>" + Esc(f.cause()) +
             "</td><td>";
-    const bool same_as_previous =
-        i > 0 && r.findings(i - 1).explained_microbatch() == f.explained_microbatch() &&
-        SameLines(r.findings(i - 1).explanations(), f.explanations());
+    const bool same_as_previous = i > 0 && ShareExplanation(r.findings(i - 1), f);
     if (same_as_previous && f.explanations_size() > 0) {
       *out += "as above";
     } else if (f.explanations_size() > 0) {
@@ -319,7 +307,7 @@ void Violations(RankView& view,
     if (f.microbatches_size() > 0) examples[f.microbatches(0).first()] = true;
   }
   const auto shown = [&](const v1::Violation& v) {
-    return !grouped || !Grouped(v) || examples.count(v.microbatch()) > 0;
+    return !grouped || !IsFindingKind(v) || examples.count(v.microbatch()) > 0;
   };
   if (std::none_of(r.violations().begin(), r.violations().end(), shown)) return;
   const int n = view.max_details == 0 ? r.violations_size()

@@ -37,15 +37,6 @@ std::string Code(std::string s) {
   return s;
 }
 
-bool IsGrouped(const v1::Violation& v) {
-  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
-}
-
-bool SameLines(const google::protobuf::RepeatedPtrField<std::string>& a,
-               const google::protobuf::RepeatedPtrField<std::string>& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
-}
-
 // One item per finding: the microbatches with the same problem and the explanation of the first,
 // once for findings in a row that share it.
 void Problems(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
@@ -59,9 +50,7 @@ void Problems(const v1::RankReport& r, const RenderOptions& options, std::string
       *out += " (" + ViolationKindName(f.kind()) + ")";
     }
     *out += "\n";
-    const bool shared_with_next =
-        i + 1 < limit && r.findings(i + 1).explained_microbatch() == f.explained_microbatch() &&
-        SameLines(r.findings(i + 1).explanations(), f.explanations());
+    const bool shared_with_next = i + 1 < limit && ShareExplanation(f, r.findings(i + 1));
     if (shared_with_next) continue;
     if (f.explanations_size() > 0 && f.count() > 1) {
       *out += "  - (explained for microbatch " + std::to_string(f.explained_microbatch()) + ")\n";
@@ -151,7 +140,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
   bool heading = false;
   for (const ViolationGroup& g : vs.groups) {
     const v1::Violation& first = *g.violations.front();
-    if (grouped && IsGrouped(first) && examples.count(first.microbatch()) == 0) continue;
+    if (grouped && IsFindingKind(first) && examples.count(first.microbatch()) == 0) continue;
     if (!heading) {
       *out += grouped ? "\n### In detail (each problem's first microbatch, other violations)\n\n"
                       : "\n### Violations\n\n";

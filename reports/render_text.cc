@@ -106,15 +106,6 @@ void Group(const ViolationGroup& g, const RenderOptions& options, std::string* o
   for (const v1::Violation* v : g.violations) Context(*v, options, out);
 }
 
-bool SameLines(const google::protobuf::RepeatedPtrField<std::string>& a,
-               const google::protobuf::RepeatedPtrField<std::string>& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
-}
-
-bool Collapsed(const v1::Violation& v) {
-  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
-}
-
 // The problems collapsed (findings), then the violations that stand alone (stash, frames,
 // balance, damage) with their context; -v lists every violation instead.
 void Findings(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
@@ -130,9 +121,7 @@ void Findings(const v1::RankReport& r, const RenderOptions& options, std::string
     text += "\n";
     // A microbatch's explanation covers both directions: findings in a row that share it (its
     // forward and backward counts) are followed by it once.
-    const bool shared_with_next =
-        i + 1 < limit && r.findings(i + 1).explained_microbatch() == f.explained_microbatch() &&
-        SameLines(r.findings(i + 1).explanations(), f.explanations());
+    const bool shared_with_next = i + 1 < limit && ShareExplanation(f, r.findings(i + 1));
     if (shared_with_next) continue;
     if (f.explanations_size() > 0 && f.count() > 1) {
       text += "    (explained for microbatch " + std::to_string(f.explained_microbatch()) + ")\n";
@@ -145,7 +134,7 @@ void Findings(const v1::RankReport& r, const RenderOptions& options, std::string
   }
   const ViolationSelection vs = SelectViolations(r, options.max_rows);
   for (const ViolationGroup& g : vs.groups) {
-    if (!Collapsed(*g.violations.front())) Group(g, options, &text);
+    if (!IsFindingKind(*g.violations.front())) Group(g, options, &text);
   }
   if (text.empty()) return;
   *out += "\nviolations:\n" + text;
@@ -279,7 +268,7 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
       show(FindingWhere(f) + ": " + Printable(f.cause(), 4096));
     }
     for (const v1::Violation& v : r.violations()) {
-      if (r.findings_size() == 0 || !Collapsed(v)) show(Printable(v.message(), 4096));
+      if (r.findings_size() == 0 || !IsFindingKind(v)) show(Printable(v.message(), 4096));
     }
   }
   for (const v1::Violation& v : report.violations()) show("job: " + Printable(v.message(), 4096));

@@ -83,6 +83,16 @@ bool IsCountViolation(const v1::Violation& v) {
   return v.kind() == v1::Violation::FORWARD_COUNT || v.kind() == v1::Violation::BACKWARD_COUNT;
 }
 
+bool IsFindingKind(const v1::Violation& v) {
+  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
+}
+
+bool ShareExplanation(const v1::Finding& a, const v1::Finding& b) {
+  return a.explained_microbatch() == b.explained_microbatch() &&
+         a.explanations_size() == b.explanations_size() &&
+         std::equal(a.explanations().begin(), a.explanations().end(), b.explanations().begin());
+}
+
 ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max) {
   ViolationSelection sel;
   std::unordered_map<uint32_t, const v1::MicrobatchResult*> rows;

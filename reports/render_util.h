@@ -58,6 +58,12 @@ std::string OutcomeWord(const v1::AuditReport& report);
 std::string RankVerdictWord(const v1::RankReport& rank);
 
 bool IsCountViolation(const v1::Violation& v);
+// A violation of a kind the findings group (counts, recompute precision): the reports list such
+// violations once per finding rather than one by one.
+bool IsFindingKind(const v1::Violation& v);
+// Two findings that carry the same explanation of the same microbatch (a microbatch's forward and
+// backward counts): shown once, after the last of them.
+bool ShareExplanation(const v1::Finding& a, const v1::Finding& b);
 // "12 microbatches, 3 failing; 40 forward and 210 backward updates"
 std::string TotalsLine(const v1::Totals& totals);
 // `arg` as a POSIX shell reads it back: unchanged when it holds only letters, digits and
