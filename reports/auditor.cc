@@ -205,6 +205,12 @@ void Auditor::Fact(const v1::Event& event) {
     report_.set_python_hook_absent(true);
     return;
   }
+  if (event.kind() == v1::CHILD_WITHOUT_AGENT) {
+    if (report_.children_without_agent_size() < 64) {
+      report_.add_children_without_agent(Printable(event.detail(), 160));
+    }
+    return;
+  }
   if (event.kind() == v1::PROBES) {
     s.probe_info = true;
     s.segments.SetActiveProbes(s.probes_active.Set(event.probes(), rec));

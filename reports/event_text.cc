@@ -181,6 +181,8 @@ std::string KindName(v1::EventKind kind) {
       return "fix lost an update";
     case v1::PYTHON_HOOK_ABSENT:
       return "Python hook absent";
+    case v1::CHILD_WITHOUT_AGENT:
+      return "program without the agent";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }

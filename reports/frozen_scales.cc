@@ -1,5 +1,6 @@
 #include "reports/frozen_scales.h"
 
+#include "fp8audit/vocabulary.h"
 #include "reports/event_text.h"
 
 namespace fp8audit::reports {
@@ -37,6 +38,31 @@ std::string NoPythonHookProblem(const v1::RankReport& trace) {
          "sitecustomize): the recompute-precision check and --fix-te did not run there, so the "
          "audit is incomplete, not a pass; start Python without -I/-E, or keep the PYTHONPATH "
          "fp8audit run gives the job in front of the job's own";
+}
+
+std::string ChildWithoutAgentProblem(const v1::RankReport& trace, const std::string& child) {
+  const std::string where = Printable(trace.path(), 4096) + ": ";
+  const size_t a = child.find(' ');
+  const size_t b = a == std::string::npos ? a : child.find(' ', a + 1);
+  const std::string why = child.substr(0, a);
+  if (why == "more") {
+    return where + "and " + (b == std::string::npos ? child : child.substr(a + 1, b - a - 1)) +
+           " more programs started without the agent (not all are named): what they did was not "
+           "audited, so the audit is incomplete, not a pass";
+  }
+  const std::string pid = a == std::string::npos ? "?" : child.substr(a + 1, b - a - 1);
+  const std::string path = b == std::string::npos ? "?" : child.substr(b + 1);
+  const std::string how =
+      why == kChildWithoutAgentPrivileged
+          ? "a set-user-ID or set-group-ID program: the loader ignores LD_PRELOAD for it"
+          : "the environment it was given names no agent: env -i, subprocess with env={...}";
+  const std::string remedy =
+      why == kChildWithoutAgentPrivileged
+          ? "run it without the set-ID bit"
+          : "give it the job's environment (env={**os.environ, ...}), or keep "
+            "LD_PRELOAD in it";
+  return where + "process " + pid + " started " + path + " without the agent (" + how +
+         "): what it did was not audited, so the audit is incomplete, not a pass; " + remedy;
 }
 
 std::string FixLostExplanation(const std::string& reason) {

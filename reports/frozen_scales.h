@@ -33,6 +33,10 @@ std::string FrozenExplanation(int direction, bool backward_observed);
 // (RankReport.python_hook_absent), naming its path and the remedy.
 std::string NoPythonHookProblem(const v1::RankReport& trace);
 
+// The problem line of a program a process of `trace` started without the agent (one entry of
+// RankReport.children_without_agent: "<why> <pid> <path>"), naming it, why and the remedy.
+std::string ChildWithoutAgentProblem(const v1::RankReport& trace, const std::string& child);
+
 // The explanation of a microbatch in which fp8audit.te's safety net said the fix lost the backward
 // update (FIX_LOST_UPDATE; `reason`: its detail, "freed-frame" or "no-owner").
 std::string FixLostExplanation(const std::string& reason);

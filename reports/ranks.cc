@@ -249,6 +249,10 @@ RankRowList RankRows(const v1::AuditReport& report) {
     if (r.has_header() && !IsDamaged(r) && r.totals().microbatches() == 0) {
       notes.push_back("no microbatches");
     }
+    if (const int n = r.children_without_agent_size(); n > 0) {
+      notes.push_back(n == 1 ? "started a program without the agent"
+                             : "started " + std::to_string(n) + " programs without the agent");
+    }
     std::string note;
     for (const std::string& n : notes) note += (note.empty() ? "" : ", ") + n;
     rows.push_back(RankRow{r.rank(), r.rank(), i, std::move(note)});

@@ -51,7 +51,8 @@ bool HasConfirmedViolations(const v1::RankReport& r) { return r.confirmed_violat
 
 // The trace cannot be judged in full: damaged, without a footer, or no backward pass observed.
 bool IsIncomplete(const v1::RankReport& r) {
-  return IsDamaged(r) || !r.damage().empty() || r.no_backward_observed() || r.python_hook_absent();
+  return IsDamaged(r) || !r.damage().empty() || r.no_backward_observed() ||
+         r.python_hook_absent() || r.children_without_agent_size() > 0;
 }
 
 // A report for a file that holds no audit at all (unreadable, empty, not a trace).
@@ -126,6 +127,9 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     if (IsIncomplete(r)) damaged = true;
     if (r.no_backward_observed()) result.problems.push_back(NoBackwardProblem(r));
     if (r.python_hook_absent()) result.problems.push_back(NoPythonHookProblem(r));
+    for (const std::string& child : r.children_without_agent()) {
+      result.problems.push_back(ChildWithoutAgentProblem(r, child));
+    }
     if (HasConfirmedViolations(r)) violations = true;
     if (r.verdict() == v1::FAIL) failing = true;
     *report.add_ranks() = std::move(r);

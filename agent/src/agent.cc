@@ -143,10 +143,14 @@ CudaFacts Agent::cuda_facts() {
 
 uint32_t Agent::probes() const { return Probes().bits(); }
 
-void Agent::OnWriterCycle() { Probes().Poll(); }
+void Agent::OnWriterCycle() {
+  Probes().Poll();
+  RecordChildrenWithoutAgent();
+}
 
 void Agent::Shutdown() {
   if (!enabled()) return;
+  RecordChildrenWithoutAgent();
   if (writer_.not_started() && rings_.Queued()) EnsureWriter();  // only facts were recorded
   if (writer_.Stop()) ::_exit(3);
 }
@@ -166,6 +170,26 @@ void Agent::AfterFailedExec() {
   writer_.UnsealAfterFailedExec();
 }
 
+int Agent::NoteChildWithoutAgent(const char* why, const char* path) {
+  if (!enabled()) return -1;
+  const auto pid = static_cast<uint32_t>(::getpid());
+  const int slot = children_.Add(pid, why, path);
+  if (pid == pid_) RecordChildrenWithoutAgent();  // not a vfork child: this process's own trace
+  return slot;
+}
+
+void Agent::RecordChildrenWithoutAgent() {
+  if (static_cast<uint32_t>(::getpid()) != pid_) return;
+  children_.Drain([this](const std::string& text) {
+    ThreadState* ts = Self();
+    if (ts == nullptr) return;
+    RawEvent e;
+    e.kind = RawKind::kChildWithoutAgent;
+    e.SetText(text);
+    Record(ts, &e);
+  });
+}
+
 void Agent::LockForFork() {
   writer_.LockForFork();
   rings_.registry_mutex().lock();
@@ -182,6 +206,7 @@ void Agent::StartAfresh() {
   parent_pid_ = pid_;
   pid_ = static_cast<uint32_t>(::getpid());
   writer_.ResetInChild();
+  children_.Clear();  // the parent's to record
   // Only the forking thread exists here; other threads' buffers hold the parent's events.
   auto* self = static_cast<ThreadState*>(Rings::Current());
   rings_.ResetInChild(self);

@@ -20,6 +20,7 @@
 #include "agent/src/rings.h"
 #include "agent/src/thread_state.h"
 #include "agent/src/trace_writer.h"
+#include "agent/src/unaudited_children.h"
 #include "agent/src/writer.h"
 #include "fp8audit/patterns.h"
 
@@ -74,6 +75,14 @@ class Agent final : public RecordSink, public TraceSource {
   // that failed: the footer taken back, recording goes on. Async-signal-safe, as exec is.
   void BeforeExec();
   void AfterFailedExec();
+  // An exec whose new image runs without the agent (shim.cc, shim_children.h; `why`: "environment"
+  // or "privileged"): kept as a CHILD_WITHOUT_AGENT fact (unaudited_children.h), recorded at once
+  // in a process of its own, later by the parent from a vfork child. Returns the slot to give back
+  // when the exec fails (ChildExecFailed), or -1. Async-signal-safe in a vfork child.
+  int NoteChildWithoutAgent(const char* why, const char* path);
+  void ChildExecFailed(int slot) { children_.Retract(slot); }
+  // Records the facts of NoteChildWithoutAgent not recorded yet (the writer's cycle, the exit).
+  void RecordChildrenWithoutAgent();
 
   void SetCudaFacts(std::string gpu, std::string driver, std::string cuda);
   void SetCupti(std::string path, uint32_t api_version);
@@ -106,6 +115,7 @@ class Agent final : public RecordSink, public TraceSource {
 
   Rings rings_;
   WriterThread writer_;
+  UnauditedChildren children_;
 
   std::atomic<uint64_t> launches_{0};
   PassTracker pass_;

@@ -190,6 +190,11 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_pass(v1::PASS_UNSPECIFIED);
       e->set_detail(std::string(raw.Text()));
       return true;
+    case RawKind::kChildWithoutAgent:
+      e->set_kind(v1::CHILD_WITHOUT_AGENT);
+      e->set_pass(v1::PASS_UNSPECIFIED);
+      e->set_detail(std::string(raw.Text()));
+      return true;
     case RawKind::kFixLost:
       e->set_kind(v1::FIX_LOST_UPDATE);
       e->set_source(v1::PYTHON_HOOK);

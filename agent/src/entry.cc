@@ -191,6 +191,17 @@ extern "C" __attribute__((visibility("default"))) void fp8audit_agent_after_fail
   if (a.enabled()) a.AfterFailedExec();
 }
 
+// Before an exec whose new image runs without the agent (shim.cc): the slot of its fact, or -1;
+// given back when the exec fails.
+extern "C" __attribute__((visibility("default"))) int fp8audit_agent_child_without_agent(
+    const char* why, const char* path) {
+  return fp8audit::agent::Agent::Get().NoteChildWithoutAgent(why, path);
+}
+
+extern "C" __attribute__((visibility("default"))) void fp8audit_agent_child_exec_failed(int slot) {
+  fp8audit::agent::Agent::Get().ChildExecFailed(slot);
+}
+
 extern "C" __attribute__((visibility("default"))) void fp8audit_agent_te_end() {
   fp8audit::agent::TeProbe().End();
 }

@@ -30,19 +30,20 @@ enum class RawKind : uint8_t {
   kStep,
   kBackwardBegin,
   kBackwardEnd,
-  kKernelUpdate,      // fn, rule event, scaled_max
-  kStructured,        // text: a message of the fp8audit NVTX domain
-  kKernelCrossCheck,  // as kKernelUpdate, launched inside a TE update call the TE-call probe
-                      // counted
-  kTeCall,            // fn: the entry point; scaled_max: from fp8_dtype; Tensors(): tensor count
-  kPythonUpdate,      // rule: kUpdateForward/kUpdateBackward; count; text: the hook's message
-  kPythonCrossCheck,  // as kPythonUpdate, for updates a TE-call or kernel probe counted
-  kTeVersion,         // text: the mark ("fp8audit.te te=<version>")
-  kTePatched,         // text: the mark ("fp8audit.patch te=<version> semantics=<s>")
-  kProbes,            // count: the active probes (ProbeBits, probe_control.h); text: why
-  kRecompute,         // text: the mark ("fp8audit.te.recompute module=<m> fp8=<0|1> ...")
-  kFixLost,           // text: the mark ("fp8audit.te.lost pass=backward reason=<r>")
-  kHookAbsent,        // text: why (a Python process called TE without the hook's TE mark)
+  kKernelUpdate,       // fn, rule event, scaled_max
+  kStructured,         // text: a message of the fp8audit NVTX domain
+  kKernelCrossCheck,   // as kKernelUpdate, launched inside a TE update call the TE-call probe
+                       // counted
+  kTeCall,             // fn: the entry point; scaled_max: from fp8_dtype; Tensors(): tensor count
+  kPythonUpdate,       // rule: kUpdateForward/kUpdateBackward; count; text: the hook's message
+  kPythonCrossCheck,   // as kPythonUpdate, for updates a TE-call or kernel probe counted
+  kTeVersion,          // text: the mark ("fp8audit.te te=<version>")
+  kTePatched,          // text: the mark ("fp8audit.patch te=<version> semantics=<s>")
+  kProbes,             // count: the active probes (ProbeBits, probe_control.h); text: why
+  kRecompute,          // text: the mark ("fp8audit.te.recompute module=<m> fp8=<0|1> ...")
+  kFixLost,            // text: the mark ("fp8audit.te.lost pass=backward reason=<r>")
+  kHookAbsent,         // text: why (a Python process called TE without the hook's TE mark)
+  kChildWithoutAgent,  // text: "<why> <pid> <path>" (unaudited_children.h)
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

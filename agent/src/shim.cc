@@ -39,6 +39,7 @@
 
 #include <initializer_list>
 
+#include "agent/src/shim_children.h"
 #include "agent/src/shim_signals.h"
 
 namespace {
@@ -53,6 +54,8 @@ using BeforeExitFn = void (*)();
 using ExitFn = void (*)(int);
 using FlushFn = int (*)(char*, size_t);
 using ExecHookFn = void (*)();
+using ChildFn = int (*)(const char* why, const char* path);
+using ChildFailedFn = void (*)(int slot);
 
 struct Impl {
   bool tried = false;
@@ -66,8 +69,11 @@ struct Impl {
   FlushFn flush = nullptr;             // optional
   ExecHookFn before_exec = nullptr;    // optional
   ExecHookFn after_failed_exec = nullptr;
+  ChildFn child_without_agent = nullptr;  // optional, with child_exec_failed
+  ChildFailedFn child_exec_failed = nullptr;
 };
 Impl g_impl;
+char g_self_name[NAME_MAX + 1];  // this library's file name, for shim_children.h
 
 void Say(const char* a, const char* b) {
   char line[1024];
@@ -122,6 +128,16 @@ void Load() {
   g_impl.after_failed_exec =
       reinterpret_cast<ExecHookFn>(dlsym(h, "fp8audit_agent_after_failed_exec"));
   if (g_impl.after_failed_exec == nullptr) g_impl.before_exec = nullptr;
+  g_impl.child_without_agent =
+      reinterpret_cast<ChildFn>(dlsym(h, "fp8audit_agent_child_without_agent"));
+  g_impl.child_exec_failed =
+      reinterpret_cast<ChildFailedFn>(dlsym(h, "fp8audit_agent_child_exec_failed"));
+  if (g_impl.child_exec_failed == nullptr) g_impl.child_without_agent = nullptr;
+  const char* base = strrchr(self, '/');
+  const char* name = base != nullptr ? base + 1 : self;
+  const size_t name_len = strnlen(name, NAME_MAX);
+  memcpy(g_self_name, name, name_len);
+  g_self_name[name_len] = '\0';
   if (g_impl.start == nullptr || g_impl.injection == nullptr || g_impl.nvtx == nullptr) {
     g_impl = Impl{true};
     Say("the agent library lacks its entry points: ", impl);
@@ -294,8 +310,11 @@ extern "C" __attribute__((visibility("default"))) void _Exit(int status) noexcep
 // errno is the exec's. execl, execlp and execle build their argument vector here and go through
 // execv, execvp and execve (libc's own would call its execve directly, past this library).
 //
+// Before it, each one asks whether the new image loads the agent again (shim_children.h); where it
+// does not, the implementation keeps a CHILD_WITHOUT_AGENT fact, given back when the exec fails.
+//
 // Not covered: execveat, the exec system call made directly, posix_spawn (its child execs inside
-// libc; that child has recorded nothing).
+// libc; that child has recorded nothing, and a program it starts without the agent is not named).
 
 namespace {
 
@@ -315,14 +334,39 @@ Fn Next(const char* name) {
   return next != nullptr && !InThisLibrary(next) ? reinterpret_cast<Fn>(next) : nullptr;
 }
 
-// Runs one exec through `call` (the next definition), sealing the trace around it.
+// What an exec starts: a file (looked up in PATH when `search_path`), or an open descriptor.
+struct Target {
+  const char* file = nullptr;
+  int fd = -1;
+  bool search_path = false;
+  char* const* envp = nullptr;
+};
+
+// The fact's slot when `target` runs without the agent (shim_children.h), else -1.
+int NoteChild(const Target& target) {
+  const ChildFn note = g_impl.child_without_agent;
+  if (note == nullptr) return -1;
+  char resolved[PATH_MAX];
+  const fp8audit::agent::ChildAgent c =
+      fp8audit::agent::CheckChild(target.file, target.fd, target.search_path, target.envp,
+                                  g_self_name, resolved, sizeof(resolved));
+  if (c == fp8audit::agent::ChildAgent::kLoads) return -1;
+  return note(fp8audit::agent::ChildAgentWord(c),
+              resolved[0] != '\0' ? resolved : "(an open file descriptor)");
+}
+
+// Runs one exec of `target` through `call` (the next definition), sealing the trace around it.
 template <typename Call>
-int Exec(Call call) {
+int Exec(const Target& target, Call call) {
+  const int saved_errno = errno;
+  const int slot = NoteChild(target);
+  errno = saved_errno;
   const ExecHookFn before = g_impl.before_exec;
   if (before != nullptr) before();
   const int rc = call();
   const int saved = errno;
   if (before != nullptr) g_impl.after_failed_exec();
+  if (slot >= 0) g_impl.child_exec_failed(slot);
   errno = saved;
   return rc;
 }
@@ -353,27 +397,32 @@ void FillArgs(const char* first, va_list* ap, const char** argv, size_t n) {
 
 extern "C" __attribute__((visibility("default"))) int execve(const char* path, char* const argv[],
                                                              char* const envp[]) noexcept {
-  return Exec([&] { return g_next_execve ? g_next_execve(path, argv, envp) : NoExec(); });
+  return Exec(Target{path, -1, false, envp},
+              [&] { return g_next_execve ? g_next_execve(path, argv, envp) : NoExec(); });
 }
 
 extern "C" __attribute__((visibility("default"))) int execv(const char* path,
                                                             char* const argv[]) noexcept {
-  return Exec([&] { return g_next_execv ? g_next_execv(path, argv) : NoExec(); });
+  return Exec(Target{path, -1, false, environ},
+              [&] { return g_next_execv ? g_next_execv(path, argv) : NoExec(); });
 }
 
 extern "C" __attribute__((visibility("default"))) int execvp(const char* file,
                                                              char* const argv[]) noexcept {
-  return Exec([&] { return g_next_execvp ? g_next_execvp(file, argv) : NoExec(); });
+  return Exec(Target{file, -1, true, environ},
+              [&] { return g_next_execvp ? g_next_execvp(file, argv) : NoExec(); });
 }
 
 extern "C" __attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[],
                                                               char* const envp[]) noexcept {
-  return Exec([&] { return g_next_execvpe ? g_next_execvpe(file, argv, envp) : NoExec(); });
+  return Exec(Target{file, -1, true, envp},
+              [&] { return g_next_execvpe ? g_next_execvpe(file, argv, envp) : NoExec(); });
 }
 
 extern "C" __attribute__((visibility("default"))) int fexecve(int fd, char* const argv[],
                                                               char* const envp[]) noexcept {
-  return Exec([&] { return g_next_fexecve ? g_next_fexecve(fd, argv, envp) : NoExec(); });
+  return Exec(Target{nullptr, fd, false, envp},
+              [&] { return g_next_fexecve ? g_next_fexecve(fd, argv, envp) : NoExec(); });
 }
 
 // The list forms: argv (and, for execle, envp after it) from the variadic arguments, on the stack.

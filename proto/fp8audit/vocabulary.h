@@ -135,4 +135,10 @@ constexpr bool ProbeModeUses(ProbeMode mode, Probe p) {
   return p == Probe::kKernel ? mode != ProbeMode::kTeCall : mode != ProbeMode::kKernel;
 }
 
+// ---- why a program a process of the job started runs without the agent --------------------------
+// The first word of a CHILD_WITHOUT_AGENT fact (trace.proto). Environment: the environment handed
+// to the exec names no agent; privileged: a set-user-ID or set-group-ID program.
+inline constexpr std::string_view kChildWithoutAgentEnvironment = "environment";
+inline constexpr std::string_view kChildWithoutAgentPrivileged = "privileged";
+
 }  // namespace fp8audit

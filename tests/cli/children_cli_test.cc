@@ -1,0 +1,67 @@
+// `fp8audit run` with the real agent over a job one of whose processes starts a program without
+// it (issue 34 item 2): named, and the audit incomplete (exit 2), never a pass.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "tests/cli/cli_fixture.h"
+#include "tests/reports/report_fixtures.h"
+
+namespace fp8audit {
+namespace {
+
+#if defined(FP8AUDIT_REAL_AGENT) && defined(FP8AUDIT_NVTX_EMITTER)
+
+using cli_testing::CliTest;
+using cli_testing::Describe;
+using cli_testing::Result;
+using testing::Contains;
+using ChildrenCli = CliTest;
+
+std::map<std::string, std::string> RealAgent() {
+  return {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}, {"ASAN_OPTIONS", "verify_asan_link_order=0"}};
+}
+
+// `env -i` execs the worker with an empty environment: no LD_PRELOAD, so no agent. The worker's
+// three microbatches pass when audited; unaudited, the run cannot say so.
+TEST_F(ChildrenCli, AWorkerStartedWithACleanedEnvironmentIsNamedAndTheAuditIsIncomplete) {
+  const std::string emitter = FP8AUDIT_NVTX_EMITTER;
+  const Result r = Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c",
+                             emitter + " basic; env -i " + emitter + " basic"},
+                            RealAgent());
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "started " + emitter +
+                                  " without the agent (the environment it was "
+                                  "given names no agent"))
+      << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "started a program without the agent")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, ": INCOMPLETE")) << Describe(r);
+
+  const Result check = Fp8audit({"check", Path("out")});
+  EXPECT_EQ(check.code, 2) << Describe(check);
+}
+
+TEST_F(ChildrenCli, TheSameWorkerWithTheJobsEnvironmentPasses) {
+  const std::string emitter = FP8AUDIT_NVTX_EMITTER;
+  const Result r = Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c",
+                             emitter + " basic; env FOO=1 " + emitter + " basic"},
+                            RealAgent());
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_FALSE(Contains(r.err, "without the agent")) << Describe(r);
+}
+
+// FP8AUDIT_DISABLE=1 in the worker's environment turns the agent off there on purpose.
+TEST_F(ChildrenCli, AWorkerTheJobTurnsTheAgentOffForIsNotReported) {
+  const std::string emitter = FP8AUDIT_NVTX_EMITTER;
+  const Result r = Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c",
+                             emitter + " basic; env -i FP8AUDIT_DISABLE=1 " + emitter + " basic"},
+                            RealAgent());
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  EXPECT_FALSE(Contains(r.err, "without the agent")) << Describe(r);
+}
+
+#endif
+
+}  // namespace
+}  // namespace fp8audit
