@@ -11,6 +11,7 @@
 #include "cli/exit_codes.h"
 #include "cli/number_checks.h"
 #include "reports/event_text.h"
+#include "reports/trace_runs.h"
 #include "reports/trace_set.h"
 #include "state/semantics.h"
 
@@ -72,6 +73,21 @@ struct SemanticsFlag {
   }
 };
 
+// --run RUN: which run's traces `report` and `check` read where their paths hold traces of several
+// `fp8audit run`s (reports/trace_runs.h): the latest unless told otherwise.
+struct RunFlag {
+  std::string select = "latest";
+
+  void Add(CLI::App* sub) {
+    sub->add_option("--run", select,
+                    "where the paths hold traces of several runs (two `fp8audit run`s into one "
+                    "folder): latest (the default: the run started last, said in one line), "
+                    "all (every trace, as one job), or a run's id or the start of one (`fp8audit "
+                    "run` prints it; the line about several runs lists them)")
+        ->type_name("RUN");
+  }
+};
+
 inline int ExitCodeFor(reports::Outcome outcome) {
   switch (outcome) {
     case reports::Outcome::kPass:
@@ -97,6 +113,21 @@ inline void PrintProblems(const std::string& command, const reports::TraceSetRes
   for (const std::string& p : result.problems) SayLine(command, p);
 }
 
+// `files` narrowed to the run `flag` chooses, with its line where they held several runs; false
+// (said in one line) where it names no run.
+inline bool SelectRun(const std::string& command, const RunFlag& flag,
+                      std::vector<std::string>* files) {
+  std::vector<std::string> chosen, notes;
+  std::string error;
+  if (!reports::SelectRun(*files, flag.select, &chosen, &notes, &error)) {
+    SayLine(command, "--run: " + error);
+    return false;
+  }
+  for (const std::string& line : notes) SayLine(command, line);
+  *files = std::move(chosen);
+  return true;
+}
+
 inline constexpr const char* kAuditExitCodes =
     "  0  every microbatch had the expected updates\n"
     "  1  internal error\n"
@@ -105,7 +136,8 @@ inline constexpr const char* kAuditExitCodes =
     "     unreadable, empty, damaged, of a newer schema, ends without a footer (its process was\n"
     "     killed), lost events or shows no backward pass though backward updates were expected:\n"
     "     the audit is incomplete; a rank is missing (ranks 0 to the highest) or claimed twice;\n"
-    "     no trace holds a microbatch, or not one FP8 state update (nothing to judge)\n"
+    "     no trace holds a microbatch, or not one FP8 state update (nothing to judge); --run\n"
+    "     names no run of the traces\n"
     "  3  the audit found violations, also where another trace is incomplete\n";
 
 }  // namespace fp8audit::cli

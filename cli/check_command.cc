@@ -18,6 +18,7 @@ constexpr uint32_t kSummaryViolations = 10;
 struct CheckArgs {
   std::vector<std::string> paths;
   ExpectFlags expect;
+  RunFlag run;
   ProgressFlags progress;
 };
 
@@ -30,6 +31,7 @@ int RunCheck(const CheckArgs& args) {
     return kExitUsage;
   }
   for (const std::string& line : skipped) SayLine("check", line);
+  if (!SelectRun("check", args.run, &files)) return kExitUsage;
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
   // Only the verdict and the first violations are printed: keep nothing else.
@@ -58,6 +60,7 @@ void AddCheckCommand(CLI::App& app, int* exit_code) {
       ->required()
       ->type_name("");
   args->expect.Add(sub, "default: what the trace's header records, else 1");
+  args->run.Add(sub);
   args->progress.Add(sub);
   sub->footer(WithExamples(
       std::string("`fp8audit report` shows the same audit in full.\n\nExit codes:\n") +

@@ -27,6 +27,7 @@ struct ReportArgs {
   bool exit_zero = false;  // 0 once the report is written, whatever the verdict
   ExpectFlags expect;
   SemanticsFlag semantics;
+  RunFlag run;
   ProgressFlags progress;
 };
 
@@ -84,6 +85,7 @@ int RunReport(const ReportArgs& args) {
     return kExitUsage;
   }
   for (const std::string& line : skipped) SayLine("report", line);
+  if (!SelectRun("report", args.run, &files)) return kExitUsage;
   if (!args.output.empty()) {
     // Checked before reading: the report must not replace a trace it reads, nor be lost after it.
     reports::OutputTarget target;
@@ -179,6 +181,7 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
       ->transform(Decimal());
   args->semantics.Add(sub);
   args->expect.Add(sub, "default: what the trace's header records, else 1");
+  args->run.Add(sub);
   args->progress.Add(sub);
   sub->footer(WithExamples(
       std::string("Reads each trace once, record by record (chrome-trace first reads the "

@@ -320,8 +320,8 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     }
   }
   if (args.quiet < 2) {
-    Say("full report: fp8audit report " + reports::ShellQuote(out.string()) +
-        " (holds the traces of every run that wrote there)");
+    Say("full report: fp8audit report " + reports::ShellQuote(out.string()) + " --run " +
+        reports::ShellQuote(run_id) + " (this run; the latest run there without --run)");
   }
   // --fail-fast: the agent ended the command with 3 at a failing microbatch: the audit's 3.
   const bool failed_fast = args.fail_fast && command_code == kExitViolation &&

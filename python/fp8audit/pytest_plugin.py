@@ -175,6 +175,7 @@ class _Judge:
         env = {k: v for k, v in os.environ.items() if k not in _AGENT_ENV}
         result = subprocess.run(
             [str(self._binary), "report", *paths, "--format", "json", "--no-progress",
+             "--run", "all",  # the paths are the ones to judge, whatever run wrote them
              "--expect-forward", str(forward), "--expect-backward", str(backward)],
             env=env, capture_output=True, text=True, check=False)
         try:

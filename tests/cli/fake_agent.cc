@@ -8,6 +8,7 @@
 // Writes the protobuf wire format itself so that it links nothing but libc (it is loaded into sh,
 // never sanitized).
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -98,6 +99,10 @@ __attribute__((constructor)) void FakeAgent() {
   Field(3, pid, &header);
   Field(4, ~uint64_t{0}, &header);  // rank -1
   Bytes(13, "nvtx", &header);
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);  // start_unix_ns, as the agent's: which run came last
+  Field(10, static_cast<uint64_t>(now.tv_sec) * 1000000000u + static_cast<uint64_t>(now.tv_nsec),
+        &header);
   if (const char* run = std::getenv("FP8AUDIT_RUN_ID"); run != nullptr) Bytes(20, run, &header);
   Record(1, header, &bytes);
   const char* kernel = "transformer_engine::delayed_scaling_recipe::kernel_bulk";

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -95,7 +96,7 @@ TEST_F(RunOutputsCli, TheFullReportHintQuotesTheFolderForAShell) {
       Fp8audit({"run", "--out", out, "--", "true"},
                {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT}, {"FP8AUDIT_FAKE_TRACE", "1/1"}});
   EXPECT_EQ(r.code, 0) << Describe(r);
-  EXPECT_TRUE(Contains(r.err, "full report: fp8audit report '" + out + "' (holds")) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, "full report: fp8audit report '" + out + "' --run ")) << Describe(r);
 }
 
 // A job run with the agent turned off by FP8AUDIT_DISABLE is told why nothing was recorded.
@@ -104,6 +105,45 @@ TEST_F(RunOutputsCli, NoTraceUnderFp8auditDisableNamesTheVariable) {
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "FP8AUDIT_DISABLE=yes is set, which turns the agent off"))
       << Describe(r);
+}
+
+// Two runs into one folder (issue 35): `report` and `check` read the latest run and say so; the
+// hint `run` prints names its own run, which reads it alone; --run all reads both as one job.
+TEST_F(RunOutputsCli, RunsSharingAFolderAreToldApartAndTheLatestIsReadUnlessOneIsNamed) {
+  const std::string out = Path("out");
+  const std::map<std::string, std::string> agent = {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT}};
+  auto env = [&](const char* spec) {
+    auto e = agent;
+    e["FP8AUDIT_FAKE_TRACE"] = spec;
+    return e;
+  };
+  const Result first = Fp8audit({"run", "--out", out, "--", "true"}, env("1/1"));
+  ASSERT_EQ(first.code, 0) << Describe(first);
+  const size_t at = first.err.find(" --run ");
+  ASSERT_NE(at, std::string::npos) << Describe(first);
+  const std::string id = first.err.substr(at + 7, first.err.find(' ', at + 7) - at - 7);
+  const Result second = Fp8audit({"run", "--out", out, "--", "true"}, env("1/2"));
+  ASSERT_EQ(second.code, 3) << Describe(second);
+
+  const Result latest = Fp8audit({"report", out});
+  EXPECT_EQ(latest.code, 3) << Describe(latest);
+  EXPECT_TRUE(Contains(latest.err, "these traces are of 2 runs: reading the latest, "))
+      << Describe(latest);
+  EXPECT_TRUE(Contains(latest.err, "the others: " + id + " (started ")) << Describe(latest);
+  EXPECT_FALSE(Contains(latest.out + latest.err, "claimed by")) << Describe(latest);
+
+  const Result named = Fp8audit({"report", out, "--run", id});
+  EXPECT_EQ(named.code, 0) << Describe(named);
+  EXPECT_TRUE(Contains(named.out, "fp8audit report: PASS, 1 trace")) << Describe(named);
+  EXPECT_EQ(Fp8audit({"check", out, "--run", id.substr(0, id.size() - 3)}).code, 0);
+  EXPECT_EQ(Fp8audit({"check", out, "--run", "all"}).code, 3);
+
+  const Result unknown = Fp8audit({"check", out, "--run", "no-such-run"});
+  EXPECT_EQ(unknown.code, 2) << Describe(unknown);
+  EXPECT_TRUE(Contains(unknown.err,
+                       "fp8audit check: --run: no run no-such-run in these traces; "
+                       "their runs: "))
+      << Describe(unknown);
 }
 
 }  // namespace
