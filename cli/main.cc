@@ -1,6 +1,7 @@
 // fp8audit: audit FP8 DelayedScaling state updates in training jobs.
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
                " — counts FP8 DelayedScaling state updates per logical microbatch"};
   app.name("fp8audit");  // usage names the program, not the path it was started by
   app.require_subcommand(1, 1);
+  app.formatter(std::make_shared<fp8audit::cli::HelpFormatter>());  // commands added below share it
   app.set_version_flag("--version", fp8audit::cli::VersionText(),
                        "print the version, the commit, and the CUDA, CUPTI and PyTorch it was "
                        "built with, then exit");
@@ -41,10 +43,33 @@ int main(int argc, char** argv) {
     std::vector<std::string> commands;
     for (const CLI::App* sub : app.get_subcommands({})) commands.push_back(sub->get_name());
     std::string failed;
-    for (const CLI::App* sub : app.get_subcommands()) failed = sub->get_name();
+    const CLI::App* where = &app;
+    for (const CLI::App* sub : app.get_subcommands()) {
+      failed = sub->get_name();
+      where = sub;
+    }
     std::string unknown;
     if (failed.empty() && argc > 1 && argv[1][0] != '-') unknown = argv[1];
-    std::cerr << fp8audit::cli::UsageError(failed, unknown, e.what(), commands);
+    // A mistyped flag is named, with the nearest real one, before whatever the parser says.
+    std::vector<std::string> flags;
+    for (const CLI::Option* o : where->get_options()) {
+      for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+      for (const std::string& n : o->get_snames()) flags.push_back("-" + n);
+    }
+    std::vector<std::string> rest;  // the arguments after the command's name
+    bool past = failed.empty();
+    for (int i = 1; i < argc; ++i) {
+      if (past) rest.push_back(argv[i]);
+      if (!past && argv[i] == failed) past = true;
+    }
+    std::string what = e.what();
+    const bool extras =
+        dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || (failed.empty() && unknown.empty());
+    if (const std::string flag = fp8audit::cli::FirstUnknownFlag(rest, flags);
+        extras && !flag.empty()) {
+      what = fp8audit::cli::UnknownFlagLine(flag, flags);
+    }
+    std::cerr << fp8audit::cli::UsageError(failed, unknown, what, commands);
     return fp8audit::cli::kExitUsage;
   } catch (const std::exception& e) {
     std::cerr << "fp8audit: internal error: " << e.what() << "\n";

@@ -45,6 +45,35 @@ std::string NearestCommand(std::string_view typed, const std::vector<std::string
   return best;
 }
 
+std::string FirstUnknownFlag(const std::vector<std::string>& args,
+                             const std::vector<std::string>& known) {
+  for (const std::string& a : args) {
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-' || a == "-") continue;
+    const std::string name = a.substr(0, a.find('='));
+    if (std::find(known.begin(), known.end(), name) == known.end()) return name;
+  }
+  return "";
+}
+
+std::string UnknownFlagLine(const std::string& flag, const std::vector<std::string>& known) {
+  std::string line = "unknown flag '" + flag + "'";
+  if (const std::string near = NearestCommand(flag, known); !near.empty()) {
+    line += " (did you mean '" + near + "'?)";
+  }
+  return line;
+}
+
+std::string HelpFormatter::make_option_name(const CLI::Option* opt, bool is_positional) const {
+  std::string name = CLI::Formatter::make_option_name(opt, is_positional);
+  for (size_t at = name.find('{'); at != std::string::npos; at = name.find('{', at)) {
+    const size_t end = name.find('}', at);
+    if (end == std::string::npos) break;
+    name.erase(at, end - at + 1);
+  }
+  return name;
+}
+
 std::string UsageError(const std::string& command, const std::string& unknown,
                        const std::string& what, const std::vector<std::string>& commands) {
   std::string line = "fp8audit";

@@ -139,6 +139,23 @@ bool SameBytes(const std::string& a, const std::string& b) {
   return same;
 }
 
+// A file named as a trace is read as one, whatever it holds: a damaged trace is reported as such.
+bool NamedLikeATrace(const std::string& path) {
+  constexpr std::string_view kSuffix = ".fp8trace";
+  return path.size() >= kSuffix.size() &&
+         path.compare(path.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+// Its first record is a trace header (README.md is not).
+bool StartsWithAHeader(const std::string& path) {
+  google::protobuf::LogSilencer quiet;
+  std::string error;
+  auto reader = TraceFileReader::Open(path, &error);
+  v1::TraceRecord record;
+  return reader != nullptr && reader->Next(&record) == TraceFileReader::Status::kRecord &&
+         record.has_header();
+}
+
 }  // namespace
 
 bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::string>* files,
@@ -167,6 +184,12 @@ bool ExpandTracePaths(const std::vector<std::string>& paths, std::vector<std::st
       // Refused here, before anything opens it: a FIFO would wait for a writer.
       if (!S_ISREG(st.st_mode)) {
         *error = arg + ": not a regular file (" + FileKind(st.st_mode) + ")";
+        return false;
+      }
+      if (!NamedLikeATrace(arg) && !StartsWithAHeader(arg)) {
+        *error = arg +
+                 ": not an fp8audit trace (it does not begin with a trace header; traces are "
+                 "the *.fp8trace files fp8audit run writes)";
         return false;
       }
       if (!add(arg, st)) return false;

@@ -3,6 +3,7 @@
 // a flag that had nothing to act on says so.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
 #include "tests/cli/cli_fixture.h"
@@ -99,6 +100,44 @@ TEST_F(UsageCli, FixTeOnAJobThatNeverImportedTransformerEngineSaysNothingWasPatc
   EXPECT_FALSE(Contains(r.err, "nothing was patched")) << Describe(r);
   r = Run({"--", "true"}, "1/1");  // without --fix-te nothing is said of it
   EXPECT_FALSE(Contains(r.err, "nothing was patched")) << Describe(r);
+}
+
+// A file that is not a trace, named by mistake (issue 35): one line saying so, no report; a damaged
+// file named as a trace (*.fp8trace) is still read and reported as damaged.
+TEST_F(UsageCli, AFileThatIsNotATraceIsRefusedInOneLine) {
+  const std::string readme = Path("README.md");
+  std::ofstream(readme) << "# a project\n\nSome text.\n";
+  for (const char* command : {"report", "check"}) {
+    const Result r = Fp8audit({command, readme});
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.err, std::string("fp8audit ") + command + ": " + readme +
+                         ": not an fp8audit trace (it does not begin with a trace header; traces "
+                         "are the *.fp8trace files fp8audit run writes)\n")
+        << Describe(r);
+    EXPECT_EQ(r.out, "") << Describe(r);
+  }
+  std::ofstream(Path("damaged.fp8trace")) << "# a project\n";
+  const Result damaged = Fp8audit({"check", Path("damaged.fp8trace")});
+  EXPECT_EQ(damaged.code, 2) << Describe(damaged);
+  EXPECT_TRUE(Contains(damaged.out + damaged.err, "INCOMPLETE")) << Describe(damaged);
+}
+
+// A mistyped flag is named with the nearest real one (issue 35), for a command's flags and for the
+// program's own.
+TEST_F(UsageCli, AMistypedFlagIsNamedWithTheNearestOne) {
+  const Result top = Fp8audit({"--verison"});
+  EXPECT_EQ(top.code, 2) << Describe(top);
+  EXPECT_TRUE(Contains(top.err, "fp8audit: unknown flag '--verison' (did you mean '--version'?)"))
+      << Describe(top);
+  const Result sub = Fp8audit({"check", Path("x"), "--expect-forwrd", "2"});
+  EXPECT_EQ(sub.code, 2) << Describe(sub);
+  EXPECT_EQ(sub.err,
+            "fp8audit check: unknown flag '--expect-forwrd' (did you mean '--expect-forward'?)\n"
+            "Run 'fp8audit check --help' for usage.\n")
+      << Describe(sub);
+  const Result far = Fp8audit({"report", Path("x"), "--zzzzzz"});
+  EXPECT_EQ(far.code, 2) << Describe(far);
+  EXPECT_TRUE(Contains(far.err, "fp8audit report: unknown flag '--zzzzzz'\n")) << Describe(far);
 }
 
 }  // namespace
