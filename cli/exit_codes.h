@@ -1,4 +1,4 @@
-// Documented process exit codes of the fp8audit command (README "Exit codes").
+// Documented process exit codes of the fp8audit command (docs/reference.md, "Exit codes").
 #pragma once
 
 namespace fp8audit::cli {

@@ -2,8 +2,8 @@
 the agent cannot see as kernel launches. Never raises and never imports torch.
 
 Route (chosen per call; a range is closed through the route that opened it):
-  torch    torch.cuda.nvtx, when torch is already imported and CUDA is available (as the README's
-           one-line marker does on a GPU);
+  torch    torch.cuda.nvtx, when torch is already imported and CUDA is available (as the one-line
+           marker of docs/usage.md does on a GPU);
   library  libfp8audit_markers.so (python/native/markers.cc, ctypes), which NVTX routes to the
            agent through NVTX_INJECTION64_PATH, set by `fp8audit run`: works with a CPU torch or
            no torch. Update events always take this route (they need the fp8audit NVTX domain);
