@@ -426,7 +426,8 @@ void Auditor::Close(bool complete) {
     const auto kind = dir == kFwd ? v1::Violation::FORWARD_COUNT : v1::Violation::BACKWARD_COUNT;
     if (dir == kBwd && frozen == kBwd) ++s.frozen_backward;
     std::string cause = CountCause(seg.count[dir], expected[dir], dir, complete, dir == frozen);
-    s.findings.Add(kind, row.index(), row.step(), cause, words ? &row.explanations() : nullptr);
+    const auto explained = ExplanationsOf(row.explanations(), dir);
+    s.findings.Add(kind, row.index(), row.step(), cause, words ? &explained : nullptr);
     if (!on_violation && !KeepsViolation(kind)) {
       ++s.violations;  // counted, not kept
       continue;

@@ -112,6 +112,42 @@ void AddExplanations(const Segment& seg, const Expectation& expect, bool complet
   }
 }
 
+namespace {
+
+// The direction an explanation line speaks of (kFwd, kBwd), or -1 for both: "3 forward updates,
+// expected 1: ...", "forward updates 2-3, ...", "no forward update in this microbatch: ...",
+// "... and 4 more extra forward updates".
+int DirectionOf(const std::string& line) {
+  size_t at = 0;
+  if (line.starts_with("no ")) {
+    at = 3;
+  } else if (line.starts_with("... and ")) {
+    const size_t extra = line.find(" more extra ");
+    if (extra == std::string::npos) return -1;
+    at = extra + 12;
+  } else {
+    while (at < line.size() && ((line[at] >= '0' && line[at] <= '9') || line[at] == ',')) ++at;
+    if (at > 0 && at < line.size() && line[at] == ' ') ++at;
+  }
+  for (int dir : {kFwd, kBwd}) {
+    const std::string word = std::string(DirWord(dir)) + " update";
+    if (line.compare(at, word.size(), word) == 0) return dir;
+  }
+  return -1;
+}
+
+}  // namespace
+
+google::protobuf::RepeatedPtrField<std::string> ExplanationsOf(
+    const google::protobuf::RepeatedPtrField<std::string>& lines, int dir) {
+  google::protobuf::RepeatedPtrField<std::string> kept;
+  for (const std::string& line : lines) {
+    const int of = DirectionOf(line);
+    if (of < 0 || of == dir) *kept.Add() = line;
+  }
+  return kept;
+}
+
 std::string CountCause(uint64_t count, uint64_t expected, int dir, bool complete, bool frozen) {
   std::string cause;
   AppendUpdates(&cause, count, dir);

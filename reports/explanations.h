@@ -25,6 +25,11 @@ void AddExplanations(const Segment& seg, const Expectation& expect, bool complet
                      int frozen, bool backward_observed, bool detail, v1::MicrobatchResult* row);
 // A count violation's cause: "2 forward updates, expected 1" (and why it is incomplete or froze).
 std::string CountCause(uint64_t count, uint64_t expected, int dir, bool complete, bool frozen);
+
+// Of a row's explanations (AddExplanations), those that speak of direction `dir` or of neither:
+// a finding of the backward count lists no forward update's explanation.
+google::protobuf::RepeatedPtrField<std::string> ExplanationsOf(
+    const google::protobuf::RepeatedPtrField<std::string>& lines, int dir);
 // "microbatch 3 (step 0): ", or "microbatch 3 (id 7, step 0): " for a keyed one.
 std::string RowLabel(const v1::MicrobatchResult& row);
 // The row explanation of an Unattributable microbatch; null for Apart::kNone.

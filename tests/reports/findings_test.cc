@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "tests/reports/trace_builder.h"
+
 namespace fp8audit::reports {
 namespace {
 
@@ -74,6 +76,27 @@ TEST(Findings, PastTheFindingCapNewCausesAreCountedAsDropped) {
   }
   EXPECT_EQ(Built(b).findings_size(), static_cast<int>(FindingsBuilder::kMaxFindings));
   EXPECT_EQ(b.dropped(), 3u);
+}
+
+// A microbatch wrong in both directions gives two findings; each one's explanation speaks of its
+// own direction (issue 35: the backward finding listed the forward explanations).
+TEST(Findings, EachCountFindingIsExplainedByItsOwnDirectionOnly) {
+  testing::TraceBuilder t;
+  t.MarkedMicrobatch(3, 2);
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.findings_size(), 2) << r.DebugString();
+  for (const v1::Finding& f : r.findings()) {
+    const bool forward = f.kind() == v1::Violation::FORWARD_COUNT;
+    const std::string own = forward ? "forward update" : "backward update";
+    const std::string other = forward ? "backward update" : "forward update";
+    ASSERT_GT(f.explanations_size(), 0) << f.DebugString();
+    bool own_seen = false;
+    for (const std::string& line : f.explanations()) {
+      EXPECT_EQ(line.find(other), std::string::npos) << f.cause() << ": " << line;
+      own_seen = own_seen || line.find(own) != std::string::npos;
+    }
+    EXPECT_TRUE(own_seen) << f.DebugString();
+  }
 }
 
 }  // namespace
