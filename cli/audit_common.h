@@ -2,10 +2,14 @@
 // lines. Parsing helpers only; the analysis is in reports/.
 #pragma once
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/exit_codes.h"
@@ -99,6 +103,20 @@ inline int ExitCodeFor(reports::Outcome outcome) {
       return kExitUsage;
   }
   return kExitInternal;
+}
+
+// Whether text written to `fd` gets colour: a terminal, NO_COLOR unset or empty
+// (https://no-color.org), TERM not "dumb"; FORCE_COLOR set and not "0" forces it (CI logs that
+// render ANSI).
+inline bool ColorFor(int fd) {
+  if (const char* force = std::getenv("FORCE_COLOR"); force != nullptr && *force != '\0') {
+    return std::string_view(force) != "0";
+  }
+  if (const char* no = std::getenv("NO_COLOR"); no != nullptr && *no != '\0') return false;
+  if (const char* term = std::getenv("TERM"); term != nullptr && std::string_view(term) == "dumb") {
+    return false;
+  }
+  return ::isatty(fd) == 1;
 }
 
 // One line on stderr, "fp8audit COMMAND: LINE", its control characters (file names, trace strings)

@@ -40,7 +40,8 @@ int RunCheck(const CheckArgs& args) {
   options.max_violations = kSummaryViolations;
   const reports::TraceSetResult result = AuditWithProgress("check", files, args.progress, options);
   PrintProblems("check", result);
-  std::cout << reports::RenderSummary(result.report, kSummaryViolations);
+  const std::string summary = reports::RenderSummary(result.report, kSummaryViolations);
+  std::cout << (ColorFor(STDOUT_FILENO) ? reports::ColorVerdicts(summary) : summary);
   std::cout.flush();
   if (!std::cout) {
     std::cerr << "fp8audit check: cannot write to standard output\n";

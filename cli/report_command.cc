@@ -130,7 +130,10 @@ int RunReport(const ReportArgs& args) {
       SayLine("report", "cannot write " + error);
       return kExitUsage;
     }
-  } else if (!reports::WriteAll(STDOUT_FILENO, out)) {
+  } else if (!reports::WriteAll(STDOUT_FILENO,
+                                format == reports::Format::kText && ColorFor(STDOUT_FILENO)
+                                    ? reports::ColorVerdicts(out)
+                                    : out)) {
     std::cerr << "fp8audit report: cannot write to standard output\n";
     return kExitUsage;
   }

@@ -294,9 +294,10 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   render.max_rows = args.max_rows;
   render.verbose = args.verbose;
   if (args.quiet < 2) {
-    std::cerr << "\n"
-              << (args.quiet == 1 ? reports::RenderSummary(result.report, kQuietViolations)
-                                  : reports::RenderText(result.report, render));
+    const std::string text = args.quiet == 1
+                                 ? reports::RenderSummary(result.report, kQuietViolations)
+                                 : reports::RenderText(result.report, render);
+    std::cerr << "\n" << (ColorFor(STDERR_FILENO) ? reports::ColorVerdicts(text) : text);
   }
   PrintProblems("run", result);
   std::vector<std::string> unwritten;

@@ -64,6 +64,11 @@ std::string RenderHtml(const v1::AuditReport& report, const RenderOptions& optio
 // A few lines: the verdict, failing ranks and their first violations.
 std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations);
 
+// Text or a summary for a colour terminal: each verdict word standing alone (PASS, FAIL,
+// INCOMPLETE, NOTHING AUDITED) wrapped in ANSI SGR colour (green, bold red, yellow, yellow);
+// nothing else changes, so columns stay aligned. The caller decides (a terminal, NO_COLOR unset).
+std::string ColorVerdicts(const std::string& text);
+
 // A renderer that writes to its OutputStream while the traces are read: set it as
 // TraceSetOptions::observer; its memory does not grow with the traces.
 class StreamRenderer : public TraceObserver {

@@ -1,6 +1,8 @@
 // Text rendering: a per-rank summary and the job's violations (several traces), then per rank
 // aligned columns, a violations section with context, totals.
 #include <algorithm>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "reports/event_text.h"
@@ -275,6 +277,42 @@ std::string RenderSummary(const v1::AuditReport& report, uint32_t max_violations
   if (hidden > 0) out += "  ... and " + std::to_string(hidden) + " more\n";
   out += OutcomeWord(report) + ": " + traces + TotalsLine(t) + "\n";
   if (!report.next_step().empty()) out += report.next_step() + "\n";
+  return out;
+}
+
+std::string ColorVerdicts(const std::string& text) {
+  struct Word {
+    std::string_view word;
+    std::string_view sgr;
+  };
+  static constexpr Word kWords[] = {
+      {"NOTHING AUDITED", "33"}, {"INCOMPLETE", "33"}, {"PASS", "32"}, {"FAIL", "1;31"}};
+  auto alone = [&](size_t at, size_t n) {
+    const bool before =
+        at == 0 || text[at - 1] == ' ' || text[at - 1] == '(' || text[at - 1] == '\n';
+    const size_t end = at + n;
+    const bool after =
+        end == text.size() || std::string_view(" ,:)\n").find(text[end]) != std::string_view::npos;
+    return before && after;
+  };
+  std::string out;
+  out.reserve(text.size() + 64);
+  for (size_t i = 0; i < text.size();) {
+    bool matched = false;
+    for (const Word& w : kWords) {
+      if (text.compare(i, w.word.size(), w.word) == 0 && alone(i, w.word.size())) {
+        out += "\x1b[";
+        out += w.sgr;
+        out += 'm';
+        out += w.word;
+        out += "\x1b[0m";
+        i += w.word.size();
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) out += text[i++];
+  }
   return out;
 }
 

@@ -62,6 +62,7 @@ class CliTest : public ::testing::Test {
       if (eq != nullptr) vars[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
     }
     vars.erase("FP8AUDIT_AGENT");
+    vars.erase("FORCE_COLOR");  // the tests read plain text unless one asks for colour
     for (const auto& [k, v] : env) {
       if (v == "<unset>") {
         vars.erase(k);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/cli/cli_fixture.h"
+#include "tests/reports/trace_builder.h"
 
 namespace fp8audit {
 namespace {
@@ -138,6 +139,23 @@ TEST_F(UsageCli, AMistypedFlagIsNamedWithTheNearestOne) {
   const Result far = Fp8audit({"report", Path("x"), "--zzzzzz"});
   EXPECT_EQ(far.code, 2) << Describe(far);
   EXPECT_TRUE(Contains(far.err, "fp8audit report: unknown flag '--zzzzzz'\n")) << Describe(far);
+}
+
+// Colour (issue 35): verdict words in colour on a terminal or under FORCE_COLOR, never under
+// NO_COLOR alone nor into a pipe.
+TEST_F(UsageCli, VerdictsAreColouredOnlyWhereColourIsWanted) {
+  testing::TraceBuilder t;
+  t.MarkedMicrobatch(2, 1);
+  const std::string trace = WriteTrace("t.fp8trace", t);
+  const Result piped = Fp8audit({"check", trace});
+  EXPECT_EQ(piped.code, 3) << Describe(piped);
+  EXPECT_FALSE(Contains(piped.out, "\x1b[")) << Describe(piped);
+  const Result forced = Fp8audit({"report", trace}, {{"FORCE_COLOR", "1"}, {"NO_COLOR", "1"}});
+  EXPECT_EQ(forced.code, 3) << Describe(forced);
+  EXPECT_TRUE(Contains(forced.out, "fp8audit report: \x1b[1;31mFAIL\x1b[0m, 1 trace"))
+      << Describe(forced);
+  const Result json = Fp8audit({"report", trace, "--format", "json"}, {{"FORCE_COLOR", "1"}});
+  EXPECT_FALSE(Contains(json.out, "\x1b[")) << Describe(json);
 }
 
 }  // namespace

@@ -31,6 +31,17 @@ using testing::PassingRank;
 using testing::ProbeRank;
 using testing::TraceBuilder;
 
+TEST(ColorVerdicts, OnlyVerdictWordsStandingAloneAreColouredAndNothingElseChanges) {
+  const std::string text =
+      "fp8audit report: FAIL, 2 traces\n     0  1/1  PASS\n     1  2/1  FAIL  note\n"
+      "job total: INCOMPLETE\nNOTHING AUDITED (x)\nFAILING PASSED xFAIL FAIL2\n";
+  const std::string colored = ColorVerdicts(text);
+  EXPECT_EQ(colored,
+            "fp8audit report: \x1b[1;31mFAIL\x1b[0m, 2 traces\n     0  1/1  \x1b[32mPASS\x1b[0m\n"
+            "     1  2/1  \x1b[1;31mFAIL\x1b[0m  note\njob total: \x1b[33mINCOMPLETE\x1b[0m\n"
+            "\x1b[33mNOTHING AUDITED\x1b[0m (x)\nFAILING PASSED xFAIL FAIL2\n");
+}
+
 TEST(RenderText, VerboseShowsTheTableViolationsWithContextAndTotals) {
   RenderOptions verbose;
   verbose.verbose = true;
