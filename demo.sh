@@ -12,6 +12,13 @@ jobs=${FP8AUDIT_JOBS:-$(nproc)}
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs" --target fp8audit fp8-repro fp8audit_agent >/dev/null
 fp8audit=build/bin/fp8audit
+# This checkout's Python package in its venv (a .pth file naming python/), so that
+# `.venv/bin/python -m fp8audit` and `import fp8audit` work after the demo; python3's own
+# environment is never changed.
+if [[ -x .venv/bin/python ]]; then
+  site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD/python" >"$site/fp8audit-checkout.pth"
+fi
 
 echo
 echo "== 1. Prediction (state/ ownership model): updates per microbatch (forward/backward), expected 1/1"

@@ -54,6 +54,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "removed at the end of the session unless --fp8audit-keep)")
     group.addoption("--fp8audit-keep", action="store_true", default=False,
                     help="keep the temporary trace directory and name it at the end")
+    # The same in pytest.ini / pyproject.toml ([tool.pytest.ini_options]) / setup.cfg, for a
+    # project that audits every session; the command line wins.
+    parser.addini("fp8audit", type="bool", default=False,
+                  help="as --fp8audit: audit every session of this project")
+    parser.addini("fp8audit_out", default="", help="as --fp8audit-out DIR")
+    parser.addini("fp8audit_keep", type="bool", default=False, help="as --fp8audit-keep")
+
+
+def _settings(config: pytest.Config, options: Any) -> Tuple[bool, Optional[str], bool]:
+    """(on, out, keep): the command line's --fp8audit, --fp8audit-out and --fp8audit-keep, else the
+    ini file's fp8audit, fp8audit_out and fp8audit_keep. `options`: the parsed options (the
+    early namespace before the conftests load)."""
+    def ini(name: str) -> Any:
+        try:
+            return config.getini(name)
+        except ValueError:  # not registered (the plugin loaded late)
+            return None
+    on = bool(getattr(options, "fp8audit", False) or ini("fp8audit"))
+    out = getattr(options, "fp8audit_out", None) or ini("fp8audit_out") or None
+    keep = bool(getattr(options, "fp8audit_keep", False) or ini("fp8audit_keep"))
+    return on, out, keep
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -63,13 +84,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(forward=1, backward=1): FP8 state updates each microbatch of this "
                    "test must make under --fp8audit; the test must record a microbatch")
-    if config.getoption("fp8audit"):
+    on, out, keep = _settings(config, config.option)
+    if on:
         if not _agent.loaded():
             # Loaded by a conftest (a checkout's examples/), after the initial-conftest hook
             # that re-runs the session: re-run from here.
             try:
-                _rerun_under_agent(config, config.getoption("fp8audit_out"),
-                                   bool(config.getoption("fp8audit_keep")))
+                _rerun_under_agent(config, out, keep)
             except SystemExit as done:  # pytest's main loop would take it for an error here
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -82,10 +103,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
                                   args: List[str]) -> Generator[None, None, None]:
     """Under --fp8audit without the agent loaded, re-runs the whole session under `fp8audit run`
     before the conftests load."""
-    options = early_config.known_args_namespace
-    if getattr(options, "fp8audit", False) and not _agent.loaded():
-        _rerun_under_agent(early_config, getattr(options, "fp8audit_out", None),
-                           bool(getattr(options, "fp8audit_keep", False)))
+    on, out, keep = _settings(early_config, early_config.known_args_namespace)
+    if on and not _agent.loaded():
+        _rerun_under_agent(early_config, out, keep)
     yield
 
 

@@ -79,9 +79,13 @@ fi
 if [[ ${code[te-legacy]} -eq 3 && ${code[fixed]} -eq 0 && $agree -eq 0 ]]; then
   echo "demo: te-legacy duplicates found by the agent; fixed ownership 1/1 in every microbatch"
   echo
-  echo "Now audit your own job (a TE training script, torchrun or srun line):"
-  echo "  fp8audit run -- torchrun --nproc-per-node 8 train.py ...     # report; exit 3 on violations"
-  echo "  fp8audit run --fix-te -- torchrun --nproc-per-node 8 train.py # the same job with the fix"
+  echo "Now audit your own job (a TE training script, torchrun or srun line), with the fp8audit"
+  echo "just built (or the one \`pip install\` puts in your environment: README, Install):"
+  echo "  $fp8audit run -- torchrun --nproc-per-node 8 train.py ...     # report; exit 3 on violations"
+  echo "  $fp8audit run --fix-te -- torchrun --nproc-per-node 8 train.py # the same job with the fix"
+  if [[ -x .venv/bin/python ]] && .venv/bin/python -c 'import fp8audit' 2>/dev/null; then
+    echo "  .venv/bin/python -m fp8audit run -- .venv/bin/python train.py   # the same from this checkout's venv"
+  fi
   exit 0
 fi
 echo "demo: unexpected outcome (te-legacy audit exit ${code[te-legacy]}, expected 3; fixed" \

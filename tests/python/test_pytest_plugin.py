@@ -129,6 +129,19 @@ def test_the_session_report_is_not_repeated_and_temporary_traces_go_only_when_it
     assert f"fp8audit: traces in {kept[0]}" in result.stderr
 
 
+def test_the_ini_file_turns_the_audit_on_as_the_flags_do(tmp_path):
+    needs_agent()
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfp8audit = true\nfp8audit_out = traces\n")
+    result, outcomes = run_suite(tmp_path, "-k", "test_one_one or test_two_forward")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert outcomes.get("test_one_one") == "passed", outcomes
+    assert "did not make 1 forward / 1 backward" in outcomes["test_two_forward_updates_in_the_second"]
+    assert list((tmp_path / "traces").glob("*.fp8trace")), "fp8audit_out names the trace folder"
+    (tmp_path / "pytest.ini").write_text("[pytest]\nfp8audit = false\n")
+    result, outcomes = run_suite(tmp_path, "-k", "test_one_one or test_two_forward")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_in_a_checkout_pytest_fp8audit_examples_works_without_p():
     needs_agent()
     needs_ops()
