@@ -1,6 +1,7 @@
 // `fp8audit report PATH... [--format F] [-o FILE]`: renders the audit of existing traces.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -10,6 +11,7 @@
 #include "cli/help_examples.h"
 #include "cli/number_checks.h"
 #include "cli/progress_flags.h"
+#include "reports/baseline.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
@@ -24,7 +26,8 @@ struct ReportArgs {
   std::string output;
   uint32_t max_rows = 50;
   bool verbose = false;
-  bool exit_zero = false;  // 0 once the report is written, whatever the verdict
+  bool exit_zero = false;             // 0 once the report is written, whatever the verdict
+  std::vector<std::string> baseline;  // --baseline PATH...
   ExpectFlags expect;
   SemanticsFlag semantics;
   RunFlag run;
@@ -42,6 +45,52 @@ int Wrote(const ReportArgs& args, const reports::TraceSetResult& result) {
                                : "; exit " + std::to_string(code) + ", --exit-zero for 0)"));
   }
   return args.exit_zero ? kExitOk : code;
+}
+
+// --baseline: this run's audit against the baseline's, per microbatch; 3 where it is worse.
+int RunBaseline(const ReportArgs& args, const std::vector<std::string>& files,
+                reports::TraceSetOptions options) {
+  std::vector<std::string> base_files, skipped;
+  std::string error;
+  if (!reports::ExpandTracePaths(args.baseline, &base_files, &error, &skipped)) {
+    SayLine("report", "--baseline: " + error);
+    return kExitUsage;
+  }
+  for (const std::string& line : skipped) SayLine("report", "--baseline: " + line);
+  RunFlag latest;  // the baseline's latest run, said where it holds several
+  if (!SelectRun("report", latest, &base_files)) return kExitUsage;
+  for (const std::string& f : base_files) {
+    if (std::find(files.begin(), files.end(), f) != files.end()) {
+      SayLine("report", "--baseline: " + f + " is in both the baseline and the traces compared");
+      return kExitUsage;
+    }
+  }
+  options.max_rows = 0;  // every microbatch, unfolded beyond the identical ranges
+  options.max_violations = 0;
+  const reports::TraceSetResult base =
+      AuditWithProgress("report", base_files, args.progress, options);
+  for (const std::string& p : base.problems) SayLine("report", "baseline: " + p);
+  const reports::TraceSetResult now = AuditWithProgress("report", files, args.progress, options);
+  PrintProblems("report", now);
+  const reports::BaselineComparison c = reports::CompareWithBaseline(base.report, now.report);
+  const std::string text = reports::RenderBaselineText(base.report, now.report, c, args.max_rows);
+  if (!args.output.empty()) {
+    if (!reports::WriteFileAtomically(args.output, text, &error)) {
+      SayLine("report", "cannot write " + error);
+      return kExitUsage;
+    }
+    SayLine("report", "wrote " + args.output);
+  } else if (!reports::WriteAll(STDOUT_FILENO,
+                                ColorFor(STDOUT_FILENO) ? reports::ColorVerdicts(text) : text)) {
+    std::cerr << "fp8audit report: cannot write to standard output\n";
+    return kExitUsage;
+  }
+  const auto judged = [](reports::Outcome o) {
+    return o == reports::Outcome::kPass || o == reports::Outcome::kViolations;
+  };
+  if (args.exit_zero) return kExitOk;
+  if (!judged(base.outcome) || !judged(now.outcome)) return kExitUsage;
+  return c.worse_overall ? kExitViolation : kExitOk;
 }
 
 // Chrome trace and metrics: written while the traces are read; the audit keeps no rows.
@@ -106,6 +155,13 @@ int RunReport(const ReportArgs& args) {
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
   args.semantics.Apply(&options);
+  if (!args.baseline.empty()) {
+    if (format != reports::Format::kText) {
+      SayLine("report", "--baseline compares in text only (not --format " + args.format + ")");
+      return kExitUsage;
+    }
+    return RunBaseline(args, files, options);
+  }
   if (reports::IsStreamingFormat(format)) return RunStreaming(args, format, files, options);
   const bool complete = format == reports::Format::kJson || format == reports::Format::kHtml;
   reports::RenderOptions render;
@@ -182,6 +238,14 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "is always complete; JUnit lists up to 100 failing microbatches per trace")
       ->type_name("N")
       ->transform(Decimal());
+  sub->add_option("--baseline", args->baseline,
+                  "compare with the traces of an earlier run (before the fix, main's): per rank "
+                  "and microbatch, whether the updates came nearer to the expected ones or went "
+                  "further; exits 3 where a microbatch is worse or more fail, 0 otherwise, 2 "
+                  "where either audit is incomplete (its latest run where PATH holds several; "
+                  "text only)")
+      ->type_name("PATH")
+      ->expected(1);
   args->semantics.Add(sub);
   args->expect.Add(sub, "default: what the trace's header records, else 1");
   args->run.Add(sub);
@@ -197,7 +261,8 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "with --exit-zero once the report is written)\n") +
           kAuditExitCodes,
       {"fp8audit report fp8audit-traces             # the traces `fp8audit run` wrote, per rank",
-       "fp8audit report fp8audit-traces --format html -o fp8audit.html"}));
+       "fp8audit report fp8audit-traces --format html -o fp8audit.html",
+       "fp8audit report after/ --baseline before/     # better or worse than the run before"}));
   sub->callback([args, exit_code] { *exit_code = RunReport(*args); });
 }
 
