@@ -208,7 +208,9 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
       ->type_name("");
   sub->add_option("--format", args->format,
                   "text (default), markdown, json (the proto3 JSON mapping of fp8audit.v1."
-                  "AuditReport: fields that are 0 or empty are left out), junit (for CI "
+                  "AuditReport: fields that are 0 or empty are left out; past a trace's first "
+                  "10,000 microbatches, identical consecutive ones are one row to its "
+                  "through_index), junit (for CI "
                   "servers: one testcase per trace, named by its rank, its failing microbatches "
                   "listed), html (one self-contained page: per-rank timelines and charts, "
                   "violations in detail), chrome-trace (Chrome Trace Event JSON for Perfetto UI "
@@ -261,7 +263,6 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "with --exit-zero once the report is written)\n") +
           kAuditExitCodes,
       {"fp8audit report fp8audit-traces             # the traces `fp8audit run` wrote, per rank",
-       "fp8audit report fp8audit-traces --format html -o fp8audit.html",
        "fp8audit report after/ --baseline before/     # better or worse than the run before"}));
   sub->callback([args, exit_code] { *exit_code = RunReport(*args); });
 }

@@ -469,19 +469,22 @@ void Auditor::Close(bool complete) {
   if (on_microbatch_span) {
     on_microbatch_span(row, MicrobatchSpan{seg.first_ns, seg.last_ns, seg.backward_seen});
   }
-  if (keep_row) {
-    *report_.add_microbatches() = std::move(row);
+  const bool fold = options_.max_rows == 0 && options_.fold_beyond > 0 &&
+                    totals->microbatches() > options_.fold_beyond;
+  if (!keep_row || fold) {
+    if (!FoldIntoLastRow(row) && keep_row) *report_.add_microbatches() = std::move(row);
   } else {
-    FoldIntoLastRow(row);
+    *report_.add_microbatches() = std::move(row);
   }
   seg.Reset();
 }
 
-// A row beyond max_rows that continues the last kept row with the same outcome extends it
-// (through_index), so a long run of identical failures stays one row with its true extent.
-void Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
+// A row beyond max_rows (or fold_beyond) that continues the last kept row with the same outcome
+// extends it (through_index), so a long run of identical rows stays one row with its true extent.
+// Whether it did.
+bool Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
   auto* rows = report_.mutable_microbatches();
-  if (rows->empty()) return;
+  if (rows->empty()) return false;
   v1::MicrobatchResult& last = *rows->Mutable(rows->size() - 1);
   const uint32_t last_index = last.has_through_index() ? last.through_index() : last.index();
   if (row.index() != last_index + 1 || row.forward_updates() != last.forward_updates() ||
@@ -496,10 +499,11 @@ void Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
       row.wasted_backward() != last.wasted_backward() || row.probe_notes_size() != 0 ||
       last.probe_notes_size() != 0 ||
       row.by_source().SerializeAsString() != last.by_source().SerializeAsString()) {
-    return;
+    return false;
   }
   last.set_through_index(row.index());
   last.set_through_step(row.step());
+  return true;
 }
 
 void Auditor::CompareProbes(bool words, v1::MicrobatchResult* row) {

@@ -34,6 +34,7 @@ AuditorOptions MakeAuditorOptions(const TraceSetOptions& options, Expectation ex
   AuditorOptions o;
   o.expect = expect;
   o.max_rows = options.max_rows;
+  o.fold_beyond = options.fold_beyond;
   o.max_detailed = options.max_detailed;
   o.max_violations = options.max_violations;
   o.semantics = options.semantics;

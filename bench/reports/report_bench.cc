@@ -18,7 +18,8 @@
 // bytes; the file is in the page cache, so the figures are the CPU cost of reading, parsing and
 // auditing.
 //
-// Usage: taskset -c 0 report_bench [--mb 100,1000] [--format text|json|both] [--fail-every N]
+// Usage: taskset -c 0 report_bench [--mb 100,1000] [--format text|json|html[:unfolded]|both|all]
+// [--fail-every N]
 //                                  [--layers N] [--repeat N] [--dir DIR]
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -236,14 +237,22 @@ double CpuSeconds() {
 
 // Audits `path` as `fp8audit report --format FORMAT` does (default --max-rows 50) and prints one
 // line: bytes, events, microbatches, failing, audit seconds, render seconds.
-int Audit(const std::string& path, const std::string& format_name) {
+// FORMAT:unfolded audits with every row kept (fold_beyond 0), as before identical rows were
+// folded past 10,000 microbatches: both side by side in one run.
+int Audit(const std::string& path, const std::string& format_arg) {
   namespace r = fp8audit::reports;
+  const size_t colon = format_arg.find(':');
+  const std::string format_name = format_arg.substr(0, colon);
+  const bool unfolded = colon != std::string::npos && format_arg.substr(colon + 1) == "unfolded";
   r::Format format;
   if (!r::ParseFormat(format_name, &format)) return 1;
-  const bool complete = format == r::Format::kJson || format == r::Format::kJunit;
+  // As `fp8audit report` does: JSON and HTML audit every row (identical rows folded past 10,000).
+  const bool complete =
+      format == r::Format::kJson || format == r::Format::kHtml || format == r::Format::kJunit;
   r::TraceSetOptions options;
   options.max_rows = complete ? 0 : 50;
   options.max_violations = complete ? 0 : 50;
+  if (unfolded) options.fold_beyond = 0;
   const double c0 = CpuSeconds();
   const auto t0 = Clock::now();
   const r::TraceSetResult result = r::AuditTraceFiles({path}, options);
@@ -331,8 +340,11 @@ int main(int argc, char** argv) {
     if (flag == "--mb") {
       mbs = ParseList(v);
     } else if (flag == "--format") {
-      formats = std::strcmp(v, "both") == 0 ? std::vector<std::string>{"text", "json"}
-                                            : std::vector<std::string>{v};
+      formats =
+          std::strcmp(v, "both") == 0 ? std::vector<std::string>{"text", "json"}
+          : std::strcmp(v, "all") == 0
+              ? std::vector<std::string>{"text", "json", "json:unfolded", "html", "html:unfolded"}
+              : std::vector<std::string>{v};
     } else if (flag == "--layers") {
       layers = static_cast<uint32_t>(std::atoi(v));
     } else if (flag == "--fail-every") {

@@ -109,6 +109,17 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     yield
 
 
+def _each_microbatch(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """A report's rows, one per microbatch: past 10,000 microbatches a trace's identical
+    consecutive rows are one row reaching to `through_index`."""
+    out: List[Dict[str, Any]] = []
+    for m in rows:
+        first = int(m.get("index", 0))
+        for i in range(first, int(m.get("through_index", first)) + 1):
+            out.append(m if i == first else dict(m, index=i))
+    return out
+
+
 def _rerun_under_agent(config: pytest.Config, out: Optional[str], keep: bool) -> None:
     if os.environ.get(STATUS_ENV):
         raise pytest.UsageError("--fp8audit: the session that `fp8audit run` started has no "
@@ -224,7 +235,7 @@ class _Judge:
             header = rank.get("header", {})
             if header.get("run_id", "") not in ("", self._run_id):
                 continue  # another run's trace in the same directory
-            rows: List[Dict[str, Any]] = rank.get("microbatches", [])
+            rows = _each_microbatch(rank.get("microbatches", []))
             first, self._seen[path] = self._seen.get(path, 0), len(rows)
             indexes = {m.get("index", 0) for m in rows[first:]}
             # Counts are judged from the microbatches themselves; a trace read while its process

@@ -248,3 +248,12 @@ def test_microbatches_in_the_tests_child_processes_are_the_tests(tmp_path):
     check = subprocess.run([str(BIN), "check", str(tmp_path / "t")],
                            capture_output=True, text=True)
     assert check.returncode == 3, check.stdout + check.stderr
+
+
+def test_rows_folded_past_ten_thousand_microbatches_are_judged_one_by_one():
+    from fp8audit.pytest_plugin import _each_microbatch
+    rows = [{"index": 0, "forward_updates": 1}, {"index": 1, "through_index": 3, "verdict": "FAIL"},
+            {"index": 4}]
+    each = _each_microbatch(rows)
+    assert [m.get("index", 0) for m in each] == [0, 1, 2, 3, 4]
+    assert [m.get("verdict") for m in each] == [None, "FAIL", "FAIL", "FAIL", None]

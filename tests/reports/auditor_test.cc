@@ -514,7 +514,7 @@ TEST(Auditor, MaxRowsKeepsEveryRowUntilExceededThenOnlyFailingOnes) {
 TEST(Auditor, RowsBeyondMaxRowsThatContinueTheLastKeptRowAreFoldedIntoIt) {
   TraceBuilder t(-1, 1000, "nvtx");
   for (int i = 0; i < 300; ++i) t.MarkedMicrobatch(4, 3);
-  t.MarkedMicrobatch(2, 1);  // different: not folded, and no room left
+  t.MarkedMicrobatch(2, 1);                               // different: not folded, and no room left
   for (int i = 0; i < 10; ++i) t.MarkedMicrobatch(4, 3);  // not right after the last kept row
   t.Footer();
   AuditorOptions options;
@@ -530,6 +530,38 @@ TEST(Auditor, RowsBeyondMaxRowsThatContinueTheLastKeptRowAreFoldedIntoIt) {
   EXPECT_EQ(last.through_index(), 299u);
   EXPECT_EQ(last.through_step(), 0u);
   EXPECT_EQ(last.forward_updates(), 4u);
+}
+
+// Every row kept (max_rows 0, as JSON and HTML ask): the first fold_beyond microbatches are a row
+// each; past them a row identical to the one before extends it, so memory follows the distinct
+// runs of rows, not the microbatches; a different row is kept, and so is every microbatch's count.
+TEST(Auditor, PastFoldBeyondIdenticalRowsExtendTheRowBeforeAndDifferentOnesAreKept) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  for (int i = 0; i < 6; ++i) t.MarkedMicrobatch(1, 1);
+  t.MarkedMicrobatch(2, 1);
+  for (int i = 0; i < 3; ++i) t.MarkedMicrobatch(1, 1);
+  t.Footer();
+  AuditorOptions options;
+  options.max_rows = 0;
+  options.fold_beyond = 4;
+  Auditor a(options);
+  t.Feed(&a);
+  const v1::RankReport& r = a.report();
+  EXPECT_EQ(r.totals().microbatches(), 10u);
+  EXPECT_EQ(r.totals().failing_microbatches(), 1u);
+  ASSERT_EQ(r.microbatches_size(), 6) << r.DebugString();  // 0, 1, 2, 3-5, 6, 7-9
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(r.microbatches(i).has_through_index()) << i;
+  EXPECT_EQ(r.microbatches(3).index(), 3u);
+  EXPECT_EQ(r.microbatches(3).through_index(), 5u);
+  EXPECT_EQ(r.microbatches(4).index(), 6u);
+  EXPECT_EQ(r.microbatches(4).verdict(), v1::FAIL);
+  EXPECT_EQ(r.microbatches(5).index(), 7u);
+  EXPECT_EQ(r.microbatches(5).through_index(), 9u);
+
+  options.fold_beyond = 0;  // never: a row per microbatch
+  Auditor every(options);
+  t.Feed(&every);
+  EXPECT_EQ(every.report().microbatches_size(), 10);
 }
 
 TEST(Auditor, ExtraUpdatesInTheSamePlaceShareOneExplanation) {
