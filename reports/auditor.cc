@@ -52,6 +52,8 @@ struct Auditor::State {
   uint64_t last_event_ns = 0;
   uint64_t launches_seen = 0;
   uint64_t kernel_events = 0;
+  uint64_t unknown_events = 0;  // of kinds this build does not know (a newer recorder's)
+  int first_unknown_kind = 0;
 
   // The recording (header, TE_VERSION, TE_PATCHED, PROBES): see v1::Recording.
   bool probe_info = false;  // the recorder named its probes
@@ -264,6 +266,10 @@ void Auditor::Dispatch(const v1::Event& event) {
   }
   s.launches_seen = std::max(s.launches_seen, event.kernel_launches());
   const v1::EventKind kind = event.kind();
+  if (!v1::EventKind_IsValid(kind)) {  // a newer recorder's: skipped, and said once (Finish)
+    if (s.unknown_events++ == 0) s.first_unknown_kind = static_cast<int>(kind);
+    return;
+  }
 
   Segmenter& segments = s.segments;
   segments.Advance(event);
@@ -557,6 +563,13 @@ void Auditor::FinishRecording() {
   facts.crowded = s.crowded;
   facts.unmarked_failures = !s.segments.markers() && report_.totals().failing_microbatches() > 0;
   AddRecordingNotes(facts, rec);
+  if (s.unknown_events > 0) {
+    rec->add_notes(Plural(s.unknown_events, "event", "events") +
+                   " of kinds this fp8audit does not know (the first: kind " +
+                   std::to_string(s.first_unknown_kind) +
+                   ") were skipped: a newer recorder wrote this trace; a report from an fp8audit "
+                   "as new as the trace's recorder reads them");
+  }
   // Nothing about the recording to say: no field set (an older recorder's trace).
   if (rec->ByteSizeLong() == 0) report_.clear_recording();
 }

@@ -7,6 +7,8 @@
 #include <set>
 #include <utility>
 
+#include "reports/event_text.h"
+
 namespace fp8audit::reports {
 namespace {
 
@@ -442,6 +444,39 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
         std::to_string(last_hidden) + ")"));
   }
   return f;
+}
+
+std::vector<std::string> MixedJobNotes(const std::vector<v1::RankReport>& traces) {
+  std::vector<std::string> notes;
+  std::map<std::string, size_t> versions;
+  std::map<std::pair<std::string, uint32_t>, std::set<int32_t>> ranks_of;  // (host, pid)
+  for (const v1::RankReport& r : traces) {
+    if (!r.recording().te_version().empty()) ++versions[r.recording().te_version()];
+    if (r.has_header() && r.rank() >= 0 && r.header().pid() != 0) {
+      ranks_of[{r.header().host(), r.header().pid()}].insert(r.rank());
+    }
+  }
+  if (versions.size() > 1) {
+    std::string list;
+    for (const auto& [version, n] : versions) {
+      list += (list.empty() ? "" : ", ") + Printable(version, 64) + " (" +
+              Plural(n, "trace", "traces") + ")";
+    }
+    notes.push_back("these traces record " + std::to_string(versions.size()) +
+                    " Transformer Engine versions: " + list +
+                    "; the ranks of one job run one TE: traces of different runs or environments? "
+                    "(--run reads one run)");
+  }
+  for (const auto& [process, ranks] : ranks_of) {
+    if (ranks.size() < 2) continue;
+    std::string list;
+    for (int32_t rank : ranks) list += (list.empty() ? "" : ", ") + std::to_string(rank);
+    notes.push_back("one process, pid " + std::to_string(process.second) + " on " +
+                    Printable(process.first, 128) + ", wrote the traces of ranks " + list +
+                    ": a process is one rank (a reused pid, traces of different runs, or a job "
+                    "that changed RANK as it ran?)");
+  }
+  return notes;
 }
 
 }  // namespace fp8audit::reports

@@ -105,4 +105,10 @@ class RankAgreement {
   size_t runs_ = 0;
 };
 
+// Lines about traces that pass one by one but do not look like one job's: several Transformer
+// Engine versions among them ("these traces record 2 Transformer Engine versions: 2.20.2 (3
+// traces), 2.19.0 (1 trace) ..."), and one process (host and pid) that claims several ranks. Notes,
+// not violations: the audit of each trace stands.
+std::vector<std::string> MixedJobNotes(const std::vector<v1::RankReport>& traces);
+
 }  // namespace fp8audit::reports

@@ -101,6 +101,7 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
   const size_t traces_read = ranks.size();
   RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
   for (std::string& p : job.problems) result.problems.push_back(std::move(p));
+  for (std::string& n : MixedJobNotes(ranks)) result.problems.push_back(std::move(n));
   std::stable_sort(ranks.begin(), ranks.end(),
                    [](const v1::RankReport& a, const v1::RankReport& b) {
                      if (a.rank() != b.rank()) return a.rank() < b.rank();

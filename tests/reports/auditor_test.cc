@@ -564,6 +564,25 @@ TEST(Auditor, PastFoldBeyondIdenticalRowsExtendTheRowBeforeAndDifferentOnesAreKe
   EXPECT_EQ(every.report().microbatches_size(), 10);
 }
 
+// Events of kinds a newer recorder writes are skipped, counted and said once (issue 34 item 12),
+// not silently dropped; the microbatches around them are judged as before.
+TEST(Auditor, EventsOfUnknownKindsAreSkippedWithOneNote) {
+  TraceBuilder t(-1, 1000, "nvtx");
+  t.MarkedMicrobatch(1, 1);
+  t.Add(static_cast<v1::EventKind>(999));
+  t.Add(static_cast<v1::EventKind>(1000));
+  t.MarkedMicrobatch(1, 1).Footer();
+  const v1::RankReport r = t.Audit();
+  EXPECT_EQ(r.verdict(), v1::PASS) << r.DebugString();
+  EXPECT_EQ(r.totals().microbatches(), 2u);
+  ASSERT_EQ(r.recording().notes_size(), 1) << r.DebugString();
+  EXPECT_EQ(r.recording().notes(0).rfind("2 events of kinds this fp8audit does not know (the "
+                                         "first: kind 999) were skipped",
+                                         0),
+            0u)
+      << r.recording().notes(0);
+}
+
 TEST(Auditor, ExtraUpdatesInTheSamePlaceShareOneExplanation) {
   TraceBuilder t(-1, 1000, "nvtx");
   t.MarkedMicrobatch(1, 196).Footer();

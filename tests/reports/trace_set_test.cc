@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -39,6 +40,41 @@ class TraceSetTest : public ::testing::Test {
   testutil::TempDir tmp_{"fp8audit-trace-set-"};
   const fs::path dir_{tmp_.path()};
 };
+
+// Traces that pass one by one but are not one job's are noted (issue 34 item 12): two TE versions,
+// and one process claiming several ranks. The outcome stands.
+TEST_F(TraceSetTest, TwoTeVersionsAndOneProcessWithSeveralRanksAreNoted) {
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 3; ++rank) {
+    TraceBuilder t(rank, 4242, "nvtx");
+    t.TeVersion(rank == 2 ? "2.19.0" : "2.20.2").MarkedMicrobatch().Footer();
+    files.push_back(Write("r" + std::to_string(rank) + ".fp8trace", t));
+  }
+  const TraceSetResult result = AuditTraceFiles(files, TraceSetOptions{});
+  EXPECT_EQ(result.outcome, Outcome::kPass);
+  auto noted = [&](const std::string& start) {
+    return std::any_of(result.problems.begin(), result.problems.end(),
+                       [&](const std::string& p) { return p.rfind(start, 0) == 0; });
+  };
+  EXPECT_TRUE(
+      noted("these traces record 2 Transformer Engine versions: 2.19.0 (1 trace), 2.20.2 "
+            "(2 traces)"))
+      << ::testing::PrintToString(result.problems);
+  EXPECT_TRUE(noted("one process, pid 4242 on testhost, wrote the traces of ranks 0, 1, 2"))
+      << ::testing::PrintToString(result.problems);
+}
+
+TEST_F(TraceSetTest, OneJobsTracesGetNoNote) {
+  std::vector<std::string> files;
+  for (int rank = 0; rank < 2; ++rank) {
+    TraceBuilder t(rank, 100 + rank, "nvtx");
+    t.TeVersion("2.20.2").MarkedMicrobatch().Footer();
+    files.push_back(Write("r" + std::to_string(rank) + ".fp8trace", t));
+  }
+  const TraceSetResult result = AuditTraceFiles(files, TraceSetOptions{});
+  EXPECT_EQ(result.outcome, Outcome::kPass);
+  EXPECT_TRUE(result.problems.empty()) << ::testing::PrintToString(result.problems);
+}
 
 TEST_F(TraceSetTest, WriterReaderRoundTripThroughTheAudit) {
   TraceBuilder t(0, 77, "nvtx");
