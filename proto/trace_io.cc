@@ -87,6 +87,12 @@ TraceFileWriter::~TraceFileWriter() {
   if (Mine(fd_)) ::close(fd_);
 }
 
+bool TraceFileWriter::AtItsPath() const {
+  struct stat st {};
+  return !reopen_path_.empty() && ::stat(reopen_path_.c_str(), &st) == 0 &&
+         static_cast<uint64_t>(st.st_dev) == dev_ && static_cast<uint64_t>(st.st_ino) == ino_;
+}
+
 bool TraceFileWriter::Mine(int fd) const {
   // Device and inode, and the size this writer gave it: an inode number is reused at once for a
   // file created after this one was removed.

@@ -54,6 +54,8 @@ class TraceFileWriter {
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
   const std::string& error() const { return error_; }
+  // Whether path() still names this writer's file (not moved, removed or replaced since).
+  bool AtItsPath() const;
 
  private:
   TraceFileWriter(int fd, std::string path);

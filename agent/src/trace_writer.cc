@@ -192,6 +192,11 @@ void TraceWriter::Cycle(bool everything, bool final) {
     Warn("the trace " + path_ + " ends without its footer at byte " +
          std::to_string(file_->size()) + ": its last " + std::to_string(buffer_.size()) +
          " bytes of records could not be written (" + Reason() + ")");
+  } else if (final && file_ != nullptr && !file_->AtItsPath()) {
+    Warn("the trace " + path_ +
+         " was moved or removed while the job ran: it was written to the end wherever it went, "
+         "but fp8audit run and report look for it at that path (leave the trace folder's files "
+         "in place)");
   }
 }
 

@@ -284,6 +284,12 @@ int main(int argc, char** argv) {
     Ready();
     for (;;) pause();
   }
+  if (mode == "hold" && argc > 2) {  // microbatches, "ready", then exit once argv[2] exists
+    BasicMicrobatches();
+    Ready();
+    while (::access(argv[2], F_OK) != 0) usleep(10000);
+    return 0;
+  }
   if (mode == "fork") {
     nvtxRangePushA(ev::kMicrobatchRange);
     ev::UpdateForward();
@@ -325,9 +331,10 @@ int main(int argc, char** argv) {
     Stress(std::atoi(argv[2]), std::strtol(argv[3], nullptr, 10));
     return 0;
   }
-  std::fprintf(stderr,
-               "usage: nvtx_emitter basic|cuda-injection|wait|fork|failfast|flood N|probe-toggle"
-               "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]|plant VICTIM|hook|hook-facts"
-               "|fork-exit _exit|_Exit|silent|vfork-exit\n");
+  std::fprintf(
+      stderr,
+      "usage: nvtx_emitter basic|cuda-injection|wait|hold FILE|fork|failfast|flood N|probe-toggle"
+      "|stress THREADS MILLISECONDS|bytes ARG [HOSTNAME]|plant VICTIM|hook|hook-facts"
+      "|fork-exit _exit|_Exit|silent|vfork-exit\n");
   return 2;
 }

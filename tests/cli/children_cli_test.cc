@@ -61,6 +61,19 @@ TEST_F(ChildrenCli, AWorkerTheJobTurnsTheAgentOffForIsNotReported) {
   EXPECT_FALSE(Contains(r.err, "without the agent")) << Describe(r);
 }
 
+// The job moves its own trace while it runs (issue 34 item 12): the agent says so at the end, in
+// one line; the run, finding no trace where it looks, is incomplete (2), never a pass.
+TEST_F(ChildrenCli, ATraceTheJobMovesAwayIsSaidByTheAgentAndTheRunIsIncomplete) {
+  const std::string out = Path("out"), moved = Path("moved"), go = Path("go");
+  const std::string script =
+      std::string(FP8AUDIT_NVTX_EMITTER) + " hold " + go + " > /dev/null & pid=$!; until ls " +
+      out + "/*.fp8trace >/dev/null 2>&1; do sleep 0.05; done; mkdir " + moved + "; mv " + out +
+      "/*.fp8trace " + moved + "/; touch " + go + "; wait $pid";
+  const Result r = Fp8audit({"run", "--out", out, "--", "sh", "-c", script}, RealAgent());
+  EXPECT_EQ(r.code, 2) << Describe(r);
+  EXPECT_TRUE(Contains(r.err, " was moved or removed while the job ran")) << Describe(r);
+}
+
 #endif
 
 }  // namespace
