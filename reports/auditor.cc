@@ -9,6 +9,7 @@
 
 #include "reports/event_text.h"
 #include "reports/explanations.h"
+#include "reports/extra_places.h"
 #include "reports/findings.h"
 #include "reports/frozen_scales.h"
 #include "reports/probe_tally.h"
@@ -65,6 +66,7 @@ struct Auditor::State {
   ProbeTallies probes;           // over the microbatches
   Listing unfused;               // microbatches with updates only the Python hook saw
   Listing disagreeing;           // microbatches in which the probes disagree
+  ExtraPlaces places;            // the extra updates by place
 };
 
 Auditor::Auditor(Expectation expect)
@@ -330,6 +332,13 @@ void Auditor::Count(const v1::Event& event, int dir, bool inferred) {
 
   const uint64_t expected = dir == kFwd ? options_.expect.forward : options_.expect.backward;
   const bool extra = seg.count[dir] > expected;
+  if (extra) {
+    const Context& ctx = segments.context();
+    s.places.Add(ctx.module.empty() ? ctx.site : ctx.module, dir,
+                 std::min(n, seg.count[dir] - expected), recompute,
+                 EffectOf(seg.module_ran[dir], segments.ModulesVisible(dir)));
+  }
+  seg.module_ran[dir] = false;
   // Where an extra update happened; consecutive extra updates in the same place share one note.
   std::string where;
   if (extra && (keep_detail || on_update)) {
@@ -599,6 +608,7 @@ void Auditor::Finish() {
   s.segments.CloseAll(/*complete_unmarked=*/s.footer_seen && !s.damaged);
   s.finished = true;
   s.findings.WriteTo(&report_);
+  s.places.WriteTo(&report_);
   SayMarkers();
   report_.mutable_totals()->set_kernel_launches(s.footer_launches > 0 ? s.footer_launches
                                                 : s.launches_seen > 0 ? s.launches_seen

@@ -183,6 +183,8 @@ std::string KindName(v1::EventKind kind) {
       return "Python hook absent";
     case v1::CHILD_WITHOUT_AGENT:
       return "program without the agent";
+    case v1::CALL_SITE:
+      return "call site";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }

@@ -196,6 +196,7 @@ std::string Where(const Context& ctx, const v1::Event& event, bool recompute, bo
   }
   where += ", autocast depth " + std::to_string(ctx.autocast_depth);
   if (!ctx.module.empty()) where += ", after module " + Printable(ctx.module, 128);
+  if (!ctx.site.empty()) where += ", Python " + Printable(ctx.site, 128);
   if (after_end) where += ", after the microbatch's end marker";
   if (inferred) where += ", direction inferred from pass boundaries";
   where += " (thread " + std::to_string(event.thread_id());

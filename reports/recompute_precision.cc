@@ -4,7 +4,7 @@
 
 namespace fp8audit::reports {
 
-void RecomputePrecision::Add(const v1::Event& e) {
+void RecomputePrecision::Add(const v1::Event& e, const std::string& site) {
   ++recomputes_;
   if (e.fp8() == v1::FP8_MODE_UNSPECIFIED || e.forward_fp8() == v1::FP8_MODE_UNSPECIFIED ||
       e.fp8() == e.forward_fp8()) {
@@ -16,7 +16,8 @@ void RecomputePrecision::Add(const v1::Event& e) {
   if (kept_.size() < kKept) {
     kept_.push_back(
         {e.module().empty() ? std::string("a module") : Printable(e.module(), 64),
-         e.detail().empty() ? std::string("unknown checkpoint") : Printable(e.detail(), 64), fp8});
+         e.detail().empty() ? std::string("unknown checkpoint") : Printable(e.detail(), 64),
+         site.empty() ? std::string() : Printable(site, 128), fp8});
   }
 }
 
@@ -39,6 +40,7 @@ std::string RecomputePrecision::Explanation() const {
     if (i > 0) line += ", ";
     line +=
         kept_[i].module + " FP8 " + (kept_[i].fp8 ? "on" : "off") + " in " + kept_[i].checkpoint;
+    if (!kept_[i].site.empty()) line += ", called at " + kept_[i].site;
   }
   if (changes_ > kept_.size()) line += ", and " + std::to_string(changes_ - kept_.size()) + " more";
   return line;

@@ -22,7 +22,8 @@ class RecomputePrecision {
  public:
   static constexpr size_t kKept = 8;  // mismatches described one by one
 
-  void Add(const v1::Event& recompute);
+  // `site`: where the job's code called the module (CALL_SITE before it; empty: not known).
+  void Add(const v1::Event& recompute, const std::string& site = {});
   void Reset() { *this = RecomputePrecision(); }
 
   uint64_t recomputes() const { return recomputes_; }
@@ -39,6 +40,7 @@ class RecomputePrecision {
   struct Change {
     std::string module;
     std::string checkpoint;
+    std::string site;
     bool fp8 = false;  // in the recompute
   };
   uint64_t recomputes_ = 0;

@@ -241,6 +241,28 @@ void Findings(const RankView& view, std::string* out) {
   }
 }
 
+// The extra updates by place, all of them (at most 33 rows).
+void Places(const v1::RankReport& r, std::string* out) {
+  if (r.extra_updates_at_size() == 0) return;
+  const std::string title = kExtraPlacesTitle;  // "extra updates by place (what the columns say)"
+  const size_t open = title.find(" (") + 2;
+  *out += "<h3>Extra updates by place</h3>\n<p class=\"note\">" +
+          Esc(title.substr(open, title.size() - open - 1)) + "</p>\n<table class=\"places\"><tr>";
+  const std::vector<std::string> head = ExtraPlacesHead();
+  for (size_t c = 0; c < head.size(); ++c) {
+    *out += std::string(c + 1 < head.size() ? "<th class=\"n\">" : "<th>") + Esc(head[c]) + "</th>";
+  }
+  *out += "</tr>\n";
+  for (const auto& row : ExtraPlacesCells(r, 0)) {
+    *out += "<tr>";
+    for (size_t c = 0; c < row.size(); ++c) {
+      *out += std::string(c + 1 < row.size() ? "<td class=\"n\">" : "<td>") + Esc(row[c]) + "</td>";
+    }
+    *out += "</tr>\n";
+  }
+  *out += "</table>\n";
+}
+
 void Metadata(const v1::RankReport& r, bool open, std::string* out) {
   const v1::TraceHeader& h = r.header();
   auto row = [&](const char* key, const std::string& value_html) {
@@ -532,6 +554,7 @@ void RankSection(RankView& view, uint32_t y_max, const RenderOptions& options, s
   std::unordered_map<uint32_t, const v1::MicrobatchResult*> rows;
   for (const auto& m : r.microbatches()) rows.emplace(m.index(), &m);
   Findings(view, out);
+  Places(r, out);
   Violations(view, rows, options, out);
   if (t.microbatches() > 0) MicrobatchTable(view, selection.runs, note, options, out);
   *out += "</section>\n";

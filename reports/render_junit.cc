@@ -177,6 +177,12 @@ std::string TraceFacts(const v1::RankReport& r) {
   out += "microbatches: " + std::to_string(r.totals().microbatches()) + ", failing " +
          std::to_string(r.totals().failing_microbatches()) + "\n";
   out += "verdict: " + RankVerdictWord(r) + "\n";
+  if (r.extra_updates_at_size() > 0) {  // "extra updates at PLACE: F forward, B backward, ..."
+    for (const auto& row : ExtraPlacesCells(r, 0)) {
+      out += "extra updates at " + row[6] + ": " + row[0] + " forward, " + row[1] + " backward, " +
+             row[2] + " in recompute, " + row[3] + " harmful, " + row[4] + " wasted\n";
+    }
+  }
   return out;
 }
 

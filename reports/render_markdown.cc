@@ -39,6 +39,25 @@ std::string Code(std::string s) {
 
 // One item per finding: the microbatches with the same problem and the explanation of the first,
 // once for findings in a row that share it.
+// The extra updates by place, the first ten (JSON lists them all).
+void Places(const v1::RankReport& r, std::string* out) {
+  constexpr size_t kShown = 10;
+  if (r.extra_updates_at_size() == 0) return;
+  *out += "\nE" + Md(kExtraPlacesTitle + 1) + ":\n\n|";  // "Extra updates by place ..."
+  for (const std::string& head : ExtraPlacesHead()) *out += " " + head + " |";
+  *out += "\n|---:|---:|---:|---:|---:|---:|:---|\n";
+  const auto cells = ExtraPlacesCells(r, kShown);
+  for (const auto& row : cells) {
+    *out += "|";
+    for (size_t c = 0; c < row.size(); ++c) {
+      *out += " " + (c + 1 == row.size() ? Md(row[c]) : row[c]) + " |";
+    }
+    *out += "\n";
+  }
+  const size_t more = static_cast<size_t>(r.extra_updates_at_size()) - cells.size();
+  if (more > 0) *out += "\n" + std::to_string(more) + " more places (`--format json` lists them)\n";
+}
+
 void Problems(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
   const int limit = options.max_rows == 0 ? r.findings_size()
                                           : std::min<int>(r.findings_size(), options.max_rows);
@@ -125,6 +144,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     }
   }
   if (!probe_notes.empty()) *out += "\nProbe notes:\n\n" + probe_notes;
+  Places(r, out);
 
   const ViolationSelection vs = SelectViolations(r, options.max_rows);
   if (vs.groups.empty()) return;

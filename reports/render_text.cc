@@ -145,6 +145,18 @@ void Findings(const v1::RankReport& r, const RenderOptions& options, std::string
   }
 }
 
+// The extra updates by place: the first few, the rest counted (every format but text and markdown
+// lists them all).
+void Places(const v1::RankReport& r, std::string* out) {
+  constexpr size_t kShown = 5;
+  if (r.extra_updates_at_size() == 0) return;
+  *out += "\n" + std::string(kExtraPlacesTitle) + ":\n";
+  const auto cells = ExtraPlacesCells(r, kShown);
+  Columns(ExtraPlacesHead(), {true, true, true, true, true, true, false}, cells, out);
+  const size_t more = static_cast<size_t>(r.extra_updates_at_size()) - cells.size();
+  if (more > 0) *out += "  (" + std::to_string(more) + " more places: --format json lists them)\n";
+}
+
 void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* out) {
   *out += "== " + RankTitle(r) + ": " + RankVerdictWord(r) + "\n";
   *out += "trace     " + Printable(r.path(), 4096) + "\n";
@@ -206,6 +218,7 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     for (const ViolationGroup& g : vs.groups) Group(g, options, out);
     if (!vs.note.empty()) *out += "  (" + vs.note + ")\n";
   }
+  Places(r, out);
   *out += "\ntotal     " + TotalsLine(t) + "\n\n";
 }
 

@@ -326,4 +326,23 @@ std::string EscapeMarkup(std::string_view s, std::string_view apostrophe, char (
   return out;
 }
 
+std::vector<std::string> ExtraPlacesHead() {
+  return {"forward", "backward", "in recompute", "harmful", "wasted", "not seen", "place"};
+}
+
+std::vector<std::vector<std::string>> ExtraPlacesCells(const v1::RankReport& rank,
+                                                       size_t max_rows) {
+  std::vector<std::vector<std::string>> cells;
+  for (const v1::ExtraUpdatesAt& at : rank.extra_updates_at()) {
+    if (max_rows != 0 && cells.size() == max_rows) break;
+    const uint64_t total = at.forward() + at.backward();
+    const uint64_t seen = std::min(total, at.harmful() + at.wasted());
+    cells.push_back({std::to_string(at.forward()), std::to_string(at.backward()),
+                     std::to_string(at.in_recompute()), std::to_string(at.harmful()),
+                     std::to_string(at.wasted()), std::to_string(total - seen),
+                     at.place().empty() ? std::string("(not located)") : Printable(at.place())});
+  }
+  return cells;
+}
+
 }  // namespace fp8audit::reports

@@ -94,6 +94,16 @@ std::string EventsText(const v1::RankReport& rank);
 // unfused)"; "" when none saw an update.
 std::string BySourceText(const v1::SourceTallies& tallies);
 
+// The table of a trace's extra updates by place (RankReport.extra_updates_at), in every format:
+// its title, its columns (numbers first, the place last) and its first `max_rows` rows (0: all),
+// a place not located shown as "(not located)". "not seen": neither harmful nor wasted as far as
+// the trace can tell.
+inline constexpr char kExtraPlacesTitle[] =
+    "extra updates by place (harmful: a module ran in their direction since the update before; "
+    "wasted: none did; not seen: no module runs recorded there)";
+std::vector<std::string> ExtraPlacesHead();
+std::vector<std::vector<std::string>> ExtraPlacesCells(const v1::RankReport& rank, size_t max_rows);
+
 // The header's fields the recorder stored escaped (bytes that are not UTF-8 written as \xNN), by
 // name: "host, command"; "" when none.
 std::string EscapedFieldNames(const v1::TraceHeader& header);

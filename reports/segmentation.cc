@@ -75,6 +75,11 @@ void Context::Apply(const v1::Event& event) {
         module = TruncateUtf8(event.module(), kMaxStoredString);
       }
       break;
+    case v1::CALL_SITE:
+      site.assign(event.detail().size() <= kMaxStoredString
+                      ? event.detail()
+                      : TruncateUtf8(event.detail(), kMaxStoredString));
+      break;
     default:
       break;
   }
@@ -302,6 +307,11 @@ bool Segmenter::Assign(const v1::Event& event, uint32_t expect_forward, int* dir
       if (step_ < std::numeric_limits<uint32_t>::max()) ++step_;
       Remember(event);
       return false;
+    // Where the next event of the Python hook happened: context only, it opens nothing.
+    case v1::CALL_SITE:
+      ctx_.Apply(event);
+      Remember(event);
+      return false;
     // Pass boundaries.
     case v1::BACKWARD_BEGIN:
       in_backward_ = true;
@@ -340,7 +350,17 @@ bool Segmenter::Assign(const v1::Event& event, uint32_t expect_forward, int* dir
     seg_.part_backward = true;
     backward_observed_ = true;
   }
-  if (kind == v1::MODULE_RECOMPUTE) seg_.recompute.Add(event);
+  if (kind == v1::MODULE_FORWARD || (kind == v1::MODULE_RECOMPUTE && event.fp8() == v1::FP8_ON)) {
+    seg_.module_ran[kFwd] = true;
+  }
+  if (kind == v1::MODULE_BACKWARD) seg_.module_ran[kBwd] = true;
+  if (kind == v1::MODULE_FORWARD) module_events_seen_[kFwd] = true;
+  if (kind == v1::MODULE_BACKWARD) module_events_seen_[kBwd] = true;
+  if (kind == v1::MODULE_RECOMPUTE) recompute_marks_seen_ = true;
+  if (kind == v1::MODULE_RECOMPUTE) {
+    seg_.recompute.Add(event, ctx_.site);
+    ctx_.site.clear();  // a recompute's site locates that recompute alone
+  }
   if (kind == v1::FIX_LOST_UPDATE && seg_.fix_lost++ == 0) {
     seg_.fix_lost_reason = TruncateUtf8(event.detail(), kMaxStoredString);
   }

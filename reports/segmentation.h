@@ -52,8 +52,10 @@ struct Context {
   std::vector<Frame> frames;
   uint32_t autocast_depth = 0;
   std::string module;
+  std::string site;  // the last CALL_SITE: where in the job's Python code (empty: not known)
 
-  // Follows CHECKPOINT_*, AUTOCAST_* and MODULE_FORWARD/BACKWARD; other events change nothing.
+  // Follows CHECKPOINT_*, AUTOCAST_*, MODULE_FORWARD/BACKWARD and CALL_SITE; other events change
+  // nothing.
   void Apply(const v1::Event& event);
   bool InRecompute() const;  // inside a frame's recompute (phase 2)
   const Frame* Innermost() const;
@@ -142,8 +144,11 @@ struct Segment {
   ProbeTallies probes;             // what each source saw
   uint32_t probes_throughout = 0;  // probe bits active from its opening to now
   RecomputePrecision recompute;    // the modules recomputed in its backward (MODULE_RECOMPUTE)
-  uint32_t fix_lost = 0;           // fp8audit.te's safety net said it lost an update here
-  std::string fix_lost_reason;     // the first one's (FIX_LOST_UPDATE detail)
+  // Per direction: a module ran in it since its last update here (MODULE_FORWARD, a recompute in
+  // FP8: forward; MODULE_BACKWARD: backward).
+  std::array<bool, 2> module_ran{};
+  uint32_t fix_lost = 0;        // fp8audit.te's safety net said it lost an update here
+  std::string fix_lost_reason;  // the first one's (FIX_LOST_UPDATE detail)
 
   // Closed, ready for the next microbatch; the kept events' storage stays.
   void Reset();
@@ -220,6 +225,12 @@ class Segmenter {
   bool in_backward() const { return in_backward_; }
   bool backward_observed() const { return backward_observed_; }
   const Context& context() const { return ctx_; }
+  // Whether the trace records the module runs of direction `dir` where an update happens now:
+  // module markers of that direction were seen, or, for a forward update during a recompute, the
+  // Python hook's recompute marks.
+  bool ModulesVisible(int dir) const {
+    return module_events_seen_[dir] || (dir == kFwd && recompute_marks_seen_ && ctx_.InRecompute());
+  }
   const Ring& ring() const { return ring_; }
   uint64_t seq() const { return seq_; }
 
@@ -242,6 +253,8 @@ class Segmenter {
   bool markers_configured_ = false;
   bool in_backward_ = false;        // between BACKWARD_BEGIN and BACKWARD_END
   bool backward_observed_ = false;  // backward activity (or a backward update) anywhere so far
+  std::array<bool, 2> module_events_seen_{};  // MODULE_FORWARD, MODULE_BACKWARD so far
+  bool recompute_marks_seen_ = false;         // MODULE_RECOMPUTE so far
   Context ctx_;
   Ring ring_;  // the last context (non-update) events
   uint64_t seq_ = 0;

@@ -195,6 +195,15 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_pass(v1::PASS_UNSPECIFIED);
       e->set_detail(std::string(raw.Text()));
       return true;
+    case RawKind::kCallSite: {
+      e->set_kind(v1::CALL_SITE);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::PASS_UNSPECIFIED);
+      const std::string_view text = raw.Text();
+      const size_t at = text.find(" site=");  // the value runs to the end, spaces and all
+      if (at != std::string_view::npos) e->set_detail(std::string(text.substr(at + 6)));
+      return true;
+    }
     case RawKind::kFixLost:
       e->set_kind(v1::FIX_LOST_UPDATE);
       e->set_source(v1::PYTHON_HOOK);

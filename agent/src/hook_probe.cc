@@ -24,6 +24,8 @@ bool IsRecomputeMark(std::string_view text) {
 
 bool IsLostMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookLostMark); }
 
+bool IsSiteMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookSiteMark); }
+
 }  // namespace
 
 bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
@@ -55,7 +57,7 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 
 bool IsHookMark(std::string_view text) {
   return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text) ||
-         IsLostMark(text);
+         IsLostMark(text) || IsSiteMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
@@ -63,6 +65,7 @@ bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   RawEvent e;
   e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
            : IsLostMark(text)    ? RawKind::kFixLost
+           : IsSiteMark(text)    ? RawKind::kCallSite
            : IsTeMark(text)      ? RawKind::kTeVersion
                                  : RawKind::kTePatched;
   e.SetText(text);

@@ -44,6 +44,7 @@ enum class RawKind : uint8_t {
   kFixLost,            // text: the mark ("fp8audit.te.lost pass=backward reason=<r>")
   kHookAbsent,         // text: why (a Python process called TE without the hook's TE mark)
   kChildWithoutAgent,  // text: "<why> <pid> <path>" (unaudited_children.h)
+  kCallSite,           // text: the mark ("fp8audit.te.site site=<path>:<line> in <function>")
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

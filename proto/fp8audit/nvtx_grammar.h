@@ -102,6 +102,11 @@ inline constexpr char kHookRecomputeMark[] = "fp8audit.te.recompute";
 // update.
 inline constexpr char kHookLostMark[] = "fp8audit.te.lost";
 inline constexpr char kKeyReason[] = "reason";
+// "fp8audit.te.site site=<path>:<line> in <function>": where in the job's own Python code the
+// thread's next hook event happened (python/fp8audit/hook/callsite.py); the value runs to the end
+// of the text and may hold spaces; empty: no frame of the job's own on the stack.
+inline constexpr char kHookSiteMark[] = "fp8audit.te.site";
+inline constexpr char kKeySite[] = "site";
 inline constexpr char kHookUpdateRange[] = "fp8audit.te.update";  // pass=, count=, unfused=
 inline constexpr char kKeyTe[] = "te";
 inline constexpr char kKeySemantics[] = "semantics";

@@ -256,6 +256,24 @@ TEST(HookProbe, RecomputeMarksRecordTheModuleAndBothFp8States) {
   EXPECT_EQ(e[1].detail(), "");
 }
 
+TEST(HookProbe, SiteMarksKeepTheWholeSiteSpacesIncludedAndAnEmptyOne) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* main = sink.Thread(1);
+  sink.Use(main);
+  EXPECT_TRUE(hook.OnMark(main, "fp8audit.te.site site=models/llama.py:57 in Block.forward"));
+  EXPECT_TRUE(hook.OnMark(main, "fp8audit.te.site site="));
+  EXPECT_FALSE(hook.OnMark(main, "fp8audit.te.sites site=x"));
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].kind(), v1::CALL_SITE);
+  EXPECT_EQ(e[0].source(), v1::PYTHON_HOOK);
+  EXPECT_EQ(e[0].pass(), v1::PASS_UNSPECIFIED);
+  EXPECT_EQ(e[0].detail(), "models/llama.py:57 in Block.forward");
+  EXPECT_EQ(e[1].kind(), v1::CALL_SITE);
+  EXPECT_EQ(e[1].detail(), "");
+}
+
 // ---- pass boundaries and probe choice --------------------------------------------------------
 
 TEST(PassTracker, TheFirstActiveThreadTrainsOthersFollowTheLastBoundary) {

@@ -269,12 +269,20 @@ def count_job(tmp_path, *args, env_extra=None, features="te-version,te-count"):
     return result, lines
 
 
+def site_of(tmp_path, call):
+    """The call-site mark for the count job's line holding `call`."""
+    line = COUNT_JOB.splitlines().index(call) + 1
+    return ["mark", f"fp8audit.te.site site={tmp_path.name}/count_job.py:{line} in <module>"]
+
+
 def test_te_count_brackets_each_updating_call_with_its_counts_and_runs_te(tmp_path):
     result, lines = count_job(tmp_path)
     assert result.returncode == 0, result.stderr
     assert lines == [{
         "nvtx": [["mark", "fp8audit.te te=2.20.2"],
+                 site_of(tmp_path, "M.reduce_and_update_fp8_tensors(forward=True)"),
                  ["push", "fp8audit.te.update pass=forward count=2 unfused=1"], ["pop"],
+                 site_of(tmp_path, "M.reduce_and_update_fp8_tensors(False)"),
                  ["push", "fp8audit.te.update pass=backward count=1 unfused=0"], ["pop"]],
         "te_calls": [True, False, True],  # the empty call ran too, without a range
         "wrapped_name": "reduce_and_update_fp8_tensors"}]
@@ -285,10 +293,9 @@ def test_te_count_counts_every_update_as_unfused_under_nvte_unfused_fp8_update(t
     result, lines = count_job(tmp_path, env_extra={"NVTE_UNFUSED_FP8_UPDATE": "1"},
                               features="te-count")
     assert result.returncode == 0, result.stderr
-    assert lines[0]["nvtx"] == [["push", "fp8audit.te.update pass=forward count=2 unfused=2"],
-                                ["pop"],
-                                ["push", "fp8audit.te.update pass=backward count=1 unfused=1"],
-                                ["pop"]]
+    assert [c for c in lines[0]["nvtx"] if c[0] != "mark"] == [
+        ["push", "fp8audit.te.update pass=forward count=2 unfused=2"], ["pop"],
+        ["push", "fp8audit.te.update pass=backward count=1 unfused=1"], ["pop"]]
 
 
 def test_te_count_records_nothing_while_recording_is_off_and_te_still_runs(tmp_path):

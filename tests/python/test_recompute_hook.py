@@ -67,7 +67,7 @@ JOB = textwrap.dedent("""
 """)
 
 
-def run_job(tmp_path, *args, features="te-recompute"):
+def run_job(tmp_path, *args, features="te-recompute", prefix="fp8audit.te.recompute"):
     script = tmp_path / "job.py"
     script.write_text(JOB)
     env = dict(os.environ)
@@ -79,7 +79,7 @@ def run_job(tmp_path, *args, features="te-recompute"):
     assert result.returncode == 0, result.stderr
     assert [line for line in result.stderr.splitlines() if line.startswith("fp8audit")] == []
     lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    return [m for m in json.loads(lines[-1]) if m.startswith("fp8audit.te.recompute")]
+    return [m for m in json.loads(lines[-1]) if m.startswith(prefix)]
 
 
 def test_torch_checkpoint_recompute_outside_fp8_is_marked_with_module_and_checkpoint(tmp_path):
@@ -89,6 +89,22 @@ def test_torch_checkpoint_recompute_outside_fp8_is_marked_with_module_and_checkp
             "checkpoint=torch.utils.checkpoint",
             "fp8audit.te.recompute module=Linear#1 fp8=0 forward_fp8=1 "
             "checkpoint=torch.utils.checkpoint"], mode
+
+
+def test_a_recompute_in_another_fp8_state_is_located_in_the_jobs_code_first(tmp_path):
+    # On the CPU the autograd engine runs on the thread that called backward(): the job's own
+    # innermost frame is that call (in a model, the line of its forward that calls the module).
+    line = JOB.splitlines().index("x.float().pow(2).mean().backward()") + 1
+    site = f"fp8audit.te.site site={tmp_path.name}/job.py:{line} in <module>"
+    marks = run_job(tmp_path, prefix="fp8audit.te.")
+    assert marks == [site, "fp8audit.te.recompute module=Linear#2 fp8=0 forward_fp8=1 "
+                     "checkpoint=torch.utils.checkpoint",
+                     site, "fp8audit.te.recompute module=Linear#1 fp8=0 forward_fp8=1 "
+                     "checkpoint=torch.utils.checkpoint"]
+
+
+def test_a_recompute_in_its_forwards_state_walks_no_stack(tmp_path):
+    assert run_job(tmp_path, "--te-checkpoint", prefix="fp8audit.te.site") == []
 
 
 def test_te_checkpoint_recomputes_in_the_forwards_fp8_state(tmp_path):

@@ -183,6 +183,13 @@ class TraceBuilder {
     e->set_pass(v1::BACKWARD);
     return *this;
   }
+  // The Python hook's CALL_SITE: where in the job's code its next event on `thread` happened.
+  TraceBuilder& Site(const std::string& site, uint64_t thread = kMainThread) {
+    auto* e = Add(v1::CALL_SITE, thread);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_detail(site);
+    return *this;
+  }
   // A training microbatch as the agent records it with every probe of a TE job: each update is
   // one TE call (counted), its kernel and the Python hook's range around it (cross-checks).
   TraceBuilder& TeMicrobatch(int forward = 1, int backward = 1) {

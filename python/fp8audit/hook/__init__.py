@@ -11,7 +11,8 @@ transformer_engine.pytorch is imported) in an NVTX range `fp8audit.te.update pas
 count=N unfused=U` around each call that updates something: N autocast keys with amaxes to reduce
 in that direction, U of them on TE's unfused path (NVTE_UNFUSED_FP8_UPDATE=1, or a callable
 amax_compute_algo / scaling_factor_compute_algo). The agent records these as PYTHON_HOOK updates
-(agent/src/hook_probe.h). When TE's buffers cannot be read, a call counts as one update;
+(agent/src/hook_probe.h), each after a mark saying where in the job's code it happened
+(hook/callsite.py). When TE's buffers cannot be read, a call counts as one update;
 te-recompute — whether each TE module recomputed in backward runs in the FP8 state of its original
 forward (hook/recompute.py: one NVTX mark per recompute).
 A feature that fails says so in one line on stderr; the job goes on without it."""
@@ -106,6 +107,7 @@ def pending_updates(manager: Any, forward: bool) -> Tuple[int, int]:
 
 def _te_count(module: object) -> None:
     del module
+    from fp8audit.hook import callsite
     manager = _state_manager()
     raw = manager.__dict__.get("reduce_and_update_fp8_tensors")
     func = getattr(raw, "__func__", None)
@@ -123,6 +125,7 @@ def _te_count(module: object) -> None:
         count, unfused = pending_updates(cls, forward)
         if count == 0:
             return func(cls, *args, **kwargs)
+        _nvtx.mark(callsite.mark_text(callsite.user_site()))
         pushed = _nvtx.call("range_push",
                             f"{HOOK_UPDATE_RANGE} pass={'forward' if forward else 'backward'}"
                             f" count={count} unfused={unfused}")

@@ -11,8 +11,10 @@ NVTX mark
     fp8audit.te.recompute module=<Class>#<n> fp8=<0|1> forward_fp8=<0|1>[ checkpoint=<where>]
 
 (n: the module's place among the TE modules of its class, in the order of their first call;
-checkpoint, on a mismatch only: the checkpoint implementation found on the Python stack). The
-agent records it as a MODULE_RECOMPUTE event; the audit calls a mismatch harmful."""
+checkpoint, on a mismatch only: the checkpoint implementation found on the Python stack). A
+mismatch's mark follows a call-site mark (hook/callsite.py): the line of the job's code that called
+the module. The agent records it as a MODULE_RECOMPUTE event; the audit calls a mismatch
+harmful."""
 
 from __future__ import annotations
 
@@ -21,16 +23,12 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 from fp8audit import _nvtx
 from fp8audit._markers import HOOK_RECOMPUTE_MARK
+from fp8audit.hook import callsite
 
 MARK = HOOK_RECOMPUTE_MARK
 _ATTR = "_fp8audit_recompute"  # per module: [name, FP8 state of its last forward]
 
-# Where a recompute comes from: (suffix of a frame's file name, the checkpoint it names).
-CHECKPOINTS: Tuple[Tuple[str, str], ...] = (
-    ("transformer_engine/pytorch/distributed.py", "te.distributed.checkpoint"),
-    ("megatron/core/tensor_parallel/random.py", "megatron.tensor_parallel.checkpoint"),
-    ("torch/utils/checkpoint.py", "torch.utils.checkpoint"),
-)
+CHECKPOINTS = callsite.CHECKPOINTS  # (suffix of a frame's file name, the checkpoint it names)
 
 
 def checkpoint_on_stack(frame: Optional[Any] = None) -> str:
@@ -89,6 +87,8 @@ def watcher(fp8_of: Callable[[Any], bool], in_backward: Callable[[], bool],
             return
         forward_fp8 = entry[1]
         mismatch = forward_fp8 is not None and forward_fp8 != fp8
+        if mismatch:  # where the job's code called the module: one stack walk, on a mismatch only
+            send(callsite.mark_text(callsite.user_site()))
         send(mark_text(entry[0], fp8, forward_fp8, checkpoint_on_stack() if mismatch else ""))
 
     return before_call
