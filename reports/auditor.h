@@ -25,16 +25,19 @@ struct Expectation {
   uint32_t backward = 1;
 };
 
+// Microbatches of a trace kept one row each before identical consecutive rows fold (fold_beyond).
+inline constexpr uint32_t kFoldBeyond = 10000;
+
 struct AuditorOptions {
   Expectation expect;
   // Microbatch rows kept in report(): 0 keeps every row. N > 0 keeps every row while there are at
   // most N microbatches, then only failing rows, at most N. Totals always count every microbatch.
   uint32_t max_rows = 0;
-  // With max_rows 0 (every row kept): past this many microbatches, a row identical to the row
-  // before it (counts, verdict, recomputes, probes) extends that row (through_index) instead of
-  // being kept, so that memory grows with the distinct runs of rows, not with the microbatches
-  // (1M microbatches, 1 in 1,000 failing: about 2,000 rows). 0: never.
-  uint32_t fold_beyond = 10000;
+  // With max_rows 0 (every row kept): past this many microbatches (default kFoldBeyond), a row
+  // identical to the row before it (counts, verdict, recomputes, probes) extends that row
+  // (through_index) instead of being kept, so that memory grows with the distinct runs of rows, not
+  // with the microbatches (1M microbatches, 1 in 1,000 failing: about 2,000 rows). 0: never.
+  uint32_t fold_beyond = kFoldBeyond;
   // Failing microbatches that get full detail (explanations, update events, violation context).
   // Later failing microbatches keep their counts, verdict and violation messages only.
   uint32_t max_detailed = 100;

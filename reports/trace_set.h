@@ -43,12 +43,12 @@ struct TraceSetOptions {
   // Unset: the expectation the trace's header carries (when it carries one), else 1.
   std::optional<uint32_t> expect_forward;
   std::optional<uint32_t> expect_backward;
-  uint32_t max_rows = 0;         // per trace, see AuditorOptions::max_rows
-  uint32_t fold_beyond = 10000;  // per trace, see AuditorOptions::fold_beyond
-  uint32_t max_detailed = 100;   // per trace, see AuditorOptions::max_detailed
-  uint32_t max_violations = 0;   // per trace, see AuditorOptions::max_violations; also the job's
-                                 // ranges of microbatches where ranks disagree
-  std::string semantics;         // the model semantics for explanations (AuditorOptions::semantics)
+  uint32_t max_rows = 0;               // per trace, see AuditorOptions::max_rows
+  uint32_t fold_beyond = kFoldBeyond;  // per trace, see AuditorOptions::fold_beyond
+  uint32_t max_detailed = 100;         // per trace, see AuditorOptions::max_detailed
+  uint32_t max_violations = 0;  // per trace, see AuditorOptions::max_violations; also the job's
+                                // ranges of microbatches where ranks disagree
+  std::string semantics;        // the model semantics for explanations (AuditorOptions::semantics)
 
   // Hooks, called on the reading thread (unset: none).
   // AuditTraceFiles: file `index` of `files` starts (0 bytes), has `bytes` of it read, and is done

@@ -86,14 +86,7 @@ void Say(const char* a, const char* b) {
   [[maybe_unused]] ssize_t w = write(STDERR_FILENO, line, n);
 }
 
-bool Disabled() {
-  const char* v = getenv("FP8AUDIT_DISABLE");
-  if (v == nullptr) return false;
-  for (const char* t : {"1", "true", "yes", "on"}) {
-    if (strcmp(v, t) == 0) return true;
-  }
-  return false;
-}
+bool Disabled() { return fp8audit::agent::DisableValue(getenv("FP8AUDIT_DISABLE")); }
 
 void Load() {
   if (g_impl.tried) return;  // the constructor runs first, before any entry point

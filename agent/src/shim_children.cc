@@ -31,17 +31,9 @@ const char* Find(char* const envp[], const char* name) {
   return nullptr;
 }
 
-bool Truthy(const char* v) {
-  if (v == nullptr) return false;
-  for (const char* t : {"1", "true", "yes", "on"}) {
-    if (strcmp(v, t) == 0) return true;
-  }
-  return false;
-}
-
 // The environment loads the agent, or turns it off on purpose.
 bool EnvironmentCarriesAgent(char* const envp[], const char* agent_name) {
-  if (Truthy(Find(envp, "FP8AUDIT_DISABLE"))) return true;
+  if (DisableValue(Find(envp, "FP8AUDIT_DISABLE"))) return true;
   if (const char* preload = Find(envp, "LD_PRELOAD"); preload != nullptr) {
     // The loader splits LD_PRELOAD at spaces and colons.
     for (const char* p = preload; *p != '\0';) {
@@ -141,6 +133,14 @@ ChildAgent CheckChild(const char* file, int fd, bool search_path, char* const en
   }
   if (own >= 0) close(own);
   return result;
+}
+
+bool DisableValue(const char* value) {
+  if (value == nullptr) return false;
+  for (const char* t : {"1", "true", "yes", "on"}) {
+    if (strcmp(value, t) == 0) return true;
+  }
+  return false;
 }
 
 const char* ChildAgentWord(ChildAgent c) {

@@ -33,6 +33,10 @@ ChildAgent CheckChild(const char* file, int fd, bool search_path, char* const en
 // The word for a ChildAgent in a trace ("environment", "privileged").
 const char* ChildAgentWord(ChildAgent c);
 
+// Whether an FP8AUDIT_DISABLE value turns the agent off: "1", "true", "yes" or "on" (as
+// config.cc's ParseBool reads true); null: no. The shim's one reading of it.
+bool DisableValue(const char* value);
+
 }  // namespace fp8audit::agent
 
 #endif  // FP8AUDIT_AGENT_SRC_SHIM_CHILDREN_H_
