@@ -19,9 +19,7 @@ using cli_testing::Result;
 using testing::Contains;
 using ChildrenCli = CliTest;
 
-std::map<std::string, std::string> RealAgent() {
-  return {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}, {"ASAN_OPTIONS", "verify_asan_link_order=0"}};
-}
+using cli_testing::RealAgentEnv;
 
 // `env -i` execs the worker with an empty environment: no LD_PRELOAD, so no agent. The worker's
 // three microbatches pass when audited; unaudited, the run cannot say so.
@@ -29,7 +27,7 @@ TEST_F(ChildrenCli, AWorkerStartedWithACleanedEnvironmentIsNamedAndTheAuditIsInc
   const std::string emitter = FP8AUDIT_NVTX_EMITTER;
   const Result r = Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c",
                              emitter + " basic; env -i " + emitter + " basic"},
-                            RealAgent());
+                            RealAgentEnv());
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, "started " + emitter +
                                   " without the agent (the environment it was "
@@ -46,7 +44,7 @@ TEST_F(ChildrenCli, TheSameWorkerWithTheJobsEnvironmentPasses) {
   const std::string emitter = FP8AUDIT_NVTX_EMITTER;
   const Result r = Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c",
                              emitter + " basic; env FOO=1 " + emitter + " basic"},
-                            RealAgent());
+                            RealAgentEnv());
   EXPECT_EQ(r.code, 0) << Describe(r);
   EXPECT_FALSE(Contains(r.err, "without the agent")) << Describe(r);
 }
@@ -56,7 +54,7 @@ TEST_F(ChildrenCli, AWorkerTheJobTurnsTheAgentOffForIsNotReported) {
   const std::string emitter = FP8AUDIT_NVTX_EMITTER;
   const Result r = Fp8audit({"run", "--out", Path("out"), "--", "sh", "-c",
                              emitter + " basic; env -i FP8AUDIT_DISABLE=1 " + emitter + " basic"},
-                            RealAgent());
+                            RealAgentEnv());
   EXPECT_EQ(r.code, 0) << Describe(r);
   EXPECT_FALSE(Contains(r.err, "without the agent")) << Describe(r);
 }
@@ -69,7 +67,7 @@ TEST_F(ChildrenCli, ATraceTheJobMovesAwayIsSaidByTheAgentAndTheRunIsIncomplete) 
       std::string(FP8AUDIT_NVTX_EMITTER) + " hold " + go + " > /dev/null & pid=$!; until ls " +
       out + "/*.fp8trace >/dev/null 2>&1; do sleep 0.05; done; mkdir " + moved + "; mv " + out +
       "/*.fp8trace " + moved + "/; touch " + go + "; wait $pid";
-  const Result r = Fp8audit({"run", "--out", out, "--", "sh", "-c", script}, RealAgent());
+  const Result r = Fp8audit({"run", "--out", out, "--", "sh", "-c", script}, RealAgentEnv());
   EXPECT_EQ(r.code, 2) << Describe(r);
   EXPECT_TRUE(Contains(r.err, " was moved or removed while the job ran")) << Describe(r);
 }

@@ -132,4 +132,12 @@ inline TraceBuilder Failing(int rank = 0, int pid = 100) {
   return t;
 }
 
+#ifdef FP8AUDIT_REAL_AGENT
+// The real agent for `fp8audit run`. A sanitized build's agent needs its sanitizer runtime, which
+// then loads after the preloaded agent: allowed here, the launcher being uninstrumented.
+inline std::map<std::string, std::string> RealAgentEnv() {
+  return {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}, {"ASAN_OPTIONS", "verify_asan_link_order=0"}};
+}
+#endif
+
 }  // namespace fp8audit::cli_testing

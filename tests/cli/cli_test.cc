@@ -1023,17 +1023,12 @@ TEST_F(MultiRankCli, ProgressIsQuietWhenStderrIsNotATerminalUnlessAskedFor) {
 // ---- `fp8audit run` over a launcher and its ranks, with the real agent ------------------------
 
 #ifdef FP8AUDIT_REAL_AGENT
+using cli_testing::RealAgentEnv;
 std::vector<std::string> TraceFiles(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   return names;
-}
-
-// The real agent for `fp8audit run`. A sanitized build's agent needs its sanitizer runtime, which
-// then loads after the preloaded agent: allowed here, the launcher being uninstrumented.
-std::map<std::string, std::string> RealAgentEnv() {
-  return {{"FP8AUDIT_AGENT", FP8AUDIT_REAL_AGENT}, {"ASAN_OPTIONS", "verify_asan_link_order=0"}};
 }
 
 bool EndsWith(const std::string& s, const std::string& tail) {
