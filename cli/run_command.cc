@@ -153,7 +153,6 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     return kExitUsage;
   }
 
-  const reports::Expectation defaults;
   const std::string run_id = NewRunId();
   std::vector<std::pair<std::string, std::string>> env = {
       {"LD_PRELOAD", AppendPreload(std::getenv("LD_PRELOAD"), agent)},
@@ -161,13 +160,15 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
       {"NVTX_INJECTION64_PATH", agent},
       {"FP8AUDIT_OUT", out.string()},
       {"FP8AUDIT_RUN_ID", run_id},
-      {"FP8AUDIT_EXPECT_FORWARD",
-       std::to_string(args.expect.forward_option->count() ? args.expect.forward
-                                                          : defaults.forward)},
-      {"FP8AUDIT_EXPECT_BACKWARD",
-       std::to_string(args.expect.backward_option->count() ? args.expect.backward
-                                                           : defaults.backward)},
   };
+  // Only an expectation given is handed on: the trace then records it as given, and the recipes
+  // the job runs (RECIPE facts) do not change it; unset, the agent's default is 1/1.
+  if (args.expect.forward_option->count() > 0) {
+    env.emplace_back("FP8AUDIT_EXPECT_FORWARD", std::to_string(args.expect.forward));
+  }
+  if (args.expect.backward_option->count() > 0) {
+    env.emplace_back("FP8AUDIT_EXPECT_BACKWARD", std::to_string(args.expect.backward));
+  }
   for (const char* name : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"}) {
     const char* previous = std::getenv(name);
     if (previous != nullptr && *previous != '\0' && agent != previous) {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "fp8audit/nvtx_grammar.h"
 #include "reports/event_text.h"
 #include "reports/explanations.h"
 #include "reports/extra_places.h"
@@ -67,6 +68,9 @@ struct Auditor::State {
   Listing unfused;               // microbatches with updates only the Python hook saw
   Listing disagreeing;           // microbatches in which the probes disagree
   ExtraPlaces places;            // the extra updates by place
+  bool delayed_scaling = false;  // a module ran under DelayedScaling (RECIPE)
+  Expectation default_expect;    // the expectation before any RECIPE changed it
+  uint64_t recomputes = 0;       // module recomputes checked (MODULE_RECOMPUTE), all microbatches
 };
 
 Auditor::Auditor(Expectation expect)
@@ -79,6 +83,7 @@ Auditor::Auditor(Expectation expect)
 Auditor::Auditor(const AuditorOptions& options)
     : options_(options), state_(std::make_unique<State>(this)) {
   report_.set_rank(-1);
+  state_->default_expect = options_.expect;
   if (options_.max_context_events < 2) options_.max_context_events = 2;
 }
 
@@ -215,6 +220,10 @@ void Auditor::Fact(const v1::Event& event) {
     }
     return;
   }
+  if (event.kind() == v1::RECIPE) {
+    Recipe(event);
+    return;
+  }
   if (event.kind() == v1::PROBES) {
     s.probe_info = true;
     s.segments.SetActiveProbes(s.probes_active.Set(event.probes(), rec));
@@ -236,6 +245,22 @@ void Auditor::Fact(const v1::Event& event) {
     rec->set_te_patched(true);
     rec->set_patched_semantics(Printable(event.semantics(), 32));
   }
+}
+
+void Auditor::Recipe(const v1::Event& event) {
+  State& s = *state_;
+  v1::Recording* rec = report_.mutable_recording();
+  const std::string name = Printable(event.detail(), 64);
+  if (rec->recipes_size() < 8 &&
+      std::find(rec->recipes().begin(), rec->recipes().end(), name) == rec->recipes().end()) {
+    rec->add_recipes(name);
+  }
+  if (name == nvtx::kDelayedScalingRecipe) s.delayed_scaling = true;
+  if (options_.expect.given) return;
+  // Only DelayedScaling has global state updates: while no module ran under it, none is expected.
+  const bool none = !s.delayed_scaling;
+  rec->set_updates_not_expected(none);
+  options_.expect = none ? Expectation{0, 0, false} : s.default_expect;
 }
 
 void Auditor::CrossCheck(const v1::Event& event) {
@@ -405,6 +430,7 @@ void Auditor::Close(bool complete) {
   }
   const RecomputePrecision& recompute = seg.recompute;
   row.set_recomputes(Sat32(recompute.recomputes()));
+  s.recomputes = SatAdd(s.recomputes, recompute.recomputes());
   row.set_recompute_precision_changes(Sat32(recompute.changes()));
   const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0 || seg.fix_lost > 0;
   const Apart apart = Unattributable(seg, fail);
@@ -572,6 +598,15 @@ void Auditor::FinishRecording() {
   facts.crowded = s.crowded;
   facts.unmarked_failures = !s.segments.markers() && report_.totals().failing_microbatches() > 0;
   AddRecordingNotes(facts, rec);
+  rec->set_recomputes_checked(s.recomputes);
+  if (rec->updates_not_expected()) {
+    std::string recipes;
+    for (const std::string& r : rec->recipes()) recipes += (recipes.empty() ? "" : ", ") + r;
+    rec->add_notes("no module ran under DelayedScaling (recipes: " + recipes +
+                   "), the only recipe with global state updates: none expected (0/0); " +
+                   Plural(s.recomputes, "module recompute", "module recomputes") +
+                   " checked against their forward's FP8 state");
+  }
   if (s.unknown_events > 0) {
     rec->add_notes(Plural(s.unknown_events, "event", "events") +
                    " of kinds this fp8audit does not know (the first: kind " +

@@ -23,6 +23,9 @@ enum class Unbalance;  // reports/segmentation.h
 struct Expectation {
   uint32_t forward = 1;
   uint32_t backward = 1;
+  // Given by the user (a flag, the recorder's header) rather than the default: the recipes the
+  // job records (RECIPE facts) do not change it.
+  bool given = false;
 };
 
 // Microbatches of a trace kept one row each before identical consecutive rows fold (fold_beyond).
@@ -172,6 +175,8 @@ class Auditor {
   void Fact(const v1::Event& event);
   // A CROSSCHECK_* event: tallied for its source, never counted.
   void CrossCheck(const v1::Event& event);
+  // A RECIPE fact: recorded, and the expectation follows the recipes unless it was given.
+  void Recipe(const v1::Event& event);
   // An event from `source` shows its probe at work (te-call, python-hook).
   void Heard(v1::Source source);
   // The closing microbatch's tallies by source (row's by_source when `words`), and a probe note

@@ -185,6 +185,8 @@ std::string KindName(v1::EventKind kind) {
       return "program without the agent";
     case v1::CALL_SITE:
       return "call site";
+    case v1::RECIPE:
+      return "FP8 recipe";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }

@@ -27,7 +27,23 @@ Expectation Resolve(const TraceSetOptions& options, const v1::TraceHeader* heade
   if (header != nullptr && header->has_expect_backward()) e.backward = header->expect_backward();
   if (options.expect_forward) e.forward = *options.expect_forward;
   if (options.expect_backward) e.backward = *options.expect_backward;
+  e.given = options.expect_forward || options.expect_backward ||
+            (header != nullptr && (header->has_expect_forward() || header->has_expect_backward()));
   return e;
+}
+
+// Whether trace `r` expects updates: its expectation, unless its recipes have no global state
+// updates (Recording.updates_not_expected).
+bool ExpectsUpdates(const TraceSetOptions& options, const v1::RankReport& r) {
+  if (r.recording().updates_not_expected()) return false;
+  const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
+  return e.forward > 0 || e.backward > 0;
+}
+
+// Whether trace `r` has nothing to judge because its recipes have no global state updates and no
+// module was recomputed (the one check made for them).
+bool RecipesLeftNothing(const v1::RankReport& r) {
+  return r.recording().updates_not_expected() && r.recording().recomputes_checked() == 0;
 }
 
 AuditorOptions MakeAuditorOptions(const TraceSetOptions& options, Expectation expect) {
@@ -94,9 +110,10 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
   v1::AuditReport& report = result.report;
   report.set_schema_version(1);
   bool expects_updates = false;
+  bool recipes_left_nothing = !ranks.empty();
   for (const v1::RankReport& r : ranks) {
-    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
-    if (e.forward > 0 || e.backward > 0) expects_updates = true;
+    if (ExpectsUpdates(options, r)) expects_updates = true;
+    if (!RecipesLeftNothing(r)) recipes_left_nothing = false;
   }
   const size_t traces_read = ranks.size();
   RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
@@ -170,14 +187,21 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
         "--expect-backward 0)");
   } else if (violations || failing) {
     result.outcome = Outcome::kViolations;
+  } else if (recipes_left_nothing) {
+    result.outcome = Outcome::kNothingAudited;
+    result.problems.push_back(
+        "nothing to judge: the job's Transformer Engine modules ran under " +
+        report.ranks(0).recording().recipes(0) +
+        ", which has no global FP8 state updates to count, and no module was recomputed in "
+        "backward (the check made for such recipes: a recompute in its forward's FP8 state)");
   } else {
     result.outcome = Outcome::kPass;
   }
   // Each trace's outcome, with the job's.
   totals->clear_failing_microbatches();
   for (v1::RankReport& r : *report.mutable_ranks()) {
-    const Expectation e = Resolve(options, r.has_header() ? &r.header() : nullptr);
-    if (result.outcome == Outcome::kNothingAudited && (e.forward > 0 || e.backward > 0)) {
+    if (result.outcome == Outcome::kNothingAudited &&
+        (ExpectsUpdates(options, r) || RecipesLeftNothing(r))) {
       NotJudged(&r);
     } else if (HasConfirmedViolations(r)) {
       r.set_outcome(v1::AuditReport::OUTCOME_VIOLATIONS);

@@ -70,13 +70,20 @@ Config ReadConfig(const EnvLookup& env, const std::string& cwd,
   flag("FP8AUDIT_FAIL_FAST", &c.fail_fast);
   flag("FP8AUDIT_SELF_PROFILE", &c.self_profile);
 
-  for (auto [name, out] : {std::pair{"FP8AUDIT_EXPECT_FORWARD", &c.expect_forward},
-                           std::pair{"FP8AUDIT_EXPECT_BACKWARD", &c.expect_backward}}) {
+  struct ExpectVariable {
+    const char* name;
+    uint32_t* value;
+    bool* given;
+  };
+  for (auto [name, out, given] :
+       {ExpectVariable{"FP8AUDIT_EXPECT_FORWARD", &c.expect_forward, &c.expect_forward_given},
+        ExpectVariable{"FP8AUDIT_EXPECT_BACKWARD", &c.expect_backward, &c.expect_backward_given}}) {
     const char* v = env(name);
     if (v == nullptr) continue;
     uint64_t n = 0;
     if (ParseUint(v, kMaxExpectation, &n)) {
       *out = static_cast<uint32_t>(n);
+      *given = true;
     } else {
       warn(name, v, "is not a whole number in 0.." + std::to_string(kMaxExpectation), "1");
     }

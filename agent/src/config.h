@@ -29,6 +29,8 @@ struct Config {
   std::string out_dir;                                    // FP8AUDIT_OUT, made absolute
   uint32_t expect_forward = 1;                            // FP8AUDIT_EXPECT_FORWARD
   uint32_t expect_backward = 1;                           // FP8AUDIT_EXPECT_BACKWARD
+  bool expect_forward_given = false;                      // FP8AUDIT_EXPECT_FORWARD was set
+  bool expect_backward_given = false;                     // FP8AUDIT_EXPECT_BACKWARD was set
   bool fail_fast = false;                                 // FP8AUDIT_FAIL_FAST=1
   std::string patterns_path;                              // FP8AUDIT_PATTERNS
   std::string microbatch_range = nvtx::kMicrobatchRange;  // FP8AUDIT_MICROBATCH_RANGE

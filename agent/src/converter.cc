@@ -204,6 +204,12 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       if (at != std::string_view::npos) e->set_detail(std::string(text.substr(at + 6)));
       return true;
     }
+    case RawKind::kRecipe:
+      e->set_kind(v1::RECIPE);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::PASS_UNSPECIFIED);
+      e->set_detail(KeyValue(raw.Text(), nvtx::kKeyRecipe));
+      return true;
     case RawKind::kFixLost:
       e->set_kind(v1::FIX_LOST_UPDATE);
       e->set_source(v1::PYTHON_HOOK);

@@ -26,6 +26,8 @@ bool IsLostMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookL
 
 bool IsSiteMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookSiteMark); }
 
+bool IsRecipeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookRecipeMark); }
+
 }  // namespace
 
 bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
@@ -57,7 +59,7 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 
 bool IsHookMark(std::string_view text) {
   return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text) ||
-         IsLostMark(text) || IsSiteMark(text);
+         IsLostMark(text) || IsSiteMark(text) || IsRecipeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
@@ -66,6 +68,7 @@ bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
            : IsLostMark(text)    ? RawKind::kFixLost
            : IsSiteMark(text)    ? RawKind::kCallSite
+           : IsRecipeMark(text)  ? RawKind::kRecipe
            : IsTeMark(text)      ? RawKind::kTeVersion
                                  : RawKind::kTePatched;
   e.SetText(text);

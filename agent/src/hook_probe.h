@@ -53,7 +53,7 @@ struct HookUpdate {
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
 // A mark the hook sends (kHookTeMark, kHookPatchMark, kHookRecomputeMark, kHookLostMark or
-// kHookSiteMark, each with keys).
+// kHookSiteMark or kHookRecipeMark, each with keys).
 bool IsHookMark(std::string_view text);
 // The hook's mark that TE was imported (kHookTeMark with keys: "fp8audit.te te=<version>").
 inline bool IsTeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookTeMark); }

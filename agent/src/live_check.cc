@@ -114,6 +114,7 @@ LiveCheck::LiveCheck(const Config& config) : config_(config) {
   reports::AuditorOptions options;
   options.expect.forward = config.expect_forward;
   options.expect.backward = config.expect_backward;
+  options.expect.given = config.expect_forward_given || config.expect_backward_given;
   // Bounded memory over any run length: the live check needs counts, not a full report.
   options.max_rows = 4;
   options.max_detailed = 2;

@@ -45,6 +45,7 @@ enum class RawKind : uint8_t {
   kHookAbsent,         // text: why (a Python process called TE without the hook's TE mark)
   kChildWithoutAgent,  // text: "<why> <pid> <path>" (unaudited_children.h)
   kCallSite,           // text: the mark ("fp8audit.te.site site=<path>:<line> in <function>")
+  kRecipe,             // text: the mark ("fp8audit.te.recipe recipe=<class>")
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

@@ -85,8 +85,9 @@ v1::TraceHeader MakeTraceHeader(const Config& c, const std::string& host, uint32
   h.set_cuda(facts.cuda);
   h.set_cupti(facts.cupti);
   h.set_cupti_api_version(facts.cupti_api_version);
-  h.set_expect_forward(c.expect_forward);
-  h.set_expect_backward(c.expect_backward);
+  // Recorded only where given: absent, the audit expects 1/1 and follows the job's recipes.
+  if (c.expect_forward_given) h.set_expect_forward(c.expect_forward);
+  if (c.expect_backward_given) h.set_expect_backward(c.expect_backward);
   h.set_markers(c.markers_configured ? "nvtx" : "threads");
   h.set_parent_pid(parent_pid);
   h.set_probe_mode(std::string(ProbeModeName(c.probe)));

@@ -106,6 +106,12 @@ inline constexpr char kKeyReason[] = "reason";
 // thread's next hook event happened (python/fp8audit/hook/callsite.py); the value runs to the end
 // of the text and may hold spaces; empty: no frame of the job's own on the stack.
 inline constexpr char kHookSiteMark[] = "fp8audit.te.site";
+// "fp8audit.te.recipe recipe=<class>": a TE module ran under an FP8 recipe of that class, the
+// first time in this process (python/fp8audit/hook/recompute.py).
+inline constexpr char kHookRecipeMark[] = "fp8audit.te.recipe";
+inline constexpr char kKeyRecipe[] = "recipe";
+// The recipe class with global state updates (DelayedScaling's amax histories and scales).
+inline constexpr char kDelayedScalingRecipe[] = "DelayedScaling";
 inline constexpr char kKeySite[] = "site";
 inline constexpr char kHookUpdateRange[] = "fp8audit.te.update";  // pass=, count=, unfused=
 inline constexpr char kKeyTe[] = "te";

@@ -31,6 +31,7 @@ HOOK_UPDATE_RANGE = "fp8audit.te.update"  # around reduce_and_update_fp8_tensors
 HOOK_RECOMPUTE_MARK = "fp8audit.te.recompute"  # a TE module recomputed in backward
 HOOK_LOST_MARK = "fp8audit.te.lost"  # fp8audit.te's safety net: the fix lost a backward update
 HOOK_SITE_MARK = "fp8audit.te.site"  # where in the job's code the next hook event happened
+HOOK_RECIPE_MARK = "fp8audit.te.recipe"  # a TE module ran under a recipe of a new class
 
 _lib: Optional[ctypes.CDLL] = None
 _lib_tried = False

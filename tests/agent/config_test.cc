@@ -30,6 +30,8 @@ TEST(AgentConfig, DefaultsWithEmptyEnvironment) {
   EXPECT_EQ(c.out_dir, "/home/job/fp8audit-traces");
   EXPECT_EQ(c.expect_forward, 1u);
   EXPECT_EQ(c.expect_backward, 1u);
+  EXPECT_FALSE(c.expect_forward_given);
+  EXPECT_FALSE(c.expect_backward_given);
   EXPECT_FALSE(c.fail_fast);
   EXPECT_FALSE(c.self_profile);
   EXPECT_EQ(c.microbatch_range, "fp8audit.microbatch");
@@ -59,6 +61,8 @@ TEST(AgentConfig, ReadsEveryVariable) {
   EXPECT_EQ(c.out_dir, "/tmp/t");
   EXPECT_EQ(c.expect_forward, 2u);
   EXPECT_EQ(c.expect_backward, 0u);
+  EXPECT_TRUE(c.expect_forward_given);
+  EXPECT_TRUE(c.expect_backward_given);
   EXPECT_TRUE(c.fail_fast);
   EXPECT_TRUE(c.self_profile);
   EXPECT_EQ(c.patterns_path, "/home/job/p.txt");

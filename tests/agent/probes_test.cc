@@ -274,6 +274,21 @@ TEST(HookProbe, SiteMarksKeepTheWholeSiteSpacesIncludedAndAnEmptyOne) {
   EXPECT_EQ(e[1].detail(), "");
 }
 
+TEST(HookProbe, RecipeMarksBecomeRecipeFactsNamingTheClass) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* main = sink.Thread(1);
+  sink.Use(main);
+  EXPECT_TRUE(hook.OnMark(main, "fp8audit.te.recipe recipe=Float8CurrentScaling"));
+  EXPECT_FALSE(hook.OnMark(main, "fp8audit.te.recipes recipe=x"));
+  EXPECT_FALSE(IsHookMark("fp8audit.te.recipe"));  // no fields: not the hook's
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind(), v1::RECIPE);
+  EXPECT_EQ(e[0].source(), v1::PYTHON_HOOK);
+  EXPECT_EQ(e[0].detail(), "Float8CurrentScaling");
+}
+
 // ---- pass boundaries and probe choice --------------------------------------------------------
 
 TEST(PassTracker, TheFirstActiveThreadTrainsOthersFollowTheLastBoundary) {

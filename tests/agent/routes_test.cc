@@ -65,8 +65,9 @@ void ExpectBasicTrace(const RunResult& run, const std::string& mode) {
   EXPECT_EQ(h.command(0), EmitterPath());
   EXPECT_EQ(h.command(1), mode);
   EXPECT_EQ(h.agent_version(), FP8AUDIT_VERSION);
-  EXPECT_EQ(h.expect_forward(), 1u);
-  EXPECT_EQ(h.expect_backward(), 1u);
+  // No expectation given: none recorded (the audit expects 1/1 and follows the job's recipes).
+  EXPECT_FALSE(h.has_expect_forward());
+  EXPECT_FALSE(h.has_expect_backward());
   EXPECT_EQ(h.markers(), "threads");
   EXPECT_EQ(h.parent_pid(), 0u);
   EXPECT_GT(h.start_unix_ns(), 0u);
@@ -260,7 +261,7 @@ TEST(AgentRoutes, BadValuesPrintOneLineEachAndFallBack) {
   EXPECT_EQ(lines[0].rfind("fp8audit: FP8AUDIT_FAIL_FAST='perhaps' is not 0 or 1; using 0", 0), 0u);
   EXPECT_EQ(lines[1].rfind("fp8audit: FP8AUDIT_EXPECT_FORWARD='lots'", 0), 0u);
   ASSERT_EQ(run.traces.size(), 1u);
-  EXPECT_EQ(run.traces[0].header.expect_forward(), 1u);
+  EXPECT_FALSE(run.traces[0].header.has_expect_forward());  // refused: not given
 }
 
 TEST(AgentRoutes, ConfiguredNamesExpectationsAndRank) {

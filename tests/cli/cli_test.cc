@@ -598,6 +598,17 @@ TEST_F(RunCli, ExpectFlagsReachTheAgentAndTheAudit) {
   EXPECT_TRUE(Contains(env, "FP8AUDIT_SELF_PROFILE=<unset>\n")) << env;
 }
 
+// Unset, the expectation is not handed on: the trace records none, and the audit follows the
+// job's recipes (a job on Float8CurrentScaling expects no update; issue 36).
+TEST_F(RunCli, AnExpectationNotGivenIsNotHandedOn) {
+  const std::string dump = Path("env.txt");
+  const Result r = Run({"--", "true"}, "1/1", {{"FP8AUDIT_FAKE_ENV_DUMP", dump}});
+  EXPECT_EQ(r.code, 0) << Describe(r);
+  const std::string env = Slurp(dump);
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_FORWARD=<unset>\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_BACKWARD=<unset>\n")) << env;
+}
+
 TEST_F(RunCli, SemanticsFlagReachesTheAudit) {
   const Result r = Run({"--semantics", "te-2.20", "--", "true"}, "1/1,1/3");
   EXPECT_EQ(r.code, 3) << Describe(r);

@@ -50,7 +50,8 @@ JOB = textwrap.dedent("""
     layers = [te.Linear(8, 8) for _ in range(2)]
     x = torch.randn(4, 8, requires_grad=True)
     fp8 = "--no-fp8" not in sys.argv
-    fp8_recipe = recipe.DelayedScaling(fp8_dpa="--fp8-dpa" in sys.argv)
+    fp8_recipe = (recipe.Float8CurrentScaling() if "--current" in sys.argv else
+                  recipe.DelayedScaling(fp8_dpa="--fp8-dpa" in sys.argv))
     with te.autocast(enabled=fp8, recipe=fp8_recipe):
         if "--attention" in sys.argv:  # Megatron's selective core_attn: TE's DPA checkpointed
             layers = [te.DotProductAttention()]
@@ -97,10 +98,29 @@ def test_a_recompute_in_another_fp8_state_is_located_in_the_jobs_code_first(tmp_
     line = JOB.splitlines().index("x.float().pow(2).mean().backward()") + 1
     site = f"fp8audit.te.site site={tmp_path.name}/job.py:{line} in <module>"
     marks = run_job(tmp_path, prefix="fp8audit.te.")
-    assert marks == [site, "fp8audit.te.recompute module=Linear#2 fp8=0 forward_fp8=1 "
+    assert marks == ["fp8audit.te.recipe recipe=DelayedScaling",
+                     site, "fp8audit.te.recompute module=Linear#2 fp8=0 forward_fp8=1 "
                      "checkpoint=torch.utils.checkpoint",
                      site, "fp8audit.te.recompute module=Linear#1 fp8=0 forward_fp8=1 "
                      "checkpoint=torch.utils.checkpoint"]
+
+
+def test_each_recipe_class_a_module_runs_under_is_named_once(tmp_path):
+    # Issue 36 item 1: the audit learns the job's recipe (only DelayedScaling has updates to
+    # count); two modules, each forward and recompute, one mark.
+    assert run_job(tmp_path, "--current", prefix="fp8audit.te.recipe") == [
+        "fp8audit.te.recipe recipe=Float8CurrentScaling"]
+    assert run_job(tmp_path, "--te-checkpoint", prefix="fp8audit.te.recipe") == [
+        "fp8audit.te.recipe recipe=DelayedScaling"]
+    assert run_job(tmp_path, "--no-fp8", prefix="fp8audit.te.recipe") == []
+
+
+def test_a_current_scaling_recompute_outside_fp8_is_marked_like_a_delayed_scaling_one(tmp_path):
+    assert run_job(tmp_path, "--current") == [
+        "fp8audit.te.recompute module=Linear#2 fp8=0 forward_fp8=1 "
+        "checkpoint=torch.utils.checkpoint",
+        "fp8audit.te.recompute module=Linear#1 fp8=0 forward_fp8=1 "
+        "checkpoint=torch.utils.checkpoint"]
 
 
 def test_a_recompute_in_its_forwards_state_walks_no_stack(tmp_path):

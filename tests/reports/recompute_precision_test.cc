@@ -86,5 +86,56 @@ TEST(Auditor, ARecomputeOutsideTheForwardsFp8FailsTheMicrobatchWithCorrectCounts
   EXPECT_EQ(r.verdict(), v1::FAIL);
 }
 
+// A microbatch under a recipe without global state updates (Float8CurrentScaling; issue 36 item
+// 1): TE checkpoints' recomputes, no update. Expected 0/0, judged on its recomputes.
+void CurrentScalingMicrobatch(TraceBuilder* t, v1::Fp8Mode recompute_fp8) {
+  t->Begin().Autocast(true, 1).Module(true, "fc1").Autocast(false, 0).BackwardBegin();
+  t->Recompute("Linear#1", recompute_fp8, v1::FP8_ON, "torch.utils.checkpoint");
+  t->BackwardEnd().End();
+}
+
+TEST(Auditor, UnderARecipeWithoutStateUpdatesNoUpdateIsExpectedAndRecomputesAreJudged) {
+  TraceBuilder t(0, 1000, "nvtx");
+  t.Recipe("Float8CurrentScaling");
+  CurrentScalingMicrobatch(&t, v1::FP8_ON);
+  CurrentScalingMicrobatch(&t, v1::FP8_OFF);
+  t.Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(0).expected_forward(), 0u);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::PASS);
+  EXPECT_EQ(r.microbatches(1).verdict(), v1::FAIL);
+  EXPECT_EQ(r.microbatches(1).recompute_precision_changes(), 1u);
+  EXPECT_TRUE(r.recording().updates_not_expected());
+  EXPECT_EQ(r.recording().recomputes_checked(), 2u);
+  ASSERT_EQ(r.recording().recipes_size(), 1);
+  EXPECT_EQ(r.recording().recipes(0), "Float8CurrentScaling");
+  std::string notes;
+  for (const auto& n : r.recording().notes()) notes += n + "\n";
+  EXPECT_TRUE(Contains(notes, "no module ran under DelayedScaling (recipes: Float8CurrentScaling)"))
+      << notes;
+  EXPECT_TRUE(Contains(notes, "2 module recomputes checked")) << notes;
+}
+
+TEST(Auditor, OnceAModuleRunsUnderDelayedScalingItsUpdatesAreExpectedAgain) {
+  TraceBuilder t(0, 1000, "nvtx");
+  t.Recipe("Float8CurrentScaling").Recipe("DelayedScaling").MarkedMicrobatch(0, 0).Footer();
+  const v1::RankReport r = t.Audit();
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::FAIL);  // 0/0 where 1/1 is expected
+  EXPECT_FALSE(r.recording().updates_not_expected());
+  EXPECT_EQ(r.recording().recipes_size(), 2);
+}
+
+TEST(Auditor, AGivenExpectationIsKeptWhateverTheRecipe) {
+  TraceBuilder t(0, 1000, "nvtx");
+  t.Recipe("Float8CurrentScaling").MarkedMicrobatch(1, 1).Footer();
+  const v1::RankReport r = t.Audit(Expectation{2, 2, true});
+  ASSERT_EQ(r.microbatches_size(), 1);
+  EXPECT_EQ(r.microbatches(0).expected_forward(), 2u);
+  EXPECT_EQ(r.microbatches(0).verdict(), v1::FAIL);
+  EXPECT_FALSE(r.recording().updates_not_expected());
+}
+
 }  // namespace
 }  // namespace fp8audit::reports

@@ -190,6 +190,13 @@ class TraceBuilder {
     e->set_detail(site);
     return *this;
   }
+  // The Python hook's RECIPE fact: a TE module ran under a recipe of class `recipe`.
+  TraceBuilder& Recipe(const std::string& recipe) {
+    auto* e = Add(v1::RECIPE);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_detail(recipe);
+    return *this;
+  }
   // A training microbatch as the agent records it with every probe of a TE job: each update is
   // one TE call (counted), its kernel and the Python hook's range around it (cross-checks).
   TraceBuilder& TeMicrobatch(int forward = 1, int backward = 1) {

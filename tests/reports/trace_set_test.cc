@@ -76,6 +76,34 @@ TEST_F(TraceSetTest, OneJobsTracesGetNoNote) {
   EXPECT_TRUE(result.problems.empty()) << ::testing::PrintToString(result.problems);
 }
 
+// Issue 36 item 1: a job whose modules ran under Float8CurrentScaling only has no update to count;
+// with recomputes it is judged on them (PASS here), without any it has nothing to judge.
+TEST_F(TraceSetTest, ARecipeWithoutStateUpdatesPassesOnItsRecomputesAndWithoutThemIsNotJudged) {
+  TraceBuilder checked(0, 4242, "nvtx");
+  checked.Recipe("Float8CurrentScaling").Begin().Autocast(true, 1).Autocast(false, 0);
+  checked.BackwardBegin().Recompute("Linear#1", v1::FP8_ON, v1::FP8_ON).BackwardEnd().End();
+  const TraceSetResult pass =
+      AuditTraceFiles({Write("checked.fp8trace", checked.Footer())}, TraceSetOptions{});
+  EXPECT_EQ(pass.outcome, Outcome::kPass) << ::testing::PrintToString(pass.problems);
+  EXPECT_EQ(pass.report.verdict(), v1::PASS);
+
+  TraceBuilder unchecked(0, 4243, "nvtx");
+  unchecked.Recipe("Float8CurrentScaling").Begin().Autocast(true, 1).Autocast(false, 0);
+  unchecked.BackwardBegin().BackwardEnd().End();
+  const TraceSetResult nothing =
+      AuditTraceFiles({Write("unchecked.fp8trace", unchecked.Footer())}, TraceSetOptions{});
+  EXPECT_EQ(nothing.outcome, Outcome::kNothingAudited);
+  ASSERT_EQ(nothing.report.ranks_size(), 1);
+  EXPECT_EQ(nothing.report.ranks(0).outcome(), v1::AuditReport::OUTCOME_NOTHING_AUDITED);
+  EXPECT_TRUE(std::any_of(nothing.problems.begin(), nothing.problems.end(),
+                          [](const std::string& p) {
+                            return Contains(p,
+                                            "ran under Float8CurrentScaling, which has no "
+                                            "global FP8 state updates");
+                          }))
+      << ::testing::PrintToString(nothing.problems);
+}
+
 TEST_F(TraceSetTest, WriterReaderRoundTripThroughTheAudit) {
   TraceBuilder t(0, 77, "nvtx");
   t.MarkedMicrobatch().MarkedMicrobatch(2, 3).Footer();

@@ -14,15 +14,21 @@ NVTX mark
 checkpoint, on a mismatch only: the checkpoint implementation found on the Python stack). A
 mismatch's mark follows a call-site mark (hook/callsite.py): the line of the job's code that called
 the module. The agent records it as a MODULE_RECOMPUTE event; the audit calls a mismatch
-harmful."""
+harmful.
+
+The same check also names the FP8 recipe each module runs under, once per recipe class:
+
+    fp8audit.te.recipe recipe=<Class>
+
+so the audit knows which recipes ran (only DelayedScaling has global state updates to count)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from fp8audit import _nvtx
-from fp8audit._markers import HOOK_RECOMPUTE_MARK
+from fp8audit._markers import HOOK_RECIPE_MARK, HOOK_RECOMPUTE_MARK
 from fp8audit.hook import callsite
 
 MARK = HOOK_RECOMPUTE_MARK
@@ -51,6 +57,30 @@ def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str
     return text + (f" checkpoint={checkpoint}" if checkpoint else "")
 
 
+def recipe_mark_text(recipe: Any) -> str:
+    """The NVTX mark naming the class of a recipe a TE module ran under."""
+    return f"{HOOK_RECIPE_MARK} recipe={type(recipe).__name__}"
+
+
+def recipe_watcher(manager: Any, send: Callable[[str], None]) -> Callable[[], None]:
+    """Called on each TE module call in FP8: sends the recipe's mark when its class is new. One
+    identity check per call while the job keeps its recipe object."""
+    last: List[Any] = [None]
+    sent: Set[str] = set()
+
+    def seen() -> None:
+        recipe = manager.get_fp8_recipe()
+        if recipe is last[0]:
+            return
+        last[0] = recipe
+        name = type(recipe).__name__
+        if name not in sent:
+            sent.add(name)
+            send(recipe_mark_text(recipe))
+
+    return seen
+
+
 def fp8_computes(manager: Any, attention: Tuple[type, ...]) -> Callable[[Any], bool]:
     """Whether a TE module's call computes in FP8: FP8 enabled and, for TE's DotProductAttention
     (`attention`), a recipe that asks for FP8 attention (fp8_dpa, or fp8_mha which forces it), as
@@ -69,9 +99,10 @@ def fp8_computes(manager: Any, attention: Tuple[type, ...]) -> Callable[[Any], b
 
 
 def watcher(fp8_of: Callable[[Any], bool], in_backward: Callable[[], bool],
-            send: Callable[[str], None]) -> Callable[[Any], None]:
+            send: Callable[[str], None],
+            recipe_seen: Callable[[], None] = lambda: None) -> Callable[[Any], None]:
     """The check run before each TE module call (`module`): remembers whether its forward computed
-    in FP8, and compares a recompute against it."""
+    in FP8, and compares a recompute against it; `recipe_seen` is called on each call in FP8."""
     ordinals: Dict[str, int] = {}
 
     def before_call(module: Any) -> None:
@@ -82,6 +113,8 @@ def watcher(fp8_of: Callable[[Any], bool], in_backward: Callable[[], bool],
             entry = [f"{cls}#{ordinals[cls]}", None]
             module.__dict__[_ATTR] = entry
         fp8 = bool(fp8_of(module))
+        if fp8:
+            recipe_seen()
         if not in_backward():
             entry[1] = fp8
             return
@@ -106,7 +139,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
         raise RuntimeError("this PyTorch cannot tell a recompute (no _current_graph_task_id)")
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
     before_call = watcher(fp8_computes(manager, attention), lambda: graph_task() != -1,
-                          _nvtx.mark)
+                          _nvtx.mark, recipe_watcher(manager, _nvtx.mark))
     failed: list = []
 
     def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:

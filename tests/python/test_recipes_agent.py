@@ -1,0 +1,97 @@
+"""Recipes without global state updates, through the agent (issue 36 item 1): a job whose TE modules
+run under Float8CurrentScaling, recomputed by torch.utils.checkpoint after the forward's FP8 autocast
+has closed (the HF / Lightning pattern), is judged on its recomputes instead of "nothing audited":
+FAIL unpatched (each recompute runs without FP8), PASS under fp8audit.te's fix; without any
+recompute there is nothing to judge, said so. The stand-in TE on a CPU torch; no GPU."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from pkgutil_fp8audit import PYTHON_DIR, audit, needs_agent, report
+
+HERE = Path(__file__).resolve().parent
+STANDIN = HERE / "standin"
+
+JOB = textwrap.dedent(f"""
+    import sys
+    import torch
+    from torch.utils.checkpoint import checkpoint
+    if "--patch" in sys.argv:
+        from pathlib import Path
+        from fp8audit.te import releases
+        releases.register_source_tree(
+            "2.20.2+standin", Path({str(STANDIN / "transformer_engine" / "pytorch")!r}))
+    import transformer_engine.pytorch as te
+    from transformer_engine.common import recipe
+    import fp8audit
+    if "--patch" in sys.argv:
+        import fp8audit.te
+        fp8audit.te.patch()
+    torch.manual_seed(0)
+    layers = [te.Linear(8, 8) for _ in range(3)]
+    for step in range(2):
+        with fp8audit.microbatch():
+            x = torch.randn(4, 8, requires_grad=True)
+            with te.autocast(enabled=True, recipe=recipe.Float8CurrentScaling()):
+                for layer in layers:
+                    if "--no-checkpoint" in sys.argv:
+                        x = layer(x)
+                    else:
+                        x = checkpoint(layer, x, use_reentrant=True)
+            x.float().pow(2).mean().backward()
+""")
+
+
+def run(tmp_path: Path, *args: str) -> Dict[str, Any]:
+    needs_agent()
+    if "--patch" in args and not os.environ.get("FP8AUDIT_MODEL_LIB"):
+        pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    r = audit(tmp_path / "t", [str(job), *args],
+              PYTHONPATH=os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]))
+    rep = report(tmp_path / "t")
+    rep["returncode"], rep["stderr"] = r.returncode, r.stderr
+    return rep
+
+
+def rows(rep: Dict[str, Any]) -> List[Any]:
+    assert len(rep["ranks"]) == 1, rep
+    return [(m.get("recomputes", 0), m.get("recompute_precision_changes", 0), m.get("verdict"))
+            for m in rep["ranks"][0]["microbatches"]]
+
+
+def test_current_scaling_recomputed_outside_fp8_fails_on_its_recomputes(tmp_path: Path) -> None:
+    rep = run(tmp_path)
+    assert rep["returncode"] == 3, rep["stderr"]
+    assert rows(rep) == [(3, 3, "FAIL"), (3, 3, "FAIL")]
+    recording = rep["ranks"][0]["recording"]
+    assert recording["recipes"] == ["Float8CurrentScaling"]
+    assert recording["updates_not_expected"] is True
+    notes = "\n".join(recording["notes"])
+    assert "no module ran under DelayedScaling (recipes: Float8CurrentScaling)" in notes, notes
+    assert "6 module recomputes checked" in notes, notes
+    violations = rep["ranks"][0]["violations"]
+    assert {v["kind"] for v in violations} == {"RECOMPUTE_PRECISION"}, violations
+
+
+def test_current_scaling_under_the_fix_passes_on_its_recomputes(tmp_path: Path) -> None:
+    rep = run(tmp_path, "--patch")
+    assert rep["returncode"] == 0, rep["stderr"]
+    assert rows(rep) == [(3, 0, "PASS"), (3, 0, "PASS")]
+    assert rep["verdict"] == "PASS"
+
+
+def test_current_scaling_without_recomputes_has_nothing_to_judge(tmp_path: Path) -> None:
+    rep = run(tmp_path, "--no-checkpoint")
+    assert rep["returncode"] == 2, rep["stderr"]
+    assert rep["outcome"] == "OUTCOME_NOTHING_AUDITED"
+    assert "verdict" not in rep
+    assert "ran under Float8CurrentScaling, which has no global FP8 state updates" in \
+        rep["stderr"], rep["stderr"]
