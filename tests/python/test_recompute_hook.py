@@ -50,7 +50,10 @@ JOB = textwrap.dedent("""
     layers = [te.Linear(8, 8) for _ in range(2)]
     x = torch.randn(4, 8, requires_grad=True)
     fp8 = "--no-fp8" not in sys.argv
+    class TEDelayedScaling(recipe.DelayedScaling):  # Megatron-core's subclass
+        pass
     fp8_recipe = (recipe.Float8CurrentScaling() if "--current" in sys.argv else
+                  TEDelayedScaling() if "--subclass" in sys.argv else
                   recipe.DelayedScaling(fp8_dpa="--fp8-dpa" in sys.argv))
     with te.autocast(enabled=fp8, recipe=fp8_recipe):
         if "--attention" in sys.argv:  # Megatron's selective core_attn: TE's DPA checkpointed
@@ -113,6 +116,12 @@ def test_each_recipe_class_a_module_runs_under_is_named_once(tmp_path):
     assert run_job(tmp_path, "--te-checkpoint", prefix="fp8audit.te.recipe") == [
         "fp8audit.te.recipe recipe=DelayedScaling"]
     assert run_job(tmp_path, "--no-fp8", prefix="fp8audit.te.recipe") == []
+
+
+def test_a_job_s_subclass_of_a_recipe_is_named_by_te_s_class(tmp_path):
+    # Megatron-core runs DelayedScaling as its own TEDelayedScaling: still DelayedScaling's state.
+    assert run_job(tmp_path, "--subclass", prefix="fp8audit.te.recipe") == [
+        "fp8audit.te.recipe recipe=DelayedScaling"]
 
 
 def test_a_current_scaling_recompute_outside_fp8_is_marked_like_a_delayed_scaling_one(tmp_path):

@@ -57,9 +57,18 @@ def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str
     return text + (f" checkpoint={checkpoint}" if checkpoint else "")
 
 
+def recipe_class(recipe: Any) -> str:
+    """The name of TE's own class of `recipe`: the first class in its method resolution order that
+    Transformer Engine defines (Megatron-core's TEDelayedScaling is DelayedScaling), else its own."""
+    for cls in type(recipe).__mro__:
+        if getattr(cls, "__module__", "").startswith("transformer_engine."):
+            return cls.__name__
+    return type(recipe).__name__
+
+
 def recipe_mark_text(recipe: Any) -> str:
-    """The NVTX mark naming the class of a recipe a TE module ran under."""
-    return f"{HOOK_RECIPE_MARK} recipe={type(recipe).__name__}"
+    """The NVTX mark naming TE's class of a recipe a TE module ran under."""
+    return f"{HOOK_RECIPE_MARK} recipe={recipe_class(recipe)}"
 
 
 def recipe_watcher(manager: Any, send: Callable[[str], None]) -> Callable[[], None]:
@@ -73,7 +82,7 @@ def recipe_watcher(manager: Any, send: Callable[[str], None]) -> Callable[[], No
         if recipe is last[0]:
             return
         last[0] = recipe
-        name = type(recipe).__name__
+        name = recipe_class(recipe)
         if name not in sent:
             sent.add(name)
             send(recipe_mark_text(recipe))
