@@ -695,7 +695,7 @@ TEST_F(RunCli, SetsTheAgentEnvironmentAndAppendsItToTheJobsPreload) {
   EXPECT_TRUE(Contains(env, "CUDA_INJECTION64_PATH=" + agent + "\n")) << env;
   EXPECT_TRUE(Contains(env, "NVTX_INJECTION64_PATH=" + agent + "\n")) << env;
   EXPECT_TRUE(Contains(env, "FP8AUDIT_OUT=" + Path("out") + "\n")) << env;
-  EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_FORWARD=1\n")) << env;
+  EXPECT_TRUE(Contains(env, "FP8AUDIT_EXPECT_FORWARD=<unset>\n")) << env;  // not given
   EXPECT_TRUE(Contains(env, "FP8AUDIT_FAIL_FAST=<unset>\n")) << env;
   EXPECT_TRUE(Contains(env, "FP8AUDIT_PATTERNS=" + patterns + "\n")) << env;
 }

@@ -54,7 +54,9 @@ def run(tmp_path: Path, *args: str) -> Dict[str, Any]:
         pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
     job = tmp_path / "job.py"
     job.write_text(JOB)
-    r = audit(tmp_path / "t", [str(job), *args],
+    # The stand-in runs on the CPU: on a GPU host torch.cuda would carry the hook's update ranges,
+    # and the stand-in's state (no global_amax_buffer) reads as one update per call.
+    r = audit(tmp_path / "t", [str(job), *args], CUDA_VISIBLE_DEVICES="",
               PYTHONPATH=os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]))
     rep = report(tmp_path / "t")
     rep["returncode"], rep["stderr"] = r.returncode, r.stderr
