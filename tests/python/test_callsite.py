@@ -48,6 +48,23 @@ def test_the_innermost_frame_of_the_jobs_own_code_is_the_site():
         "models/llama.py:57 in Block.forward"
 
 
+def test_a_jobs_wrapper_of_the_update_itself_is_skipped_for_the_code_that_led_to_it():
+    # A job that wraps TE's update function (to count calls, say) is called by TE: the wrapper is
+    # the innermost frame of the job's own, but the site is the job's code TE was called from.
+    model = Frame("models.llama", "/home/u/project/models/llama.py", 57, "Block.forward")
+    te_exit = Frame("transformer_engine.pytorch.quantization", "/v/te/q.py", 3, "exit", model)
+    wrapper = Frame("counters", "/home/u/project/counters.py", 9, "counting", te_exit)
+    # `frame`: the hooked function's caller.
+    assert callsite.user_site(wrapper, wrappers=True) == "models/llama.py:57 in Block.forward"
+    assert callsite.user_site(wrapper) == "project/counters.py:9 in counting"
+    assert callsite.user_site(te_exit, wrappers=True) == "models/llama.py:57 in Block.forward"
+    # Called from the job's code directly: that code is the site, also where runpy ran the job.
+    assert callsite.user_site(model, wrappers=True) == "models/llama.py:57 in Block.forward"
+    runpy = Frame("runpy", "/usr/lib/python3.12/runpy.py", 88, "_run_code")
+    script = Frame("__main__", "/home/u/project/train.py", 12, "<module>", runpy)
+    assert callsite.user_site(script, wrappers=True) == "project/train.py:12 in <module>"
+
+
 def test_a_stack_of_libraries_only_has_no_site():
     engine = Frame("torch.autograd.function", "/v/torch/autograd/function.py", 1, "apply")
     assert callsite.user_site(Frame("transformer_engine.pytorch.module.linear", "/v/l.py", 2,

@@ -125,7 +125,8 @@ def _te_count(module: object) -> None:
         count, unfused = pending_updates(cls, forward)
         if count == 0:
             return func(cls, *args, **kwargs)
-        _nvtx.mark(callsite.mark_text(callsite.user_site()))
+        # Skipping the job's own wrappers of this function (a job that counts TE's updates).
+        _nvtx.mark(callsite.mark_text(callsite.user_site(sys._getframe(1), wrappers=True)))
         pushed = _nvtx.call("range_push",
                             f"{HOOK_UPDATE_RANGE} pass={'forward' if forward else 'backward'}"
                             f" count={count} unfused={unfused}")

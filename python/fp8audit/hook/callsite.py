@@ -93,11 +93,28 @@ def checkpointed(frame: Any) -> str:
     return ""
 
 
-def user_site(frame: Optional[Any] = None) -> str:
+def _past_wrappers(frame: Any) -> Any:
+    """The first library frame at or beyond `frame` where it is Transformer Engine's: the job's
+    frames before it wrap the hooked function itself (a job counting TE's updates); else `frame`
+    (the job called the function directly, or runpy ran the job)."""
+    start = frame
+    while frame is not None and not is_library(str(frame.f_globals.get("__name__", ""))):
+        frame = frame.f_back
+    module = str(frame.f_globals.get("__name__", "")) if frame is not None else ""
+    if module.partition(".")[0] != "transformer_engine":
+        return start
+    return frame
+
+
+def user_site(frame: Optional[Any] = None, wrappers: bool = False) -> str:
     """Where the event at `frame` (default: the caller's) happened in the job's code: its innermost
     frame of the job's own as "path:line in function", or the function a checkpoint's recompute
-    between them runs (checkpointed()); cut to LIMIT characters from the left; "" for neither."""
+    between them runs (checkpointed()); cut to LIMIT characters from the left; "" for neither.
+    `wrappers`: `frame` is the hooked function's caller, and the job's frames there, before any
+    library's, wrap that function rather than lead to it: they are skipped."""
     frame = frame if frame is not None else sys._getframe(1)
+    if wrappers:
+        frame = _past_wrappers(frame)
     while frame is not None:
         if not is_library(str(frame.f_globals.get("__name__", ""))):
             code = frame.f_code
