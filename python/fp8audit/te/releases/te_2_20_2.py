@@ -1,6 +1,6 @@
 """TE 2.20.2 (PyPI transformer-engine 2.20.2): carries PR #3394, so the fix needs no backport.
 Fingerprints: `python -m fp8audit.te.fingerprint` on the wheel's transformer_engine/pytorch.
-Verified live on the H200: tests/live_te/RESULTS.md ("The fix")."""
+Verified live on the H200: tests/live_te/RESULTS.md ("The fix on TE 2.20.2")."""
 
 from . import Release
 
