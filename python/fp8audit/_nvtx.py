@@ -9,17 +9,24 @@ from typing import Any, Optional
 # The NVTX functions used (range_push, range_pop, mark); None: torch.cuda.nvtx. Tests set it.
 NVTX: Optional[Any] = None
 _broken = False
+_torch_nvtx: Optional[Any] = None  # torch.cuda.nvtx, once CUDA was found available
+_no_cuda = False  # CUDA was found unavailable: no more asking torch (a call per mark otherwise)
 
 
 def _functions() -> Optional[Any]:
+    global _torch_nvtx, _no_cuda
     if NVTX is not None:
         return NVTX
-    if _broken:
-        return None
+    if _torch_nvtx is not None or _broken or _no_cuda:
+        return _torch_nvtx if not _broken else None
     try:
         import torch
 
-        return torch.cuda.nvtx if torch.cuda.is_available() else None
+        if torch.cuda.is_available():
+            _torch_nvtx = torch.cuda.nvtx
+        else:
+            _no_cuda = True
+        return _torch_nvtx
     except Exception:
         return None
 

@@ -174,6 +174,20 @@ def test_te_version_feature_marks_without_importing_torch_cuda(tmp_path, monkeyp
     assert marks == ["fp8audit.te te=2.20.2"]
 
 
+def test_nvtx_asks_torch_for_cuda_once_not_on_every_mark(monkeypatch):
+    import torch
+
+    import fp8audit._nvtx as nvtx
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: asked.append(1) or False)
+    for name, value in (("NVTX", None), ("_torch_nvtx", None), ("_no_cuda", False),
+                        ("_broken", False)):
+        monkeypatch.setattr(nvtx, name, value)
+    assert [nvtx.call("mark", "m") for _ in range(3)] == [False, False, False]
+    assert asked == [1]
+
+
 # ---- te-count: the python hook's own count of TE's updates (needs no torch: a fake TE 2.x) ----
 
 FAKE_TE = {

@@ -71,14 +71,13 @@ def recipe_mark_text(recipe: Any) -> str:
     return f"{HOOK_RECIPE_MARK} recipe={recipe_class(recipe)}"
 
 
-def recipe_watcher(manager: Any, send: Callable[[str], None]) -> Callable[[], None]:
-    """Called on each TE module call in FP8: sends the recipe's mark when its class is new. One
-    identity check per call while the job keeps its recipe object."""
+def recipe_watcher(send: Callable[[str], None]) -> Callable[[Any], None]:
+    """Called with the recipe of each TE module call in FP8: sends the recipe's mark when its class
+    is new. One identity check per call while the job keeps its recipe object."""
     last: List[Any] = [None]
     sent: Set[str] = set()
 
-    def seen() -> None:
-        recipe = manager.get_fp8_recipe()
+    def seen(recipe: Any) -> None:
         if recipe is last[0]:
             return
         last[0] = recipe
@@ -90,28 +89,35 @@ def recipe_watcher(manager: Any, send: Callable[[str], None]) -> Callable[[], No
     return seen
 
 
-def fp8_computes(manager: Any, attention: Tuple[type, ...]) -> Callable[[Any], bool]:
-    """Whether a TE module's call computes in FP8: FP8 enabled and, for TE's DotProductAttention
-    (`attention`), a recipe that asks for FP8 attention (fp8_dpa, or fp8_mha which forces it), as
-    TE's own decides; inside an FP8 autocast without it attention runs in high precision, so
-    recomputing it outside FP8 changes nothing (Megatron's selective core_attn recompute)."""
+NOT_FP8 = None  # what fp8_computes' check returns for a call that does not compute in FP8
 
-    def computes(module: Any) -> bool:
+
+def fp8_computes(manager: Any, attention: Tuple[type, ...]) -> Callable[[Any], Any]:
+    """Whether a TE module's call computes in FP8: the check returns the FP8 recipe it computes
+    under, else NOT_FP8; one read of TE's recipe per call in FP8. FP8 enabled and, for TE's
+    DotProductAttention (`attention`), a recipe that asks for FP8 attention (fp8_dpa, or fp8_mha
+    which forces it), as TE's own decides; inside an FP8 autocast without it attention runs in high
+    precision, so recomputing it outside FP8 changes nothing (Megatron's selective core_attn
+    recompute)."""
+
+    def computes(module: Any) -> Any:
         if not manager.is_fp8_enabled():
-            return False
+            return NOT_FP8
+        recipe = manager.get_fp8_recipe()
         if attention and isinstance(module, attention):
-            recipe = manager.get_fp8_recipe()
-            return bool(getattr(recipe, "fp8_dpa", False) or getattr(recipe, "fp8_mha", False))
-        return True
+            if not (getattr(recipe, "fp8_dpa", False) or getattr(recipe, "fp8_mha", False)):
+                return NOT_FP8
+        return recipe
 
     return computes
 
 
-def watcher(fp8_of: Callable[[Any], bool], in_backward: Callable[[], bool],
+def watcher(fp8_of: Callable[[Any], Any], in_backward: Callable[[], bool],
             send: Callable[[str], None],
-            recipe_seen: Callable[[], None] = lambda: None) -> Callable[[Any], None]:
+            recipe_seen: Callable[[Any], None] = lambda recipe: None) -> Callable[[Any], None]:
     """The check run before each TE module call (`module`): remembers whether its forward computed
-    in FP8, and compares a recompute against it; `recipe_seen` is called on each call in FP8."""
+    in FP8, and compares a recompute against it; `fp8_of` gives the recipe of a call in FP8 (else
+    NOT_FP8), handed to `recipe_seen`."""
     ordinals: Dict[str, int] = {}
 
     def before_call(module: Any) -> None:
@@ -121,9 +127,10 @@ def watcher(fp8_of: Callable[[Any], bool], in_backward: Callable[[], bool],
             ordinals[cls] = ordinals.get(cls, 0) + 1
             entry = [f"{cls}#{ordinals[cls]}", None]
             module.__dict__[_ATTR] = entry
-        fp8 = bool(fp8_of(module))
+        recipe = fp8_of(module)
+        fp8 = recipe is not NOT_FP8
         if fp8:
-            recipe_seen()
+            recipe_seen(recipe)
         if not in_backward():
             entry[1] = fp8
             return
@@ -148,7 +155,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
         raise RuntimeError("this PyTorch cannot tell a recompute (no _current_graph_task_id)")
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
     before_call = watcher(fp8_computes(manager, attention), lambda: graph_task() != -1,
-                          _nvtx.mark, recipe_watcher(manager, _nvtx.mark))
+                          _nvtx.mark, recipe_watcher(_nvtx.mark))
     failed: list = []
 
     def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:
@@ -164,6 +171,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
             return inner(self, *args, **kwargs)
 
         call.__fp8audit_recompute__ = True  # type: ignore[attr-defined]
+        call.__wrapped__ = inner  # type: ignore[attr-defined]  # TE's own, for benchmarks
         return call
 
     for cls in classes:
