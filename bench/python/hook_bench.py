@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""The Python hook's cost per TE module call (issue 36 item 5): one model in one process, the
+hook's te-recompute check (and te-count) toggled between rounds, each arm first in turn.
+
+The model: LAYERS te.Linear(HIDDEN, HIDDEN), each under a checkpoint, the forward inside
+te.autocast(recipe=RECIPE), the backward after it; every module is called twice per step (forward,
+recompute), the path the hook checks. --checkpoint te (default): TE's own checkpoint, each recompute
+in its forward's FP8 state (a healthy job: the hook's common path); torch: torch.utils.checkpoint
+(reentrant), each recompute without FP8 (a job the audit fails: each call a mismatch, its stack
+walked for the call site). Arms:
+
+  absent  TE's own __call__ (the hook's wrapper taken out)
+  off     the wrapper, not recording (fp8audit.hook.set_recording(False))
+  on      the wrapper recording: the default under `fp8audit run`
+
+The arms take turns step by step (each first in turn per round), so drift over the run falls on
+all three alike. Per arm: the median step time with a distribution-free 95% interval (order statistics), and the
+added time per module call, (median(arm) - median(absent)) / calls per step. Under
+`fp8audit run` the recompute marks go to the agent, as in a real job; run alone, the bench arms
+the hook itself and the marks go to no NVTX tool. On a GPU with TE:
+
+    fp8audit run --max-rows 0 -- python3 bench/python/hook_bench.py --recipe current
+
+On a CPU (TE's CPU stand-in of tests/python/standin on PYTHONPATH) the same, in wrapper time.
+Exit status: 0, or 2 when TE cannot be imported or the hook cannot be armed (one line says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from typing import Any, Callable, Dict, List, Tuple
+
+ARMS = ("absent", "off", "on")
+
+
+def median_interval(values: List[float]) -> Tuple[float, float]:
+    """A distribution-free 95% interval for the median: order statistics n/2 -+ 0.98 sqrt(n)."""
+    s = sorted(values)
+    n = len(s)
+    half = 0.98 * n**0.5
+    return s[max(0, int(n / 2 - half))], s[min(n - 1, int(n / 2 + half + 0.999))]
+
+
+def wrapped_classes(te_module_classes: Tuple[type, ...]) -> List[Tuple[type, Any, Any]]:
+    """(class, the hook's wrapper, TE's own __call__) for each class the te-recompute check wraps."""
+    out = []
+    for cls in te_module_classes:
+        call = cls.__dict__.get("__call__")
+        if getattr(call, "__fp8audit_recompute__", False):
+            out.append((cls, call, call.__wrapped__))
+    return out
+
+
+def main(argv: List[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", choices=["delayed", "current", "block"], default="current")
+    p.add_argument("--checkpoint", choices=["te", "torch"], default="te")
+    p.add_argument("--layers", type=int, default=16)
+    p.add_argument("--hidden", type=int, default=256, help="small: launch-bound, the worst case")
+    p.add_argument("--steps", type=int, default=30, help="timed, per arm and round")
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--profile", choices=ARMS, help="instead: --steps steps of this arm under "
+                   "cProfile, fp8audit's functions by cumulative time")
+    p.add_argument("--json", action="store_true", help="one JSON line instead of the table")
+    args = p.parse_args(argv)
+    try:
+        import torch
+        import torch.utils.checkpoint as torch_checkpoint
+
+        import transformer_engine.pytorch as te
+        from transformer_engine.common import recipe as recipes
+        from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
+    except ImportError as e:
+        print(f"hook_bench: cannot import Transformer Engine and torch ({e})", file=sys.stderr)
+        return 2
+    from fp8audit import hook
+
+    classes = [TransformerEngineBaseModule]
+    under_agent = bool(wrapped_classes(tuple(classes)))
+    if not under_agent:
+        hook.install(["te-count", "te-recompute"])
+    wrapped = wrapped_classes(tuple(classes))
+    if not wrapped:
+        print("hook_bench: the Python hook's te-recompute check could not be armed",
+              file=sys.stderr)
+        return 2
+    make = {"delayed": "DelayedScaling", "current": "Float8CurrentScaling",
+            "block": "Float8BlockScaling"}[args.recipe]
+    if not hasattr(recipes, make):
+        print(f"hook_bench: this Transformer Engine has no {make}", file=sys.stderr)
+        return 2
+    recipe = getattr(recipes, make)()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sync: Callable[[], None] = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    torch.manual_seed(0)
+    layers = [te.Linear(args.hidden, args.hidden).to(device) for _ in range(args.layers)]
+    x0 = torch.randn(args.hidden, args.hidden, device=device)
+    checkpoint: Callable[..., Any] = te.distributed.checkpoint if args.checkpoint == "te" else \
+        torch_checkpoint.checkpoint
+    calls = [0]
+
+    def count(_module: Any, _inputs: Any) -> None:
+        calls[0] += 1
+
+    def step() -> None:
+        x = x0.clone().requires_grad_(True)
+        with te.autocast(enabled=True, recipe=recipe):
+            for layer in layers:
+                x = checkpoint(layer, x, use_reentrant=True)
+        x.float().pow(2).mean().backward()
+
+    handles = [layer.register_forward_pre_hook(count) for layer in layers]
+    step()  # warm-up and the calls per step, counted once outside the timed rounds
+    for h in handles:
+        h.remove()
+    per_step = calls[0]
+
+    def arm(name: str) -> None:
+        for cls, wrapper, own in wrapped:
+            setattr(cls, "__call__", own if name == "absent" else wrapper)
+        hook.set_recording(name == "on")
+
+    if args.profile:  # where the hook's time goes in this arm: fp8audit's own functions
+        import cProfile
+        import pstats
+
+        arm(args.profile)
+        profile = cProfile.Profile()
+        profile.runcall(lambda: [step() for _ in range(args.steps)])
+        arm("on")
+        stats = pstats.Stats(profile)
+        stats.sort_stats("cumulative").print_stats("fp8audit", 12)
+        return 0
+    times: Dict[str, List[float]] = {a: [] for a in ARMS}
+    for r in range(args.rounds):  # the arms interleaved step by step, each first in turn
+        order = ARMS[r % len(ARMS):] + ARMS[:r % len(ARMS)]
+        for i in range(args.steps + 1):
+            for name in order:
+                arm(name)
+                sync()
+                t0 = time.perf_counter()
+                step()
+                sync()
+                if i:  # the first step of a round, a warm-up, left out
+                    times[name].append(time.perf_counter() - t0)
+    arm("on")
+    base = statistics.median(times["absent"])
+    out: Dict[str, Any] = {"recipe": make, "checkpoint": args.checkpoint, "device": device,
+                           "under_agent": under_agent,
+                           "layers": args.layers, "hidden": args.hidden, "calls_per_step": per_step,
+                           "steps_per_arm": len(times["absent"]), "rounds": args.rounds}
+    for name in ARMS:
+        med = statistics.median(times[name])
+        lo, hi = median_interval(times[name])
+        out[name] = {"median_ms": med * 1e3, "ci95_ms": [lo * 1e3, hi * 1e3],
+                     "ratio": med / base, "added_us_per_call": (med - base) / per_step * 1e6}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{make} on {device}, {args.layers} x te.Linear({args.hidden}) under the {args.checkpoint} "
+          f"checkpoint, {per_step} module calls "
+          f"per step, {out['steps_per_arm']} steps per arm over {args.rounds} rounds"
+          f"{', under fp8audit run' if under_agent else ', the hook armed in-process'}")
+    print(f"{'arm':8} {'median ms':>10} {'95% interval':>20} {'ratio':>7} {'µs/call':>8}")
+    for name in ARMS:
+        a = out[name]
+        lo, hi = a["ci95_ms"]
+        print(f"{name:8} {a['median_ms']:10.3f} {lo:9.3f} - {hi:8.3f} {a['ratio']:7.4f} "
+              f"{a['added_us_per_call']:+8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
