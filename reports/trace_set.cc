@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 #include "proto/trace_io.h"
@@ -44,6 +45,24 @@ bool ExpectsUpdates(const TraceSetOptions& options, const v1::RankReport& r) {
 // module was recomputed (the one check made for them).
 bool RecipesLeftNothing(const v1::RankReport& r) {
   return r.recording().updates_not_expected() && r.recording().recomputes_checked() == 0;
+}
+
+// The recipes the traces' modules ran under, each once, in order of name: "A", "A and B",
+// "A, B and C"; "its recipe" where no trace named one.
+std::string RecipeList(const std::vector<v1::RankReport>& ranks) {
+  std::set<std::string> names;
+  for (const v1::RankReport& r : ranks) {
+    names.insert(r.recording().recipes().begin(), r.recording().recipes().end());
+  }
+  if (names.empty()) return "its recipe";
+  std::string out;
+  size_t i = 0;
+  for (const std::string& name : names) {
+    if (i > 0) out += i + 1 == names.size() ? " and " : ", ";
+    out += name;
+    ++i;
+  }
+  return out;
 }
 
 AuditorOptions MakeAuditorOptions(const TraceSetOptions& options, Expectation expect) {
@@ -115,6 +134,8 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     if (ExpectsUpdates(options, r)) expects_updates = true;
     if (!RecipesLeftNothing(r)) recipes_left_nothing = false;
   }
+  const std::string recipes = recipes_left_nothing ? RecipeList(ranks) : "";
+  const bool one_recipe = recipes.find(" and ") == std::string::npos;
   const size_t traces_read = ranks.size();
   RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
   for (std::string& p : job.problems) result.problems.push_back(std::move(p));
@@ -190,9 +211,9 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
   } else if (recipes_left_nothing) {
     result.outcome = Outcome::kNothingAudited;
     result.problems.push_back(
-        "nothing to judge: the job's Transformer Engine modules ran under " +
-        report.ranks(0).recording().recipes(0) +
-        ", which has no global FP8 state updates to count, and no module was recomputed in "
+        "nothing to judge: the job's Transformer Engine modules ran under " + recipes +
+        (one_recipe ? ", which has" : ", which have") +
+        " no global FP8 state updates to count, and no module was recomputed in "
         "backward (the check made for such recipes: a recompute in its forward's FP8 state)");
   } else {
     result.outcome = Outcome::kPass;

@@ -104,6 +104,27 @@ TEST_F(TraceSetTest, ARecipeWithoutStateUpdatesPassesOnItsRecomputesAndWithoutTh
       << ::testing::PrintToString(nothing.problems);
 }
 
+TEST_F(TraceSetTest, NothingToJudgeNamesEveryRanksRecipeOnce) {
+  std::vector<std::string> paths;
+  int rank = 0;
+  for (const char* recipe : {"Float8CurrentScaling", "Float8BlockScaling", "Float8BlockScaling"}) {
+    TraceBuilder t(rank, 4300 + rank, "nvtx");
+    t.Recipe(recipe).Begin().Autocast(true, 1).Autocast(false, 0);
+    t.BackwardBegin().BackwardEnd().End();
+    paths.push_back(Write("rank" + std::to_string(rank++) + ".fp8trace", t.Footer()));
+  }
+  const TraceSetResult nothing = AuditTraceFiles(paths, TraceSetOptions{});
+  EXPECT_EQ(nothing.outcome, Outcome::kNothingAudited);
+  EXPECT_TRUE(std::any_of(nothing.problems.begin(), nothing.problems.end(),
+                          [](const std::string& p) {
+                            return Contains(p,
+                                            "ran under Float8BlockScaling and "
+                                            "Float8CurrentScaling, which have no global FP8 state "
+                                            "updates");
+                          }))
+      << ::testing::PrintToString(nothing.problems);
+}
+
 TEST_F(TraceSetTest, WriterReaderRoundTripThroughTheAudit) {
   TraceBuilder t(0, 77, "nvtx");
   t.MarkedMicrobatch().MarkedMicrobatch(2, 3).Footer();
