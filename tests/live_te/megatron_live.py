@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Megatron-core as a live target (issue 19): a small GPTModel from
 get_gpt_layer_with_transformer_engine_spec() trained with FP8 DelayedScaling (fp8="hybrid",
-fp8_recipe="delayed") through forward_backward_no_pipelining on one GPU, per recompute layout.
+fp8_recipe="delayed"; --fp8-recipe tensorwise|blockwise for TE's current and block scaling)
+through forward_backward_no_pipelining on one GPU, per recompute layout.
 
 One JSON line per microbatch and per run on stdout. Per microbatch: TE's update counts (the
 counter of te_driver.py around reduce_and_update_fp8_tensors), recompute stash entries left, the
@@ -130,7 +131,8 @@ def build_model(args, row: Dict[str, Any], seed: int):
         ffn_hidden_size=4 * args.hidden, kv_channels=args.hidden // args.heads,
         params_dtype=torch.bfloat16, bf16=True, pipeline_dtype=torch.bfloat16,
         hidden_dropout=0.0, attention_dropout=0.0,
-        fp8="hybrid", fp8_recipe="delayed", fp8_amax_history_len=16, fp8_amax_compute_algo="max",
+        fp8="hybrid", fp8_recipe=getattr(args, "fp8_recipe", "delayed"), fp8_amax_history_len=16,
+        fp8_amax_compute_algo="max",
         deterministic_mode=True, attention_backend=attention)
     if moe:
         kw.update(num_moe_experts=4, moe_router_topk=2, moe_grouped_gemm=True,
@@ -528,6 +530,9 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=1024)
     p.add_argument("--microbatches", type=int, default=4, help="per step (accumulation)")
     p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--fp8-recipe", choices=["delayed", "tensorwise", "blockwise"],
+                   default="delayed", help="Megatron's fp8_recipe (tensorwise: TE's "
+                   "Float8CurrentScaling, blockwise: Float8BlockScaling; no global state updates)")
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--markers", action="store_true",
                    help="an NVTX range fp8audit.microbatch around each logical microbatch")
