@@ -199,3 +199,29 @@ def test_the_checkpoint_is_the_innermost_known_one_on_the_stack():
     assert recompute.checkpoint_on_stack(Frame("/job.py", inner)) == \
         "megatron.tensor_parallel.checkpoint"
     assert recompute.checkpoint_on_stack(Frame("/job.py")) == "unknown"
+
+
+def test_a_call_in_fp8_counts_as_fp8_even_where_te_gives_no_recipe():
+    sys.path.insert(0, str(ROOT / "python"))
+    from fp8audit.hook import recompute
+
+    class Manager:
+        enabled = True
+
+        @classmethod
+        def is_fp8_enabled(cls):
+            return cls.enabled
+
+        @classmethod
+        def get_fp8_recipe(cls):
+            return None
+
+    marks = []
+    in_backward = [False]
+    check = recompute.watcher(recompute.fp8_computes(Manager, ()), lambda: in_backward[0],
+                              marks.append)
+    module = type("Linear", (), {})()
+    check(module)  # its forward, in FP8
+    Manager.enabled, in_backward[0] = False, True
+    check(module)  # its recompute, without
+    assert marks[-1] == f"{recompute.MARK} module=Linear#1 fp8=0 forward_fp8=1 checkpoint=unknown"

@@ -89,7 +89,8 @@ def recipe_watcher(send: Callable[[str], None]) -> Callable[[Any], None]:
     return seen
 
 
-NOT_FP8 = None  # what fp8_computes' check returns for a call that does not compute in FP8
+NOT_FP8: Any = object()  # what fp8_computes' check returns for a call not computing in FP8 (a
+# sentinel: a TE whose get_fp8_recipe() gave None inside an FP8 autocast still computes in FP8)
 
 
 def fp8_computes(manager: Any, attention: Tuple[type, ...]) -> Callable[[Any], Any]:
