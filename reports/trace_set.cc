@@ -47,13 +47,17 @@ bool RecipesLeftNothing(const v1::RankReport& r) {
   return r.recording().updates_not_expected() && r.recording().recomputes_checked() == 0;
 }
 
-// The recipes the traces' modules ran under, each once, in order of name: "A", "A and B",
-// "A, B and C"; "its recipe" where no trace named one.
-std::string RecipeList(const std::vector<v1::RankReport>& ranks) {
+// The recipes the traces' modules ran under, each once, in order of name.
+std::set<std::string> RecipeNames(const std::vector<v1::RankReport>& ranks) {
   std::set<std::string> names;
   for (const v1::RankReport& r : ranks) {
     names.insert(r.recording().recipes().begin(), r.recording().recipes().end());
   }
+  return names;
+}
+
+// `names` as a reader says them: "A", "A and B", "A, B and C"; "its recipe" where there is none.
+std::string RecipeList(const std::set<std::string>& names) {
   if (names.empty()) return "its recipe";
   std::string out;
   size_t i = 0;
@@ -134,8 +138,8 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     if (ExpectsUpdates(options, r)) expects_updates = true;
     if (!RecipesLeftNothing(r)) recipes_left_nothing = false;
   }
-  const std::string recipes = recipes_left_nothing ? RecipeList(ranks) : "";
-  const bool one_recipe = recipes.find(" and ") == std::string::npos;
+  const std::set<std::string> recipes =
+      recipes_left_nothing ? RecipeNames(ranks) : std::set<std::string>{};
   const size_t traces_read = ranks.size();
   RankAgreement::Findings job = agreement.Judge(&ranks, options.max_violations);
   for (std::string& p : job.problems) result.problems.push_back(std::move(p));
@@ -211,8 +215,8 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
   } else if (recipes_left_nothing) {
     result.outcome = Outcome::kNothingAudited;
     result.problems.push_back(
-        "nothing to judge: the job's Transformer Engine modules ran under " + recipes +
-        (one_recipe ? ", which has" : ", which have") +
+        "nothing to judge: the job's Transformer Engine modules ran under " + RecipeList(recipes) +
+        (recipes.size() > 1 ? ", which have" : ", which has") +
         " no global FP8 state updates to count, and no module was recomputed in "
         "backward (the check made for such recipes: a recompute in its forward's FP8 state)");
   } else {

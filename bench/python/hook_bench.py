@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The Python hook's cost per TE module call (issue 36 item 5): one model in one process, the
-hook's te-recompute check (and te-count) toggled between rounds, each arm first in turn.
+hook's te-recompute check (and te-count) toggled step by step.
 
 The model: LAYERS te.Linear(HIDDEN, HIDDEN), each under a checkpoint, the forward inside
 te.autocast(recipe=RECIPE), the backward after it; every module is called twice per step (forward,
@@ -14,8 +14,9 @@ walked for the call site). Arms:
   on      the wrapper recording: the default under `fp8audit run`
 
 The arms take turns step by step (each first in turn per round), so drift over the run falls on
-all three alike. Per arm: the median step time with a distribution-free 95% interval (order statistics), and the
-added time per module call, (median(arm) - median(absent)) / calls per step. Under
+all three alike. Per arm: the median step time with a distribution-free 95% interval (order
+statistics, megatron_live.median_interval), and the added time per module call,
+(median(arm) - median(absent)) / calls per step. Under
 `fp8audit run` the recompute marks go to the agent, as in a real job; run alone, the bench arms
 the hook itself and the marks go to no NVTX tool. On a GPU with TE:
 
@@ -32,21 +33,18 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "live_te"))
+from megatron_live import median_interval  # noqa: E402  (the live scripts' interval, shared)
 
 ARMS = ("absent", "off", "on")
 
 
-def median_interval(values: List[float]) -> Tuple[float, float]:
-    """A distribution-free 95% interval for the median: order statistics n/2 -+ 0.98 sqrt(n)."""
-    s = sorted(values)
-    n = len(s)
-    half = 0.98 * n**0.5
-    return s[max(0, int(n / 2 - half))], s[min(n - 1, int(n / 2 + half + 0.999))]
-
-
 def wrapped_classes(te_module_classes: Tuple[type, ...]) -> List[Tuple[type, Any, Any]]:
-    """(class, the hook's wrapper, TE's own __call__) for each class the te-recompute check wraps."""
+    """(class, the hook's wrapper, TE's own __call__) for each class the te-recompute check
+    wraps."""
     out = []
     for cls in te_module_classes:
         call = cls.__dict__.get("__call__")
@@ -79,11 +77,11 @@ def main(argv: List[str] | None = None) -> int:
         return 2
     from fp8audit import hook
 
-    classes = [TransformerEngineBaseModule]
-    under_agent = bool(wrapped_classes(tuple(classes)))
+    classes = (TransformerEngineBaseModule,)
+    under_agent = bool(wrapped_classes(classes))
     if not under_agent:
         hook.install(["te-count", "te-recompute"])
-    wrapped = wrapped_classes(tuple(classes))
+    wrapped = wrapped_classes(classes)
     if not wrapped:
         print("hook_bench: the Python hook's te-recompute check could not be armed",
               file=sys.stderr)
@@ -150,8 +148,8 @@ def main(argv: List[str] | None = None) -> int:
     arm("on")
     base = statistics.median(times["absent"])
     out: Dict[str, Any] = {"recipe": make, "checkpoint": args.checkpoint, "device": device,
-                           "under_agent": under_agent,
-                           "layers": args.layers, "hidden": args.hidden, "calls_per_step": per_step,
+                           "under_agent": under_agent, "layers": args.layers,
+                           "hidden": args.hidden, "calls_per_step": per_step,
                            "steps_per_arm": len(times["absent"]), "rounds": args.rounds}
     for name in ARMS:
         med = statistics.median(times[name])
@@ -161,9 +159,9 @@ def main(argv: List[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{make} on {device}, {args.layers} x te.Linear({args.hidden}) under the {args.checkpoint} "
-          f"checkpoint, {per_step} module calls "
-          f"per step, {out['steps_per_arm']} steps per arm over {args.rounds} rounds"
+    print(f"{make} on {device}, {args.layers} x te.Linear({args.hidden}) under the "
+          f"{args.checkpoint} checkpoint, {per_step} module calls per step, "
+          f"{out['steps_per_arm']} steps per arm over {args.rounds} rounds"
           f"{', under fp8audit run' if under_agent else ', the hook armed in-process'}")
     print(f"{'arm':8} {'median ms':>10} {'95% interval':>20} {'ratio':>7} {'µs/call':>8}")
     for name in ARMS:

@@ -17,8 +17,10 @@ def _functions() -> Optional[Any]:
     global _torch_nvtx, _no_cuda
     if NVTX is not None:
         return NVTX
-    if _torch_nvtx is not None or _broken or _no_cuda:
-        return _torch_nvtx if not _broken else None
+    if _broken:
+        return None
+    if _torch_nvtx is not None or _no_cuda:
+        return _torch_nvtx
     try:
         import torch
 

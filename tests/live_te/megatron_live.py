@@ -131,7 +131,7 @@ def build_model(args, row: Dict[str, Any], seed: int):
         ffn_hidden_size=4 * args.hidden, kv_channels=args.hidden // args.heads,
         params_dtype=torch.bfloat16, bf16=True, pipeline_dtype=torch.bfloat16,
         hidden_dropout=0.0, attention_dropout=0.0,
-        fp8="hybrid", fp8_recipe=getattr(args, "fp8_recipe", "delayed"), fp8_amax_history_len=16,
+        fp8="hybrid", fp8_recipe=args.fp8_recipe, fp8_amax_history_len=16,
         fp8_amax_compute_algo="max",
         deterministic_mode=True, attention_backend=attention)
     if moe:
