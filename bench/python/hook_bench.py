@@ -12,6 +12,8 @@ walked for the call site). Arms:
   absent  TE's own __call__ (the hook's wrapper taken out)
   off     the wrapper, not recording (fp8audit.hook.set_recording(False))
   on      the wrapper recording: the default under `fp8audit run`
+  timed   (--inside) TE's own call after the same check, whose own time is summed inside the
+          step: the check's cost where it runs, caches cold, against what it adds to the step
 
 The arms take turns step by step (each first in turn per round), so drift over the run falls on
 all three alike. Per arm: the median step time with a distribution-free 95% interval (order
@@ -23,6 +25,8 @@ the hook itself and the marks go to no NVTX tool. On a GPU with TE:
     fp8audit run --max-rows 0 -- python3 bench/python/hook_bench.py --recipe current
 
 On a CPU (TE's CPU stand-in of tests/python/standin on PYTHONPATH) the same, in wrapper time.
+--calls counts, instead of timing, the Python calls each arm adds per module call: a figure that
+does not depend on the machine.
 Exit status: 0, or 2 when TE cannot be imported or the hook cannot be armed (one line says why).
 """
 
@@ -53,6 +57,66 @@ def wrapped_classes(te_module_classes: Tuple[type, ...]) -> List[Tuple[type, Any
     return out
 
 
+def timed_call(own: Callable[..., Any], hook: Any, inside: List[int]) -> Callable[..., Any]:
+    """The timed arm's call: the hook's check (te-recompute's, its own instance) before TE's own
+    call, its time and calls added to `inside`."""
+    import torch
+
+    from fp8audit import _nvtx
+    from fp8audit.hook import recompute
+
+    check = recompute.watcher(hook._state_manager(), (), torch._C._current_graph_task_id,
+                              _nvtx.sender())
+    clock = time.perf_counter_ns
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        t0 = clock()
+        check(self)
+        inside[0] += clock() - t0
+        inside[1] += 1
+        return own(self, *args, **kwargs)
+
+    return call
+
+
+def count_calls(args: argparse.Namespace, recipe: str, per_step: int, step: Callable[[], None],
+                arm: Callable[[str], None]) -> int:
+    """--calls: one step per arm under sys.setprofile, the calls of Python functions and of
+    built-ins counted; printed per module call, added to the absent arm's."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for name in ARMS:
+        arm(name)
+        step()  # each arm's first step after the switch, not counted
+        seen = {"python": 0, "builtin": 0}
+
+        def profile(_frame: Any, event: str, _arg: Any) -> None:
+            if event == "call":
+                seen["python"] += 1
+            elif event == "c_call":
+                seen["builtin"] += 1
+
+        sys.setprofile(profile)
+        try:
+            step()
+        finally:
+            sys.setprofile(None)
+        counts[name] = seen
+    arm("on")
+    added = {name: {kind: (counts[name][kind] - counts["absent"][kind]) / per_step
+                    for kind in ("python", "builtin")} for name in ARMS}
+    out = {"recipe": recipe, "checkpoint": args.checkpoint, "calls_per_step": per_step,
+           "added_per_call": added}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{recipe}, {args.layers} x te.Linear under the {args.checkpoint} checkpoint, "
+          f"{per_step} module calls per step: calls added per module call")
+    print(f"{'arm':8} {'python':>8} {'built-in':>9}")
+    for name in ARMS:
+        print(f"{name:8} {added[name]['python']:8.2f} {added[name]['builtin']:9.2f}")
+    return 0
+
+
 def main(argv: List[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", choices=["delayed", "current", "block"], default="current")
@@ -63,6 +127,11 @@ def main(argv: List[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--profile", choices=ARMS, help="instead: --steps steps of this arm under "
                    "cProfile, fp8audit's functions by cumulative time")
+    p.add_argument("--calls", action="store_true", help="instead: the Python functions (and "
+                   "built-ins) each arm adds per module call over one step, counted by "
+                   "sys.setprofile: a figure that does not depend on the machine")
+    p.add_argument("--inside", action="store_true", help="a fourth arm, timed: TE's own call "
+                   "after the same check, the check's own time summed inside the step")
     p.add_argument("--json", action="store_true", help="one JSON line instead of the table")
     args = p.parse_args(argv)
     try:
@@ -117,9 +186,14 @@ def main(argv: List[str] | None = None) -> int:
         h.remove()
     per_step = calls[0]
 
+    inside = [0, 0]  # ns in the timed arm's check, its calls
+    timed = {cls: timed_call(own, hook, inside) for cls, _, own in wrapped}
+    arms = ARMS + (("timed",) if args.inside else ())
+
     def arm(name: str) -> None:
         for cls, wrapper, own in wrapped:
-            setattr(cls, "__call__", own if name == "absent" else wrapper)
+            setattr(cls, "__call__", own if name == "absent" else
+                    timed[cls] if name == "timed" else wrapper)
         hook.set_recording(name == "on")
 
     if args.profile:  # where the hook's time goes in this arm: fp8audit's own functions
@@ -131,11 +205,13 @@ def main(argv: List[str] | None = None) -> int:
         profile.runcall(lambda: [step() for _ in range(args.steps)])
         arm("on")
         stats = pstats.Stats(profile)
-        stats.sort_stats("cumulative").print_stats("fp8audit", 12)
+        stats.sort_stats("cumulative").print_stats(r"/fp8audit/(hook/|_nvtx|_markers|te/)", 12)
         return 0
-    times: Dict[str, List[float]] = {a: [] for a in ARMS}
+    if args.calls:
+        return count_calls(args, make, per_step, step, arm)
+    times: Dict[str, List[float]] = {a: [] for a in arms}
     for r in range(args.rounds):  # the arms interleaved step by step, each first in turn
-        order = ARMS[r % len(ARMS):] + ARMS[:r % len(ARMS)]
+        order = arms[r % len(arms):] + arms[:r % len(arms)]
         for i in range(args.steps + 1):
             for name in order:
                 arm(name)
@@ -151,7 +227,9 @@ def main(argv: List[str] | None = None) -> int:
                            "under_agent": under_agent, "layers": args.layers,
                            "hidden": args.hidden, "calls_per_step": per_step,
                            "steps_per_arm": len(times["absent"]), "rounds": args.rounds}
-    for name in ARMS:
+    if args.inside:
+        out["inside_us_per_call"] = inside[0] / max(inside[1], 1) / 1e3
+    for name in arms:
         med = statistics.median(times[name])
         lo, hi = median_interval(times[name])
         out[name] = {"median_ms": med * 1e3, "ci95_ms": [lo * 1e3, hi * 1e3],
@@ -164,11 +242,14 @@ def main(argv: List[str] | None = None) -> int:
           f"{out['steps_per_arm']} steps per arm over {args.rounds} rounds"
           f"{', under fp8audit run' if under_agent else ', the hook armed in-process'}")
     print(f"{'arm':8} {'median ms':>10} {'95% interval':>20} {'ratio':>7} {'µs/call':>8}")
-    for name in ARMS:
+    for name in arms:
         a = out[name]
         lo, hi = a["ci95_ms"]
         print(f"{name:8} {a['median_ms']:10.3f} {lo:9.3f} - {hi:8.3f} {a['ratio']:7.4f} "
               f"{a['added_us_per_call']:+8.2f}")
+    if args.inside:
+        print(f"the check itself, timed inside the timed arm's steps: "
+              f"{out['inside_us_per_call']:.2f} µs per module call")
     return 0
 
 

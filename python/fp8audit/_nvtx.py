@@ -4,7 +4,9 @@ a call that fails returns False and never fails the job."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
+
+from fp8audit import _markers
 
 # The NVTX functions used (range_push, range_pop, mark); None: torch.cuda.nvtx. Tests set it.
 NVTX: Optional[Any] = None
@@ -53,11 +55,41 @@ def mark(message: str) -> None:
     else libfp8audit_markers.so's (a CPU torch), so the agent hears the hook either way."""
     if call("mark", message) or NVTX is not None:
         return
-    from fp8audit import _markers
-
     lib = _markers.library()
     if lib is not None:
         try:
             lib.fp8audit_markers_mark(message.encode("utf-8", "replace"))
         except Exception:  # NVTX is optional: never fail the job for it
             pass
+
+
+
+def sender() -> Callable[[str], None]:
+    """mark(), resolved once for a caller that marks often (the hook's check of every module call):
+    the mark function of the route mark() takes now, called directly (torch's NVTX, or
+    libfp8audit_markers.so's), else mark() itself. A mark that fails there goes through mark(),
+    which handles the failure."""
+    if NVTX is not None:
+        return mark
+    nvtx = _functions()
+    if nvtx is not None:
+        raw = getattr(getattr(nvtx, "_nvtx", None), "markA", None)
+        if not callable(raw):
+            return mark
+        direct: Callable[[str], None] = raw
+    else:
+        lib = _markers.library()
+        if lib is None:
+            return mark
+        native = lib.fp8audit_markers_mark
+
+        def direct(message: str) -> None:
+            native(message.encode("utf-8", "replace"))
+
+    def send(message: str) -> None:
+        try:
+            direct(message)
+        except Exception:  # NVTX is optional: never fail the job for it
+            mark(message)
+
+    return send

@@ -188,6 +188,47 @@ def test_nvtx_asks_torch_for_cuda_once_not_on_every_mark(monkeypatch):
     assert asked == [1]
 
 
+def test_frequent_marks_go_straight_to_torchs_nvtx_function_and_fall_back_when_it_fails(
+        monkeypatch):
+    import fp8audit._nvtx as nvtx
+
+    sent, fallback = [], []
+
+    class Native:
+        @staticmethod
+        def markA(message):
+            if message == "bad":
+                raise RuntimeError("NVTX is gone")
+            sent.append(message)
+
+    torch_nvtx = type("TorchNvtx", (), {"_nvtx": Native, "mark": lambda m: fallback.append(m)})
+    for name, value in (("NVTX", None), ("_torch_nvtx", torch_nvtx), ("_no_cuda", False),
+                        ("_broken", False)):
+        monkeypatch.setattr(nvtx, name, value)
+    send = nvtx.sender()
+    send("a")
+    send("bad")
+    assert sent == ["a"]  # torch.cuda.nvtx.mark's own body, without it
+    assert fallback == ["bad"]  # the failed one through mark(): NVTX's failure is handled there
+
+
+def test_with_a_test_nvtx_frequent_marks_go_through_mark(monkeypatch):
+    import fp8audit._nvtx as nvtx
+
+    class Recorder:
+        def __init__(self):
+            self.marks = []
+
+        def mark(self, message):
+            self.marks.append(message)
+
+    recorder = Recorder()
+    monkeypatch.setattr(nvtx, "NVTX", recorder)
+    assert nvtx.sender() is nvtx.mark
+    nvtx.sender()("m")
+    assert recorder.marks == ["m"]
+
+
 # ---- te-count: the python hook's own count of TE's updates (needs no torch: a fake TE 2.x) ----
 
 FAKE_TE = {

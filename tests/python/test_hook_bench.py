@@ -81,3 +81,36 @@ def test_the_profile_of_an_arm_lists_the_hooks_own_functions(tmp_path):
               "16", "--steps", "2")
     assert r.returncode == 0, r.stderr
     assert "fp8audit/hook/recompute.py" in r.stdout and "(before_call)" in r.stdout
+
+
+def test_in_a_healthy_job_the_check_adds_a_few_python_calls_per_module_call(tmp_path):
+    r = bench(tmp_path, "--calls", "--json", "--layers", "3", "--hidden", "16")
+    assert r.returncode == 0, r.stderr
+    added = json.loads(r.stdout)["added_per_call"]
+    assert added["absent"] == {"python": 0.0, "builtin": 0.0}
+    assert added["off"]["python"] == 1.0  # the wrapper itself
+    # The wrapper, torch's compile check (two), the check, half a mark (one per recompute) and
+    # te-count at each recompute's autocast exit: no stack walk, no lookup per mark. The check as
+    # it was before reading TE's state in one call took 20.6 here.
+    assert added["on"]["python"] <= 7
+
+
+def test_a_recompute_in_another_fp8_state_costs_the_check_its_stack_walk(tmp_path):
+    healthy, failing = (json.loads(bench(tmp_path, "--calls", "--json", "--layers", "3",
+                                         "--hidden", "16", "--checkpoint", c).stdout)
+                        for c in ("te", "torch"))
+    assert failing["added_per_call"]["on"]["python"] > \
+        healthy["added_per_call"]["on"]["python"] + 5
+
+
+def test_the_timed_arm_reports_the_checks_own_time_inside_the_step(tmp_path):
+    r = bench(tmp_path, "--inside", "--json", "--layers", "2", "--hidden", "16", "--steps", "2",
+              "--rounds", "4")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["steps_per_arm"] == out["rounds"] * 2 and "timed" in out
+    assert out["inside_us_per_call"] > 0
+    table = bench(tmp_path, "--inside", "--layers", "2", "--hidden", "16", "--steps", "2",
+                  "--rounds", "4").stdout.splitlines()
+    assert [line.split()[0] for line in table[2:6]] == ["absent", "off", "on", "timed"]
+    assert table[6].startswith("the check itself, timed inside the timed arm's steps: ")

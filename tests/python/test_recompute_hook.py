@@ -218,10 +218,37 @@ def test_a_call_in_fp8_counts_as_fp8_even_where_te_gives_no_recipe():
 
     marks = []
     in_backward = [False]
-    check = recompute.watcher(recompute.fp8_computes(Manager, ()), lambda: in_backward[0],
-                              marks.append)
+    check = recompute.watcher(Manager, (), lambda: 7 if in_backward[0] else -1, marks.append)
     module = type("Linear", (), {})()
     check(module)  # its forward, in FP8
     Manager.enabled, in_backward[0] = False, True
     check(module)  # its recompute, without
     assert marks[-1] == f"{recompute.MARK} module=Linear#1 fp8=0 forward_fp8=1 checkpoint=unknown"
+
+
+def test_the_fp8_state_is_read_where_the_release_keeps_it():
+    sys.path.insert(0, str(ROOT / "python"))
+    from fp8audit.hook import recompute
+
+    recipe = object()
+
+    class Before215:  # class attributes of FP8GlobalStateManager (TE 2.14)
+        FP8_ENABLED, FP8_RECIPE = True, recipe
+
+    class State:
+        fp8_enabled, fp8_recipe = False, None
+
+    class Since215:  # FP8GlobalState (TE PR #2759)
+        quantization_state = State()
+
+    class OnlyMethods:
+        @classmethod
+        def is_fp8_enabled(cls):
+            return True
+
+    assert recompute.state_reader(Before215)() == (True, recipe)
+    assert recompute.state_reader(Since215)() == (False, None)
+    Since215.quantization_state = State()  # TE's reset() puts in a new state: read through it
+    Since215.quantization_state.fp8_enabled = True
+    assert recompute.state_reader(Since215)() == (True, None)
+    assert recompute.state_reader(OnlyMethods)() == (True, None)

@@ -76,31 +76,35 @@ def _state_manager() -> Any:
 def pending_updates(manager: Any, forward: bool) -> Tuple[int, int]:
     """(updates, unfused ones) that reduce_and_update_fp8_tensors(forward) is about to make: the
     global amax buffers of that direction that hold amaxes (TE 2.x's layout); (1, 0) when the
-    buffers cannot be read."""
+    buffers cannot be read. Called at every autocast exit, so a call that finds nothing to update
+    (every recipe but DelayedScaling) reads no more than the buffers."""
     try:
         state = getattr(manager, "quantization_state", None) or manager
         buffers = getattr(state, "global_amax_buffer", None)
         if buffers is None:
             return 1, 0
-        env_unfused = bool(int(os.getenv("NVTE_UNFUSED_FP8_UPDATE", "0") or "0"))
-        arguments = getattr(state, "autocast_arguments", {}) or {}
         split = getattr(manager, "split_key_in_buffer", None)
-        count = unfused = 0
+        keys = []
         for key, amaxes in buffers.items():
             if split is not None:
                 key_forward, autocast_key = split(key)
             else:
                 head, _, autocast_key = key.partition("_")
                 key_forward = head == "forward"
-            if bool(key_forward) != bool(forward) or len(amaxes) == 0:
-                continue
-            count += 1
+            if bool(key_forward) == bool(forward) and len(amaxes) != 0:
+                keys.append(autocast_key)
+        if not keys:
+            return 0, 0
+        env_unfused = bool(int(os.getenv("NVTE_UNFUSED_FP8_UPDATE", "0") or "0"))
+        arguments = getattr(state, "autocast_arguments", {}) or {}
+        unfused = 0
+        for autocast_key in keys:
             recipe = arguments.get(autocast_key)
             recipe = recipe[0] if isinstance(recipe, tuple) else recipe
             if env_unfused or callable(getattr(recipe, "amax_compute_algo", None)) or \
                     callable(getattr(recipe, "scaling_factor_compute_algo", None)):
                 unfused += 1
-        return count, unfused
+        return len(keys), unfused
     except Exception:
         return 1, 0
 

@@ -24,6 +24,8 @@ so the audit knows which recipes ran (only DelayedScaling has global state updat
 
 from __future__ import annotations
 
+import functools
+import operator
 import sys
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
@@ -89,54 +91,72 @@ def recipe_watcher(send: Callable[[str], None]) -> Callable[[Any], None]:
     return seen
 
 
-NOT_FP8: Any = object()  # what fp8_computes' check returns for a call not computing in FP8 (a
-# sentinel: a TE whose get_fp8_recipe() gave None inside an FP8 autocast still computes in FP8)
+def state_reader(manager: Any) -> Callable[[], Tuple[bool, Any]]:
+    """(FP8 enabled, the open autocast's recipe or None) of TE's global FP8 state, read in one
+    C-level call where the release keeps it in a known place: class attributes of
+    FP8GlobalStateManager before TE 2.15, its FP8GlobalState `quantization_state` since (PR #2759);
+    else through the manager's is_fp8_enabled() (the recipe then None: ask get_fp8_recipe())."""
+    if hasattr(manager, "FP8_ENABLED") and hasattr(manager, "FP8_RECIPE"):
+        return functools.partial(operator.attrgetter("FP8_ENABLED", "FP8_RECIPE"), manager)
+    state = getattr(manager, "quantization_state", None)
+    if hasattr(state, "fp8_enabled") and hasattr(state, "fp8_recipe"):
+        return functools.partial(operator.attrgetter("quantization_state.fp8_enabled",
+                                                     "quantization_state.fp8_recipe"), manager)
+    return lambda: (manager.is_fp8_enabled(), None)
 
 
-def fp8_computes(manager: Any, attention: Tuple[type, ...]) -> Callable[[Any], Any]:
-    """Whether a TE module's call computes in FP8: the check returns the FP8 recipe it computes
-    under, else NOT_FP8; one read of TE's recipe per call in FP8. FP8 enabled and, for TE's
-    DotProductAttention (`attention`), a recipe that asks for FP8 attention (fp8_dpa, or fp8_mha
-    which forces it), as TE's own decides; inside an FP8 autocast without it attention runs in high
-    precision, so recomputing it outside FP8 changes nothing (Megatron's selective core_attn
-    recompute)."""
-
-    def computes(module: Any) -> Any:
-        if not manager.is_fp8_enabled():
-            return NOT_FP8
-        recipe = manager.get_fp8_recipe()
-        if attention and isinstance(module, attention):
-            if not (getattr(recipe, "fp8_dpa", False) or getattr(recipe, "fp8_mha", False)):
-                return NOT_FP8
-        return recipe
-
-    return computes
+def _entry(module: Any, ordinals: Dict[str, int]) -> List[Any]:
+    """A module's record, made at its first call: [name, FP8 state of its last forward, the mark
+    of a recompute in FP8 as its forward, the mark of one without FP8 as its forward]."""
+    cls = type(module).__name__
+    ordinals[cls] = ordinals.get(cls, 0) + 1
+    name = f"{cls}#{ordinals[cls]}"
+    entry = [name, None, mark_text(name, True, True), mark_text(name, False, False)]
+    module.__dict__[_ATTR] = entry
+    return entry
 
 
-def watcher(fp8_of: Callable[[Any], Any], in_backward: Callable[[], bool],
+def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int],
             send: Callable[[str], None],
-            recipe_seen: Callable[[Any], None] = lambda recipe: None) -> Callable[[Any], None]:
+            recipe_seen: Callable[[Any], None] = lambda recipe: None,
+            read: Optional[Callable[[], Tuple[bool, Any]]] = None) -> Callable[[Any], None]:
     """The check run before each TE module call (`module`): remembers whether its forward computed
-    in FP8, and compares a recompute against it; `fp8_of` gives the recipe of a call in FP8 (else
-    NOT_FP8), handed to `recipe_seen`."""
+    in FP8, and compares a recompute against it. FP8 state from `manager` (FP8GlobalStateManager,
+    through `read`, default state_reader(manager)); a call computes in FP8 when FP8 is enabled and,
+    for TE's DotProductAttention (`attention`), the recipe asks for FP8 attention (fp8_dpa, or
+    fp8_mha which forces it), as TE's own decides: inside an FP8 autocast without it attention
+    runs in high precision, so recomputing it outside FP8 changes nothing (Megatron's selective
+    core_attn recompute). `task_id`: PyTorch's current autograd task, -1 outside a backward pass
+    (a call inside one is a recompute). The recipe of each call in FP8 goes to `recipe_seen` when
+    it is not the previous call's. Runs at every module call: its common path reads the state
+    once and, on a recompute, sends a mark made at the module's first call."""
     ordinals: Dict[str, int] = {}
+    last: List[Any] = [None]
+    read = read if read is not None else state_reader(manager)
 
     def before_call(module: Any) -> None:
         entry = module.__dict__.get(_ATTR)
         if entry is None:
-            cls = type(module).__name__
-            ordinals[cls] = ordinals.get(cls, 0) + 1
-            entry = [f"{cls}#{ordinals[cls]}", None]
-            module.__dict__[_ATTR] = entry
-        recipe = fp8_of(module)
-        fp8 = recipe is not NOT_FP8
-        if fp8:
-            recipe_seen(recipe)
-        if not in_backward():
+            entry = _entry(module, ordinals)
+        enabled, recipe = read()
+        fp8 = False
+        if enabled:
+            if recipe is None:  # TE's own answer for an autocast without one: its default
+                recipe = manager.get_fp8_recipe()
+            if not (attention and isinstance(module, attention)) or \
+                    getattr(recipe, "fp8_dpa", False) or getattr(recipe, "fp8_mha", False):
+                fp8 = True
+                if recipe is not last[0]:
+                    last[0] = recipe
+                    recipe_seen(recipe)
+        if task_id() == -1:
             entry[1] = fp8
             return
         forward_fp8 = entry[1]
-        mismatch = forward_fp8 is not None and forward_fp8 != fp8
+        if forward_fp8 is fp8:
+            send(entry[2] if fp8 else entry[3])
+            return
+        mismatch = forward_fp8 is not None
         if mismatch:  # where the job's code called the module: one stack walk, on a mismatch only
             send(callsite.mark_text(callsite.user_site()))
         send(mark_text(entry[0], fp8, forward_fp8, checkpoint_on_stack() if mismatch else ""))
@@ -155,13 +175,13 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
     if graph_task is None:
         raise RuntimeError("this PyTorch cannot tell a recompute (no _current_graph_task_id)")
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
-    before_call = watcher(fp8_computes(manager, attention), lambda: graph_task() != -1,
-                          _nvtx.mark, recipe_watcher(_nvtx.mark))
+    send = _nvtx.sender()
+    before_call = watcher(manager, attention, graph_task, send, recipe_watcher(send))
     failed: list = []
 
     def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if switch.recording() and not compiling():
+            if switch._recording and not compiling():  # the flag itself: no call per module call
                 try:
                     before_call(self)
                 except Exception as e:  # the check must never break the job

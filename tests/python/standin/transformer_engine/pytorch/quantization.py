@@ -25,6 +25,7 @@ class FP8GlobalState:
     is_first_fp8_module: bool = False
     fp8_graph_capturing: bool = False
     autocast_depth: int = 0
+    global_amax_buffer: Dict[str, list] = field(default_factory=dict)  # TE's: newest amax rows
     global_amax_history_buffer: Dict[str, list] = field(default_factory=dict)
     global_scale_buffer: Dict[str, list] = field(default_factory=dict)
     fp8_tensors_recompute_buffer: list = field(default_factory=list)
@@ -119,6 +120,7 @@ class FP8GlobalStateManager:
         for forward in (True, False):
             state = fp8_meta["scaling_fwd" if forward else "scaling_bwd"]
             key = cls.get_buffer_key(forward, fp8_meta["recipe"])
+            gstate.global_amax_buffer.setdefault(key, []).append(state.amax_history[0])
             gstate.global_amax_history_buffer.setdefault(key, []).append(state.amax_history)
             gstate.global_scale_buffer.setdefault(key, []).append(state.scale)
             gstate.autocast_arguments[repr(fp8_meta["recipe"])] = fp8_meta["recipe"]
