@@ -311,6 +311,7 @@ std::string EventLine(const v1::Event& e, uint64_t base_ns) {
       return m == v1::FP8_ON ? "on" : m == v1::FP8_OFF ? "off" : "not known";
     };
     line += std::string(" FP8 ") + on(e.fp8()) + " (forward: " + on(e.forward_fp8()) + ")";
+    if (!e.context().empty()) line += " context differs: " + Printable(e.context(), 32);
   }
   if (e.failed()) line += " (exception)";
   if (!e.detail().empty()) {

@@ -27,7 +27,8 @@ class RecomputePrecision {
   void Reset() { *this = RecomputePrecision(); }
 
   uint64_t recomputes() const { return recomputes_; }
-  // Recomputes whose FP8 state differs from their original forward's (both known).
+  // Recomputes whose FP8 state differs from their original forward's (both known), or that ran
+  // in FP8 as it did but under another recipe (context "recipe").
   uint64_t changes() const { return changes_; }
 
   // The microbatch's explanation: "3 module recomputes ran with FP8 off where their forward ran
@@ -41,11 +42,13 @@ class RecomputePrecision {
     std::string module;
     std::string checkpoint;
     std::string site;
-    bool fp8 = false;  // in the recompute
+    bool fp8 = false;           // in the recompute
+    bool other_recipe = false;  // in FP8 as its forward, under another recipe
   };
   uint64_t recomputes_ = 0;
   uint64_t changes_ = 0;
-  uint64_t to_off_ = 0;  // of the changes: FP8 on in the forward, off in the recompute
+  uint64_t to_off_ = 0;        // of the changes: FP8 on in the forward, off in the recompute
+  uint64_t other_recipe_ = 0;  // of the changes: in FP8 both, under another recipe
   std::vector<Change> kept_;
 };
 

@@ -183,6 +183,7 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_fp8(mode(nvtx::kKeyFp8));
       e->set_forward_fp8(mode(nvtx::kKeyForwardFp8));
       e->set_detail(KeyValue(raw.Text(), nvtx::kKeyCheckpoint));
+      e->set_context(KeyValue(raw.Text(), nvtx::kKeyContext));
       return true;
     }
     case RawKind::kHookAbsent:

@@ -120,6 +120,9 @@ inline constexpr char kKeyUnfused[] = "unfused";
 inline constexpr char kKeyFp8[] = "fp8";
 inline constexpr char kKeyForwardFp8[] = "forward_fp8";
 inline constexpr char kKeyCheckpoint[] = "checkpoint";
+// What else of a recomputed module's quantization context differs from its forward's.
+inline constexpr char kKeyContext[] = "context";
+inline constexpr char kContextRecipe[] = "recipe";  // another recipe class, or other parameters
 
 // Whether `text` is message `name`, alone or followed by a space and keys.
 constexpr bool IsMessage(std::string_view text, std::string_view name) {

@@ -256,6 +256,23 @@ TEST(HookProbe, RecomputeMarksRecordTheModuleAndBothFp8States) {
   EXPECT_EQ(e[1].detail(), "");
 }
 
+TEST(HookProbe, RecomputeMarksRecordAContextThatDiffersFromTheForwards) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* autograd = sink.Thread(2, true);
+  sink.Use(autograd);
+  EXPECT_TRUE(hook.OnMark(autograd,
+                          "fp8audit.te.recompute module=Linear#2 fp8=1 forward_fp8=1 "
+                          "context=recipe checkpoint=torch.utils.checkpoint"));
+  EXPECT_TRUE(hook.OnMark(autograd, "fp8audit.te.recompute module=Linear#1 fp8=1 forward_fp8=1"));
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].context(), nvtx::kContextRecipe);
+  EXPECT_EQ(e[0].fp8(), e[0].forward_fp8());
+  EXPECT_EQ(e[0].detail(), "torch.utils.checkpoint");
+  EXPECT_EQ(e[1].context(), "");  // the forward's context
+}
+
 TEST(HookProbe, SiteMarksKeepTheWholeSiteSpacesIncludedAndAnEmptyOne) {
   TestSink sink;
   HookProbe hook(&sink);

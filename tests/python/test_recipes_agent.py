@@ -44,7 +44,12 @@ JOB = textwrap.dedent(f"""
                         x = layer(x)
                     else:
                         x = checkpoint(layer, x, use_reentrant=True)
-            x.float().pow(2).mean().backward()
+            if "--backward-e4m3" in sys.argv:  # the backward in an autocast of its own (TE #1568)
+                with te.autocast(enabled=True, recipe=recipe.Float8CurrentScaling(
+                        fp8_format=recipe.Format.E4M3)):
+                    x.float().pow(2).mean().backward()
+            else:
+                x.float().pow(2).mean().backward()
 """)
 
 
@@ -54,8 +59,7 @@ def run(tmp_path: Path, *args: str) -> Dict[str, Any]:
         pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
     job = tmp_path / "job.py"
     job.write_text(JOB)
-    # The stand-in runs on the CPU: on a GPU host torch.cuda would carry the hook's update ranges,
-    # and the stand-in's state (no global_amax_buffer) reads as one update per call.
+    # The stand-in runs on the CPU: on a GPU host torch.cuda would carry the hook's marks.
     r = audit(tmp_path / "t", [str(job), *args], CUDA_VISIBLE_DEVICES="",
               PYTHONPATH=os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]))
     rep = report(tmp_path / "t")
@@ -81,6 +85,23 @@ def test_current_scaling_recomputed_outside_fp8_fails_on_its_recomputes(tmp_path
     assert "6 module recomputes checked" in notes, notes
     violations = rep["ranks"][0]["violations"]
     assert {v["kind"] for v in violations} == {"RECOMPUTE_PRECISION"}, violations
+
+
+def test_recomputes_in_fp8_under_another_recipe_than_the_forward_fail(tmp_path: Path) -> None:
+    rep = run(tmp_path, "--backward-e4m3")
+    assert rep["returncode"] == 3, rep["stderr"]
+    assert rows(rep) == [(3, 3, "FAIL"), (3, 3, "FAIL")]
+    violations = rep["ranks"][0]["violations"]
+    assert {v["kind"] for v in violations} == {"RECOMPUTE_PRECISION"}, violations
+    assert "(3 in FP8 under another recipe)" in violations[0]["message"], violations
+    why = "\n".join(rep["ranks"][0]["microbatches"][0]["explanations"])
+    assert "Linear#3 FP8 on under another recipe in torch.utils.checkpoint" in why, why
+
+
+def test_under_the_fix_recomputes_run_under_the_forwards_recipe(tmp_path: Path) -> None:
+    rep = run(tmp_path, "--patch", "--backward-e4m3")
+    assert rep["returncode"] == 0, rep["stderr"]
+    assert rows(rep) == [(3, 0, "PASS"), (3, 0, "PASS")]
 
 
 def test_current_scaling_under_the_fix_passes_on_its_recomputes(tmp_path: Path) -> None:

@@ -66,7 +66,15 @@ JOB = textwrap.dedent("""
                 x = layer(x)
             else:
                 x = checkpoint(layer, x, use_reentrant="--non-reentrant" not in sys.argv)
-    x.float().pow(2).mean().backward()
+    if "--backward-in" in sys.argv:  # the backward (and so torch's recompute) in an autocast of
+        # its own: DelayedScaling with another margin, or another recipe class (TE issue #1568)
+        kind = sys.argv[sys.argv.index("--backward-in") + 1]
+        again = {"margin": recipe.DelayedScaling(margin=1), "current": recipe.Float8CurrentScaling(),
+                 "same": recipe.DelayedScaling()}[kind]
+        with te.autocast(enabled=True, recipe=again):
+            x.float().pow(2).mean().backward()
+    else:
+        x.float().pow(2).mean().backward()
     print(json.dumps(fp8audit._nvtx.NVTX.marks))
 """)
 
@@ -95,10 +103,37 @@ def test_torch_checkpoint_recompute_outside_fp8_is_marked_with_module_and_checkp
             "checkpoint=torch.utils.checkpoint"], mode
 
 
+def test_a_recompute_in_fp8_under_another_recipe_than_its_forward_is_marked_context_recipe(
+        tmp_path):
+    for kind in ("current", "margin"):
+        assert run_job(tmp_path, "--backward-in", kind) == [
+            f"fp8audit.te.recompute module=Linear#{n} fp8=1 forward_fp8=1 context=recipe "
+            "checkpoint=torch.utils.checkpoint" for n in (2, 1)], kind
+
+
+def test_a_recompute_under_an_equal_recipe_object_is_no_change(tmp_path):
+    # A new DelayedScaling() with the forward's parameters: the same quantization.
+    assert run_job(tmp_path, "--backward-in", "same") == [
+        f"fp8audit.te.recompute module=Linear#{n} fp8=1 forward_fp8=1" for n in (2, 1)]
+
+
+def test_a_mark_too_long_for_the_agent_leaves_the_checkpoint_out():
+    sys.path.insert(0, str(ROOT / "python"))
+    from fp8audit.hook import recompute
+
+    name = "LayerNormLinearWithALongName#12"
+    text = recompute.mark_text(name, True, True, "megatron.tensor_parallel.checkpoint", "recipe")
+    assert text == f"{recompute.MARK} module={name} fp8=1 forward_fp8=1 context=recipe"
+    short = recompute.mark_text("Linear#1", True, True, "torch.utils.checkpoint", "recipe")
+    assert short.endswith(" context=recipe checkpoint=torch.utils.checkpoint")
+    assert len(short) <= recompute.MARK_LIMIT
+
+
 def test_a_recompute_in_another_fp8_state_is_located_in_the_jobs_code_first(tmp_path):
     # On the CPU the autograd engine runs on the thread that called backward(): the job's own
     # innermost frame is that call (in a model, the line of its forward that calls the module).
-    line = JOB.splitlines().index("x.float().pow(2).mean().backward()") + 1
+    line = max(i for i, text in enumerate(JOB.splitlines())  # the plain backward, the last one
+               if text.strip() == "x.float().pow(2).mean().backward()") + 1
     site = f"fp8audit.te.site site={tmp_path.name}/job.py:{line} in <module>"
     marks = run_job(tmp_path, prefix="fp8audit.te.")
     assert marks == ["fp8audit.te.recipe recipe=DelayedScaling",
@@ -149,6 +184,13 @@ def test_under_the_fix_torch_checkpoint_recomputes_in_fp8(tmp_path):
         marks = run_job(tmp_path, "--patch", *mode)
         assert marks == ["fp8audit.te.recompute module=Linear#2 fp8=1 forward_fp8=1",
                          "fp8audit.te.recompute module=Linear#1 fp8=1 forward_fp8=1"], mode
+
+
+def test_under_the_fix_torch_checkpoint_recomputes_under_its_forwards_recipe(tmp_path):
+    if not os.environ.get("FP8AUDIT_MODEL_LIB"):
+        pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
+    assert run_job(tmp_path, "--patch", "--backward-in", "current") == [
+        f"fp8audit.te.recompute module=Linear#{n} fp8=1 forward_fp8=1" for n in (2, 1)]
 
 
 def test_a_forward_without_fp8_recomputed_without_it_is_no_change(tmp_path):

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "fp8audit/nvtx_grammar.h"
 #include "reports/auditor.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
@@ -44,6 +45,28 @@ TEST(RecomputePrecision, OnlyRecomputesWhoseKnownStatesDifferAreChanges) {
                        "Linear#3 FP8 off in torch.utils.checkpoint, Linear#4 FP8 on in "
                        "unknown checkpoint"))
       << why;
+}
+
+TEST(RecomputePrecision, ARecomputeInFp8UnderAnotherRecipeIsAChangeNamedSo) {
+  RecomputePrecision p;
+  v1::Event other = Recompute("Linear#2", v1::FP8_ON, v1::FP8_ON, "torch.utils.checkpoint");
+  other.set_context(nvtx::kContextRecipe);
+  p.Add(Recompute("Linear#1", v1::FP8_ON, v1::FP8_ON, ""));
+  p.Add(other);
+  EXPECT_EQ(p.changes(), 1u);
+  EXPECT_EQ(p.ViolationMessage(),
+            "1 module recompute of 2 ran in another FP8 state than the forward (1 in FP8 under "
+            "another recipe)");
+  const std::string why = p.Explanation();
+  EXPECT_TRUE(Contains(why, "harmful (a recompute under another FP8 recipe")) << why;
+  EXPECT_FALSE(Contains(why, "restored torch's autocast")) << why;  // not this cause
+  EXPECT_TRUE(Contains(why, "Linear#2 FP8 on under another recipe in torch.utils.checkpoint"))
+      << why;
+  p.Add(Recompute("Linear#3", v1::FP8_OFF, v1::FP8_ON, "c"));  // both causes: both said
+  EXPECT_TRUE(Contains(p.ViolationMessage(),
+                       "(1 with FP8 off where it was on; 1 in FP8 under another recipe)"))
+      << p.ViolationMessage();
+  EXPECT_TRUE(Contains(p.Explanation(), "restored torch's autocast")) << p.Explanation();
 }
 
 TEST(RecomputePrecision, DescribesTheFirstChangesAndCountsTheRest) {

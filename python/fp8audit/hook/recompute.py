@@ -8,11 +8,13 @@ precision that no update count shows. Each call of a TE module records whether F
 a call made while PyTorch's autograd engine runs a backward pass is a recompute, and sends one
 NVTX mark
 
-    fp8audit.te.recompute module=<Class>#<n> fp8=<0|1> forward_fp8=<0|1>[ checkpoint=<where>]
+    fp8audit.te.recompute module=<Class>#<n> fp8=<0|1> forward_fp8=<0|1>[ context=recipe]
+        [ checkpoint=<where>]
 
 (n: the module's place among the TE modules of its class, in the order of their first call;
-checkpoint, on a mismatch only: the checkpoint implementation found on the Python stack). A
-mismatch's mark follows a call-site mark (hook/callsite.py): the line of the job's code that called
+context=recipe: both in FP8, but under recipes of another class or other parameters (TE issue
+#1568: a recompute under the backward's autocast); checkpoint, on a mismatch only: the checkpoint
+implementation found on the Python stack). A mismatch's mark follows a call-site mark (hook/callsite.py): the line of the job's code that called
 the module. The agent records it as a MODULE_RECOMPUTE event; the audit calls a mismatch
 harmful.
 
@@ -51,12 +53,27 @@ def checkpoint_on_stack(frame: Optional[Any] = None) -> str:
     return "unknown"
 
 
-def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str = "") -> str:
+MARK_LIMIT = 119  # characters of a mark's text the agent keeps
+CONTEXT_RECIPE = "recipe"  # context=: the recompute's recipe is not its forward's
+
+
+def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str = "",
+              context: str = "") -> str:
     """The NVTX mark the agent reads for a TE module recomputed in backward: its name, whether it
-    computes in FP8 now and did in its forward ("?": not seen), and the checkpoint recomputing it."""
+    computes in FP8 now and did in its forward ("?": not seen), what else of its quantization
+    context differs (CONTEXT_RECIPE), and the checkpoint recomputing it, left out where the mark
+    would not fit the agent's MARK_LIMIT."""
     text = f"{MARK} module={name} fp8={int(fp8)}"
     text += f" forward_fp8={int(forward_fp8)}" if forward_fp8 is not None else " forward_fp8=?"
-    return text + (f" checkpoint={checkpoint}" if checkpoint else "")
+    text += f" context={context}" if context else ""
+    where = f" checkpoint={checkpoint}" if checkpoint else ""
+    return text + where if len(text) + len(where) <= MARK_LIMIT else text
+
+
+def recipe_key(recipe: Any) -> str:
+    """What identifies a recipe's quantization: TE's class and its parameters (TE's recipes are
+    dataclasses whose repr lists them)."""
+    return f"{recipe_class(recipe)}:{recipe!r}"
 
 
 def recipe_class(recipe: Any) -> str:
@@ -107,11 +124,12 @@ def state_reader(manager: Any) -> Callable[[], Tuple[bool, Any]]:
 
 def _entry(module: Any, ordinals: Dict[str, int]) -> List[Any]:
     """A module's record, made at its first call: [name, FP8 state of its last forward, the mark
-    of a recompute in FP8 as its forward, the mark of one without FP8 as its forward]."""
+    of a recompute in FP8 as its forward, the mark of one without FP8 as its forward, the recipe
+    of its last forward (None: not in FP8)]."""
     cls = type(module).__name__
     ordinals[cls] = ordinals.get(cls, 0) + 1
     name = f"{cls}#{ordinals[cls]}"
-    entry = [name, None, mark_text(name, True, True), mark_text(name, False, False)]
+    entry = [name, None, mark_text(name, True, True), mark_text(name, False, False), None]
     module.__dict__[_ATTR] = entry
     return entry
 
@@ -133,6 +151,17 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     ordinals: Dict[str, int] = {}
     last: List[Any] = [None]
     read = read if read is not None else state_reader(manager)
+    keys: Dict[int, Tuple[Any, str]] = {}  # id(recipe) -> (recipe, recipe_key): few recipes
+
+    def same_recipe(a: Any, b: Any) -> bool:
+        if a is b:
+            return True
+        for r in (a, b):
+            if id(r) not in keys:
+                if len(keys) >= 64:  # a job making a recipe per call: keep the table small
+                    keys.clear()
+                keys[id(r)] = (r, recipe_key(r))
+        return keys[id(a)][1] == keys[id(b)][1]
 
     def before_call(module: Any) -> None:
         entry = module.__dict__.get(_ATTR)
@@ -151,15 +180,20 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
                     recipe_seen(recipe)
         if task_id() == -1:
             entry[1] = fp8
+            entry[4] = recipe if fp8 else None
             return
         forward_fp8 = entry[1]
+        context = ""
         if forward_fp8 is fp8:
-            send(entry[2] if fp8 else entry[3])
-            return
+            if not fp8 or same_recipe(recipe, entry[4]):
+                send(entry[2] if fp8 else entry[3])
+                return
+            context = CONTEXT_RECIPE
         mismatch = forward_fp8 is not None
         if mismatch:  # where the job's code called the module: one stack walk, on a mismatch only
             send(callsite.mark_text(callsite.user_site()))
-        send(mark_text(entry[0], fp8, forward_fp8, checkpoint_on_stack() if mismatch else ""))
+        send(mark_text(entry[0], fp8, forward_fp8, checkpoint_on_stack() if mismatch else "",
+                       context))
 
     return before_call
 
