@@ -129,8 +129,8 @@ def main(argv: List[str] | None = None) -> int:
                    "cProfile, fp8audit's functions by cumulative time")
     p.add_argument("--calls", action="store_true", help="instead: the Python functions (and "
                    "built-ins) each arm adds per module call over one step, counted by "
-                   "sys.setprofile on the step's thread (on CUDA autograd's own thread, where recomputes run, "
-                   "is not seen): a figure that does not depend on the machine")
+                   "sys.setprofile on the step's thread (on CUDA autograd's own thread, where "
+                   "recomputes run, is not seen): a figure that does not depend on the machine")
     p.add_argument("--inside", action="store_true", help="a fourth arm, timed: TE's own call "
                    "after the same check, the check's own time summed inside the step")
     p.add_argument("--json", action="store_true", help="one JSON line instead of the table")
