@@ -294,3 +294,38 @@ def test_the_fp8_state_is_read_where_the_release_keeps_it():
     Since215.quantization_state.fp8_enabled = True
     assert recompute.state_reader(Since215)() == (True, None)
     assert recompute.state_reader(OnlyMethods)() == (True, None)
+
+
+def test_recipe_objects_made_per_call_never_break_the_check():
+    # A job that makes a recipe object per autocast: the check's table of recipe keys fills and
+    # is emptied; the two recipes it compares are both kept whenever that happens.
+    sys.path.insert(0, str(ROOT / "python"))
+    from dataclasses import dataclass
+
+    from fp8audit.hook import recompute
+
+    @dataclass
+    class DelayedScaling:
+        margin: int = 0
+
+    state = {"recipe": None, "task": -1}
+    marks = []
+    check = recompute.watcher(object, (), lambda: state["task"], marks.append,
+                              read=lambda: (True, state["recipe"]))
+    module = type("Linear", (), {})()
+
+    def step(forward, again):
+        state.update(recipe=forward, task=-1)
+        check(module)
+        state.update(recipe=again, task=3)
+        check(module)
+
+    kept = DelayedScaling()
+    step(kept, DelayedScaling())
+    step(kept, DelayedScaling())  # one recipe known, one new: the table's count turns odd
+    for _ in range(100):
+        step(DelayedScaling(), DelayedScaling())
+    step(DelayedScaling(), DelayedScaling(margin=1))
+    assert marks[:-2] == [f"{recompute.MARK} module=Linear#1 fp8=1 forward_fp8=1"] * 102
+    assert marks[-2].startswith("fp8audit.te.site site=")  # a change: where the job called it
+    assert " context=recipe " in marks[-1]

@@ -14,9 +14,9 @@ NVTX mark
 (n: the module's place among the TE modules of its class, in the order of their first call;
 context=recipe: both in FP8, but under recipes of another class or other parameters (TE issue
 #1568: a recompute under the backward's autocast); checkpoint, on a mismatch only: the checkpoint
-implementation found on the Python stack). A mismatch's mark follows a call-site mark (hook/callsite.py): the line of the job's code that called
-the module. The agent records it as a MODULE_RECOMPUTE event; the audit calls a mismatch
-harmful.
+implementation found on the Python stack). A mismatch's mark follows a call-site mark
+(hook/callsite.py): the line of the job's code that called the module. The agent records it as a
+MODULE_RECOMPUTE event; the audit calls a mismatch harmful.
 
 The same check also names the FP8 recipe each module runs under, once per recipe class:
 
@@ -153,15 +153,16 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     read = read if read is not None else state_reader(manager)
     keys: Dict[int, Tuple[Any, str]] = {}  # id(recipe) -> (recipe, recipe_key): few recipes
 
+    def key_of(recipe: Any) -> str:
+        known = keys.get(id(recipe))
+        if known is None:
+            if len(keys) >= 64:  # a job making a recipe per call: keep the table small
+                keys.clear()
+            known = keys[id(recipe)] = (recipe, recipe_key(recipe))
+        return known[1]
+
     def same_recipe(a: Any, b: Any) -> bool:
-        if a is b:
-            return True
-        for r in (a, b):
-            if id(r) not in keys:
-                if len(keys) >= 64:  # a job making a recipe per call: keep the table small
-                    keys.clear()
-                keys[id(r)] = (r, recipe_key(r))
-        return keys[id(a)][1] == keys[id(b)][1]
+        return a is b or key_of(a) == key_of(b)
 
     def before_call(module: Any) -> None:
         entry = module.__dict__.get(_ATTR)
