@@ -63,7 +63,6 @@ def mark(message: str) -> None:
             pass
 
 
-
 def sender() -> Callable[[str], None]:
     """mark(), resolved once for a caller that marks often (the hook's check of every module call):
     the mark function of the route mark() takes now, called directly (torch's NVTX, or
