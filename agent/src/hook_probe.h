@@ -3,9 +3,10 @@
 // (kHook*, keys). The NVTX probe hands these messages here:
 //   mark   "fp8audit.te te=<version>"                     TE was imported (TE_VERSION)
 //   mark   "fp8audit.patch te=<version> semantics=<s>"    fp8audit.te.patch() applied (TE_PATCHED)
-//   mark   "fp8audit.te.recompute module=<m> fp8=<0|1> forward_fp8=<0|1|?>[ checkpoint=<c>]"
-//          a TE module ran again in backward (a checkpoint recompute), with FP8 on or off, its
-//          original forward with it on or off (MODULE_RECOMPUTE)
+//   mark   "fp8audit.te.recompute module=<m> fp8=<0|1> forward_fp8=<0|1|?>[ context=recipe]
+//          [ checkpoint=<c>]"  a TE module ran again in backward (a checkpoint recompute), with FP8
+//          on or off, its original forward with it on or off, both in FP8 under other recipes
+//          (context=recipe) (MODULE_RECOMPUTE); keys in any order
 //   range  "fp8audit.te.update pass=forward|backward count=<N> unfused=<U>"
 //          pushed before FP8GlobalStateManager.reduce_and_update_fp8_tensors runs and popped after
 //          it returns: N updates (autocast keys with amaxes to reduce in that direction), U of

@@ -4,7 +4,7 @@ a call that fails returns False and never fails the job."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from fp8audit import _markers
 
@@ -67,7 +67,7 @@ def sender() -> Callable[[str], None]:
     """mark(), resolved once for a caller that marks often (the hook's check of every module call):
     the mark function of the route mark() takes now, called directly (torch's NVTX, or
     libfp8audit_markers.so's), else mark() itself. A mark that fails there goes through mark(),
-    which handles the failure."""
+    which handles the failure, as does every later one: the direct route is not tried again."""
     if NVTX is not None:
         return mark
     nvtx = _functions()
@@ -85,10 +85,13 @@ def sender() -> Callable[[str], None]:
         def direct(message: str) -> None:
             native(message.encode("utf-8", "replace"))
 
+    route: List[Callable[[str], None]] = [direct]
+
     def send(message: str) -> None:
         try:
-            direct(message)
+            route[0](message)
         except Exception:  # NVTX is optional: never fail the job for it
+            route[0] = mark
             mark(message)
 
     return send

@@ -210,6 +210,8 @@ def test_frequent_marks_go_straight_to_torchs_nvtx_function_and_fall_back_when_i
     send("bad")
     assert sent == ["a"]  # torch.cuda.nvtx.mark's own body, without it
     assert fallback == ["bad"]  # the failed one through mark(): NVTX's failure is handled there
+    send("c")
+    assert sent == ["a"] and fallback == ["bad", "c"]  # after a failure, mark() only
 
 
 def test_with_a_test_nvtx_frequent_marks_go_through_mark(monkeypatch):

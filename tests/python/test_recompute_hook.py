@@ -297,8 +297,8 @@ def test_the_fp8_state_is_read_where_the_release_keeps_it():
 
 
 def test_recipe_objects_made_per_call_never_break_the_check():
-    # A job that makes a recipe object per autocast: the check's table of recipe keys fills and
-    # is emptied; the two recipes it compares are both kept whenever that happens.
+    # A job that makes a recipe object per autocast: every pair is compared by its parameters,
+    # however many recipe objects the job makes.
     sys.path.insert(0, str(ROOT / "python"))
     from dataclasses import dataclass
 
@@ -329,3 +329,71 @@ def test_recipe_objects_made_per_call_never_break_the_check():
     assert marks[:-2] == [f"{recompute.MARK} module=Linear#1 fp8=1 forward_fp8=1"] * 102
     assert marks[-2].startswith("fp8audit.te.site site=")  # a change: where the job called it
     assert " context=recipe " in marks[-1]
+
+
+def recompute_marks(forward, again, module_class="Linear", attention=()):
+    """The marks of one module's forward under `forward` and its recompute under `again`."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from fp8audit.hook import recompute
+
+    state = {"recipe": forward, "task": -1}
+    marks = []
+    check = recompute.watcher(object, attention, lambda: state["task"], marks.append,
+                              read=lambda: (True, state["recipe"]))
+    module = type(module_class, attention, {})() if attention else type(module_class, (), {})()
+    check(module)
+    state.update(recipe=again, task=3)
+    check(module)
+    return [m for m in marks if m.startswith(recompute.MARK)]
+
+
+def standin_recipes():
+    sys.path.insert(0, str(STANDIN))
+    from transformer_engine.common import recipe
+
+    return recipe
+
+
+def test_recipes_differing_only_in_a_field_their_repr_leaves_out_are_other_recipes():
+    # TE's DelayedScaling.__repr__ does not show amax_compute_algo: its fields still tell.
+    recipe = standin_recipes()
+    [mark] = recompute_marks(recipe.DelayedScaling(amax_compute_algo="max"),
+                             recipe.DelayedScaling(amax_compute_algo="most_recent"))
+    assert " context=recipe" in mark
+
+
+def test_fp8_attention_fields_change_the_recipe_of_attention_only():
+    recipe = standin_recipes()
+    forward, again = recipe.DelayedScaling(), recipe.DelayedScaling(fp8_dpa=True, fp8_mha=True)
+    [linear] = recompute_marks(forward, again)
+    assert " context=" not in linear  # a Linear does not read fp8_dpa / fp8_mha
+
+    class DotProductAttention:
+        pass
+
+    [attention] = recompute_marks(recipe.DelayedScaling(fp8_dpa=True), again,
+                                  "DotProductAttention", (DotProductAttention,))
+    assert " context=recipe" in attention
+
+
+def test_a_recipe_whose_repr_fails_is_compared_by_its_class():
+    class Broken:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    class Other(Broken):
+        pass
+
+    [same] = recompute_marks(Broken(), Broken())
+    [other] = recompute_marks(Broken(), Other())
+    assert " context=" not in same and " context=recipe" in other
+
+
+def test_a_module_name_too_long_for_the_agent_is_shortened_and_its_states_kept():
+    sys.path.insert(0, str(ROOT / "python"))
+    from fp8audit.hook import recompute
+
+    text = recompute.mark_text("L" * 200 + "#1", True, False, "torch.utils.checkpoint", "recipe")
+    assert len(text) <= recompute.MARK_LIMIT
+    assert text.endswith(" fp8=1 forward_fp8=0 context=recipe")
+    assert f"{recompute.MARK} module=LLL" in text

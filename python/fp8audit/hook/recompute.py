@@ -26,6 +26,7 @@ so the audit knows which recipes ran (only DelayedScaling has global state updat
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import sys
@@ -62,18 +63,34 @@ def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str
     """The NVTX mark the agent reads for a TE module recomputed in backward: its name, whether it
     computes in FP8 now and did in its forward ("?": not seen), what else of its quantization
     context differs (CONTEXT_RECIPE), and the checkpoint recomputing it, left out where the mark
-    would not fit the agent's MARK_LIMIT."""
-    text = f"{MARK} module={name} fp8={int(fp8)}"
-    text += f" forward_fp8={int(forward_fp8)}" if forward_fp8 is not None else " forward_fp8=?"
-    text += f" context={context}" if context else ""
+    would not fit the agent's MARK_LIMIT (where even then it would not, the name is shortened:
+    the states after it are what the audit judges)."""
+    states = f" fp8={int(fp8)}"
+    states += f" forward_fp8={int(forward_fp8)}" if forward_fp8 is not None else " forward_fp8=?"
+    states += f" context={context}" if context else ""
+    text = f"{MARK} module={name[:max(1, MARK_LIMIT - len(MARK) - 8 - len(states))]}{states}"
     where = f" checkpoint={checkpoint}" if checkpoint else ""
     return text + where if len(text) + len(where) <= MARK_LIMIT else text
 
 
-def recipe_key(recipe: Any) -> str:
-    """What identifies a recipe's quantization: TE's class and its parameters (TE's recipes are
-    dataclasses whose repr lists them)."""
-    return f"{recipe_class(recipe)}:{recipe!r}"
+ATTENTION_ONLY = ("fp8_dpa", "fp8_mha")  # recipe fields only TE's attention reads
+
+
+def recipe_key(recipe: Any, attention: bool = True) -> str:
+    """What identifies a recipe's quantization for a module: TE's class and the value of each of
+    its fields (TE's recipes are dataclasses; DelayedScaling's own repr leaves out
+    amax_compute_algo and scaling_factor_compute_algo), its repr where it is no dataclass. Without
+    `attention` (any module but TE's DotProductAttention) the fields only attention reads are left
+    out. A recipe whose fields cannot be read is keyed by its class alone."""
+    name = recipe_class(recipe)
+    try:
+        if not dataclasses.is_dataclass(recipe):
+            return f"{name}:{recipe!r}"
+        return name + ":" + ",".join(
+            f"{field.name}={getattr(recipe, field.name, None)!r}"
+            for field in dataclasses.fields(recipe) if attention or field.name not in ATTENTION_ONLY)
+    except Exception:  # a job's recipe with a failing repr: its class still tells classes apart
+        return name
 
 
 def recipe_class(recipe: Any) -> str:
@@ -151,18 +168,14 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     ordinals: Dict[str, int] = {}
     last: List[Any] = [None]
     read = read if read is not None else state_reader(manager)
-    keys: Dict[int, Tuple[Any, str]] = {}  # id(recipe) -> (recipe, recipe_key): few recipes
 
-    def key_of(recipe: Any) -> str:
-        known = keys.get(id(recipe))
-        if known is None:
-            if len(keys) >= 64:  # a job making a recipe per call: keep the table small
-                keys.clear()
-            known = keys[id(recipe)] = (recipe, recipe_key(recipe))
-        return known[1]
-
-    def same_recipe(a: Any, b: Any) -> bool:
-        return a is b or key_of(a) == key_of(b)
+    def same_recipe(a: Any, b: Any, module: Any) -> bool:
+        """The same object, or equal keys, made afresh (no table to fill or go stale); only for a
+        recompute under another recipe object than its forward's."""
+        if a is b:
+            return True
+        full = bool(attention) and isinstance(module, attention)
+        return recipe_key(a, full) == recipe_key(b, full)
 
     def before_call(module: Any) -> None:
         entry = module.__dict__.get(_ATTR)
@@ -186,7 +199,7 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
         forward_fp8 = entry[1]
         context = ""
         if forward_fp8 is fp8:
-            if not fp8 or same_recipe(recipe, entry[4]):
+            if not fp8 or same_recipe(recipe, entry[4], module):
                 send(entry[2] if fp8 else entry[3])
                 return
             context = CONTEXT_RECIPE
