@@ -9,8 +9,12 @@ BEFORE_PR_3284: TE 2.17's recompute globals, before PR #3284 (TE 2.19), with BEF
 BEFORE_PR_2759: TE 2.14's global FP8 state, before PR #2759 (TE 2.15) moved it into the
 FP8GlobalState dataclass: class attributes of FP8GlobalStateManager (IS_FIRST_FP8_MODULE,
 AUTOCAST_DEPTH, FP8_RECIPE, fp8_tensors_recompute_buffer, ...); FP8GlobalStateManager.reset()
-lays the state out as the flag says."""
+lays the state out as the flag says.
+COMPUTE_CAPABILITY: the device the stand-in's TE believes it runs on, for its default recipe
+(quantization.get_default_fp8_recipe, as TE 2.20.2's: MXFP8 on 10.x and 11.x, current scaling on
+12.0 and later, DelayedScaling before 10.0)."""
 
 BEFORE_PR_3394 = False
 BEFORE_PR_3284 = False
 BEFORE_PR_2759 = False
+COMPUTE_CAPABILITY = (9, 0)

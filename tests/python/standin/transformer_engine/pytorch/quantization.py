@@ -9,10 +9,17 @@ from typing import Any, Dict, Optional
 import torch
 
 from . import _release
-from ..common.recipe import DelayedScaling, Recipe
+from ..common.recipe import DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Recipe
 
 
 def get_default_fp8_recipe() -> Recipe:
+    """TE 2.20.2's choice by the device: MXFP8 where it is supported (10.0 up to 12.0), current
+    scaling from 12.0, DelayedScaling below 10.0. A new object at each call, as TE's."""
+    capability = _release.COMPUTE_CAPABILITY
+    if (10, 0) <= capability < (12, 0):
+        return MXFP8BlockScaling()
+    if capability >= (12, 0):
+        return Float8CurrentScaling()
     return DelayedScaling()
 
 
