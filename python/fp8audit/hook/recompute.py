@@ -68,7 +68,8 @@ def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str
     states = f" fp8={int(fp8)}"
     states += f" forward_fp8={int(forward_fp8)}" if forward_fp8 is not None else " forward_fp8=?"
     states += f" context={context}" if context else ""
-    text = f"{MARK} module={name[:max(1, MARK_LIMIT - len(MARK) - 8 - len(states))]}{states}"
+    prefix = f"{MARK} module="
+    text = prefix + name[:max(1, MARK_LIMIT - len(prefix) - len(states))] + states
     where = f" checkpoint={checkpoint}" if checkpoint else ""
     return text + where if len(text) + len(where) <= MARK_LIMIT else text
 

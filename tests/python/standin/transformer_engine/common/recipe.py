@@ -22,18 +22,6 @@ class Recipe:
     def delayed(self) -> bool:
         return isinstance(self, DelayedScaling)
 
-    def float8_current_scaling(self) -> bool:
-        return isinstance(self, Float8CurrentScaling)
-
-    def float8_block_scaling(self) -> bool:
-        return isinstance(self, Float8BlockScaling)
-
-    def mxfp8(self) -> bool:
-        return isinstance(self, MXFP8BlockScaling)
-
-    def nvfp4(self) -> bool:
-        return isinstance(self, NVFP4BlockScaling)
-
     def custom(self) -> bool:
         return False
 
