@@ -15,6 +15,7 @@
 #include "reports/frozen_scales.h"
 #include "reports/probe_tally.h"
 #include "reports/segmentation.h"
+#include "reports/weight_refresh.h"
 
 namespace fp8audit::reports {
 namespace {
@@ -71,6 +72,10 @@ struct Auditor::State {
   bool delayed_scaling = false;  // a module ran under DelayedScaling (RECIPE)
   Expectation default_expect;    // the expectation before any RECIPE changed it
   uint64_t recomputes = 0;       // module recomputes checked (MODULE_RECOMPUTE), all microbatches
+  uint64_t refreshes = 0;        // weight caches re-quantized in recompute (WEIGHT_REFRESH)
+  // Of them the wasted ones, and the microbatches they were in.
+  uint64_t wasted_refreshes = 0;
+  uint64_t wasted_refresh_microbatches = 0;
 };
 
 Auditor::Auditor(Expectation expect)
@@ -432,7 +437,16 @@ void Auditor::Close(bool complete) {
   row.set_recomputes(Sat32(recompute.recomputes()));
   s.recomputes = SatAdd(s.recomputes, recompute.recomputes());
   row.set_recompute_precision_changes(Sat32(recompute.changes()));
-  const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0 || seg.fix_lost > 0;
+  const WeightRefresh& refresh = seg.refresh;
+  row.set_weight_refreshes(Sat32(refresh.refreshes()));
+  row.set_weight_refreshes_harmful(Sat32(refresh.harmful()));
+  s.refreshes = SatAdd(s.refreshes, refresh.refreshes());
+  if (refresh.wasted() > 0) {
+    s.wasted_refreshes = SatAdd(s.wasted_refreshes, refresh.wasted());
+    ++s.wasted_refresh_microbatches;
+  }
+  const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0 ||
+                    refresh.harmful() > 0 || seg.fix_lost > 0;
   const Apart apart = Unattributable(seg, fail);
   if (apart != Apart::kNone) (apart == Apart::kSplit ? s.split : s.crowded).Add(row.index());
   const int frozen = FrozenDirection(seg.count, expected, complete);
@@ -454,6 +468,7 @@ void Auditor::Close(bool complete) {
       if (!line.empty()) row.add_explanations(std::move(line));
     }
     if (recompute.changes() > 0) row.add_explanations(recompute.Explanation());
+    if (refresh.wasted() > 0) row.add_explanations(refresh.WastedExplanation());
     if (seg.fix_lost > 0) row.add_explanations(FixLostExplanation(seg.fix_lost_reason));
     if (apart != Apart::kNone) row.add_explanations(ApartExplanation(apart));
   }
@@ -485,19 +500,28 @@ void Auditor::Close(bool complete) {
     AddViolation(std::move(v));
   }
 
-  if (recompute.changes() > 0) {
-    std::string cause = recompute.ViolationMessage();
-    s.findings.Add(v1::Violation::RECOMPUTE_PRECISION, row.index(), row.step(), cause, nullptr);
-    if (on_violation || KeepsViolation(v1::Violation::RECOMPUTE_PRECISION)) {
-      v1::Violation v;
-      v.set_kind(v1::Violation::RECOMPUTE_PRECISION);
-      v.set_microbatch(row.index());
-      v.set_message(RowLabel(row) + cause);
-      v.set_cause(std::move(cause));
-      AddViolation(std::move(v));
-    } else {
-      ++s.violations;
+  // A recompute problem of the microbatch: its finding (with `why`, may be null), its violation.
+  auto recompute_violation = [&](v1::Violation::Kind kind, std::string cause,
+                                 const google::protobuf::RepeatedPtrField<std::string>* why) {
+    s.findings.Add(kind, row.index(), row.step(), cause, why);
+    if (!on_violation && !KeepsViolation(kind)) {
+      ++s.violations;  // counted, not kept
+      return;
     }
+    v1::Violation v;
+    v.set_kind(kind);
+    v.set_microbatch(row.index());
+    v.set_message(RowLabel(row) + cause);
+    v.set_cause(std::move(cause));
+    AddViolation(std::move(v));
+  };
+  if (recompute.changes() > 0) {
+    recompute_violation(v1::Violation::RECOMPUTE_PRECISION, recompute.ViolationMessage(), nullptr);
+  }
+  if (refresh.harmful() > 0) {  // its explanation goes with its finding, not the row's others
+    google::protobuf::RepeatedPtrField<std::string> why;
+    if (words) *why.Add() = refresh.Explanation();
+    recompute_violation(v1::Violation::RECOMPUTE_WEIGHT_REFRESH, refresh.ViolationMessage(), &why);
   }
 
   v1::Totals* totals = report_.mutable_totals();
@@ -534,6 +558,8 @@ bool Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
       row.expected_backward() != last.expected_backward() || row.verdict() != last.verdict() ||
       row.recomputes() != last.recomputes() ||
       row.recompute_precision_changes() != last.recompute_precision_changes() ||
+      row.weight_refreshes() != last.weight_refreshes() ||
+      row.weight_refreshes_harmful() != last.weight_refreshes_harmful() ||
       row.harmful_forward() != last.harmful_forward() ||
       row.harmful_backward() != last.harmful_backward() ||
       row.wasted_forward() != last.wasted_forward() ||
@@ -607,6 +633,9 @@ void Auditor::FinishRecording() {
                    Plural(s.recomputes, "module recompute", "module recomputes") +
                    " checked against their forward's FP8 state");
   }
+  rec->set_weight_refreshes(s.refreshes);
+  std::string wasted = WastedRefreshesNote(s.wasted_refreshes, s.wasted_refresh_microbatches);
+  if (!wasted.empty()) rec->add_notes(std::move(wasted));
   if (s.unknown_events > 0) {
     rec->add_notes(Plural(s.unknown_events, "event", "events") +
                    " of kinds this fp8audit does not know (the first: kind " +

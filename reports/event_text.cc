@@ -187,6 +187,8 @@ std::string KindName(v1::EventKind kind) {
       return "call site";
     case v1::RECIPE:
       return "FP8 recipe";
+    case v1::WEIGHT_REFRESH:
+      return "weight cache refresh";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }
@@ -223,6 +225,8 @@ std::string ViolationKindName(v1::Violation::Kind kind) {
       return "rank disagreement";
     case v1::Violation::RECOMPUTE_PRECISION:
       return "recompute precision";
+    case v1::Violation::RECOMPUTE_WEIGHT_REFRESH:
+      return "recompute weight refresh";
     default:
       return "violation";
   }
@@ -312,6 +316,9 @@ std::string EventLine(const v1::Event& e, uint64_t base_ns) {
     };
     line += std::string(" FP8 ") + on(e.fp8()) + " (forward: " + on(e.forward_fp8()) + ")";
     if (!e.context().empty()) line += " context differs: " + Printable(e.context(), 32);
+  }
+  if (e.kind() == v1::WEIGHT_REFRESH && !e.context().empty()) {
+    line += " scale " + Printable(e.context(), 32);
   }
   if (e.failed()) line += " (exception)";
   if (!e.detail().empty()) {

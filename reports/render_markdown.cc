@@ -65,9 +65,7 @@ void Problems(const v1::RankReport& r, const RenderOptions& options, std::string
   for (int i = 0; i < limit; ++i) {
     const v1::Finding& f = r.findings(i);
     *out += "- **" + Md(FindingWhere(f) + ": " + f.cause()) + "**";
-    if (f.kind() == v1::Violation::RECOMPUTE_PRECISION) {
-      *out += " (" + ViolationKindName(f.kind()) + ")";
-    }
+    if (!IsCountKind(f.kind())) *out += " (" + ViolationKindName(f.kind()) + ")";
     *out += "\n";
     const bool shared_with_next = i + 1 < limit && ShareExplanation(f, r.findings(i + 1));
     if (shared_with_next) continue;

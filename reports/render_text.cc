@@ -117,9 +117,7 @@ void Findings(const v1::RankReport& r, const RenderOptions& options, std::string
   for (int i = 0; i < limit; ++i) {
     const v1::Finding& f = r.findings(i);
     text += "  " + FindingWhere(f) + ": " + Printable(f.cause(), 4096);
-    if (f.kind() == v1::Violation::RECOMPUTE_PRECISION) {
-      text += " [" + ViolationKindName(f.kind()) + "]";
-    }
+    if (!IsCountKind(f.kind())) text += " [" + ViolationKindName(f.kind()) + "]";
     text += "\n";
     // A microbatch's explanation covers both directions: findings in a row that share it (its
     // forward and backward counts) are followed by it once.

@@ -79,12 +79,15 @@ std::string RankVerdictWord(const v1::RankReport& rank) {
   return std::string(Word(TraceVerdict(rank)));
 }
 
-bool IsCountViolation(const v1::Violation& v) {
-  return v.kind() == v1::Violation::FORWARD_COUNT || v.kind() == v1::Violation::BACKWARD_COUNT;
+bool IsCountKind(v1::Violation::Kind kind) {
+  return kind == v1::Violation::FORWARD_COUNT || kind == v1::Violation::BACKWARD_COUNT;
 }
 
+bool IsCountViolation(const v1::Violation& v) { return IsCountKind(v.kind()); }
+
 bool IsFindingKind(const v1::Violation& v) {
-  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION;
+  return IsCountViolation(v) || v.kind() == v1::Violation::RECOMPUTE_PRECISION ||
+         v.kind() == v1::Violation::RECOMPUTE_WEIGHT_REFRESH;
 }
 
 bool ShareExplanation(const v1::Finding& a, const v1::Finding& b) {
@@ -122,7 +125,7 @@ ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max) {
   // when some are not shown, or when failing microbatches have none among those kept.
   std::unordered_map<uint32_t, bool> represented;
   for (const v1::Violation& v : rank.violations()) {
-    if (IsCountViolation(v)) represented[v.microbatch()] = true;
+    if (IsFindingKind(v)) represented[v.microbatch()] = true;
   }
   if (max != 0 && (sel.shown < static_cast<size_t>(n) ||
                    represented.size() < rank.totals().failing_microbatches())) {

@@ -57,9 +57,10 @@ std::string OutcomeWord(const v1::AuditReport& report);
 // A trace's verdict word (TraceVerdict: its RankReport.outcome), one of the same four.
 std::string RankVerdictWord(const v1::RankReport& rank);
 
+bool IsCountKind(v1::Violation::Kind kind);  // FORWARD_COUNT, BACKWARD_COUNT
 bool IsCountViolation(const v1::Violation& v);
-// A violation of a kind the findings group (counts, recompute precision): the reports list such
-// violations once per finding rather than one by one.
+// A violation of a kind the findings group (counts, recompute precision, recompute weight
+// refresh): the reports list such violations once per finding rather than one by one.
 bool IsFindingKind(const v1::Violation& v);
 // Two findings that carry the same explanation of the same microbatch (a microbatch's forward and
 // backward counts): shown once, after the last of them.

@@ -46,8 +46,8 @@ Activity ActivityOf(const v1::Event& event, bool update, int dir) {
               (kind == v1::CHECKPOINT_ENTER && event.checkpoint_phase() != 2) ||
               (!update && event.pass() == v1::FORWARD);
   a.backward = (update && dir == kBwd) || kind == v1::MODULE_BACKWARD ||
-               kind == v1::MODULE_RECOMPUTE || kind == v1::FIX_LOST_UPDATE ||
-               (!update && event.pass() == v1::BACKWARD);
+               kind == v1::MODULE_RECOMPUTE || kind == v1::WEIGHT_REFRESH ||
+               kind == v1::FIX_LOST_UPDATE || (!update && event.pass() == v1::BACKWARD);
   return a;
 }
 
@@ -361,6 +361,8 @@ bool Segmenter::Assign(const v1::Event& event, uint32_t expect_forward, int* dir
     seg_.recompute.Add(event, ctx_.site);
     ctx_.site.clear();  // a recompute's site locates that recompute alone
   }
+  // Harmful where a forward update counted before it in this microbatch moved the scales.
+  if (kind == v1::WEIGHT_REFRESH) seg_.refresh.Add(event, seg_.count[kFwd] > 0);
   if (kind == v1::FIX_LOST_UPDATE && seg_.fix_lost++ == 0) {
     seg_.fix_lost_reason = TruncateUtf8(event.detail(), kMaxStoredString);
   }

@@ -14,6 +14,7 @@
 #include "fp8audit/trace.pb.h"
 #include "reports/probe_tally.h"
 #include "reports/recompute_precision.h"
+#include "reports/weight_refresh.h"
 
 namespace fp8audit::reports {
 
@@ -144,6 +145,7 @@ struct Segment {
   ProbeTallies probes;             // what each source saw
   uint32_t probes_throughout = 0;  // probe bits active from its opening to now
   RecomputePrecision recompute;    // the modules recomputed in its backward (MODULE_RECOMPUTE)
+  WeightRefresh refresh;           // the weight caches its recomputes re-quantized (WEIGHT_REFRESH)
   // Per direction: a module ran in it since its last update here (MODULE_FORWARD, a recompute in
   // FP8: forward; MODULE_BACKWARD: backward).
   std::array<bool, 2> module_ran{};

@@ -186,6 +186,14 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_context(KeyValue(raw.Text(), nvtx::kKeyContext));
       return true;
     }
+    case RawKind::kWeightRefresh:
+      e->set_kind(v1::WEIGHT_REFRESH);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::BACKWARD);
+      e->set_module(KeyValue(raw.Text(), nvtx::kKeyModule));
+      e->set_context(KeyValue(raw.Text(), nvtx::kKeyScale));
+      e->set_detail(KeyValue(raw.Text(), nvtx::kKeyCheckpoint));
+      return true;
     case RawKind::kHookAbsent:
       e->set_kind(v1::PYTHON_HOOK_ABSENT);
       e->set_pass(v1::PASS_UNSPECIFIED);

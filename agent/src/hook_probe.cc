@@ -22,6 +22,8 @@ bool IsRecomputeMark(std::string_view text) {
   return nvtx::HasKeys(text, nvtx::kHookRecomputeMark);
 }
 
+bool IsRefreshMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookRefreshMark); }
+
 bool IsLostMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookLostMark); }
 
 bool IsSiteMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookSiteMark); }
@@ -59,13 +61,14 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 
 bool IsHookMark(std::string_view text) {
   return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text) ||
-         IsLostMark(text) || IsSiteMark(text) || IsRecipeMark(text);
+         IsRefreshMark(text) || IsLostMark(text) || IsSiteMark(text) || IsRecipeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   if (!IsHookMark(text)) return false;
   RawEvent e;
   e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
+           : IsRefreshMark(text) ? RawKind::kWeightRefresh
            : IsLostMark(text)    ? RawKind::kFixLost
            : IsSiteMark(text)    ? RawKind::kCallSite
            : IsRecipeMark(text)  ? RawKind::kRecipe

@@ -7,6 +7,10 @@
 //          [ checkpoint=<c>]"  a TE module ran again in backward (a checkpoint recompute), with FP8
 //          on or off, its original forward with it on or off, both in FP8 under other recipes
 //          (context=recipe) (MODULE_RECOMPUTE); keys in any order
+//   mark   "fp8audit.te.refresh module=<m> scale=<forward|live>[ checkpoint=<c>]"  in backward (a
+//          checkpoint recompute) a TE module re-quantized a weight into the cache its forward had
+//          filled, under the forward's scale or DelayedScaling's live one (WEIGHT_REFRESH); keys in
+//          any order
 //   range  "fp8audit.te.update pass=forward|backward count=<N> unfused=<U>"
 //          pushed before FP8GlobalStateManager.reduce_and_update_fp8_tensors runs and popped after
 //          it returns: N updates (autocast keys with amaxes to reduce in that direction), U of
@@ -53,8 +57,8 @@ struct HookUpdate {
 };
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
-// A mark the hook sends (kHookTeMark, kHookPatchMark, kHookRecomputeMark, kHookLostMark or
-// kHookSiteMark or kHookRecipeMark, each with keys).
+// A mark the hook sends (kHookTeMark, kHookPatchMark, kHookRecomputeMark, kHookRefreshMark,
+// kHookLostMark, kHookSiteMark or kHookRecipeMark, each with keys).
 bool IsHookMark(std::string_view text);
 // The hook's mark that TE was imported (kHookTeMark with keys: "fp8audit.te te=<version>").
 inline bool IsTeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookTeMark); }

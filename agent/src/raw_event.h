@@ -46,6 +46,7 @@ enum class RawKind : uint8_t {
   kChildWithoutAgent,  // text: "<why> <pid> <path>" (unaudited_children.h)
   kCallSite,           // text: the mark ("fp8audit.te.site site=<path>:<line> in <function>")
   kRecipe,             // text: the mark ("fp8audit.te.recipe recipe=<class>")
+  kWeightRefresh,      // text: the mark ("fp8audit.te.refresh module=<m> scale=<s> ...")
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

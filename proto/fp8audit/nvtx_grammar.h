@@ -120,6 +120,18 @@ inline constexpr char kKeyUnfused[] = "unfused";
 inline constexpr char kKeyFp8[] = "fp8";
 inline constexpr char kKeyForwardFp8[] = "forward_fp8";
 inline constexpr char kKeyCheckpoint[] = "checkpoint";
+// "fp8audit.te.refresh module=<Class>#<n> scale=<forward|live>[ checkpoint=<where>]": while a
+// backward pass ran (a checkpoint recompute), the TE module re-quantized a weight into the FP8
+// weight cache its forward had filled (quantize_weight with a workspace and update_workspace=True),
+// one mark per weight (python/fp8audit/hook); keys in any order.
+inline constexpr char kHookRefreshMark[] = "fp8audit.te.refresh";
+// The scale a refreshed weight was quantized under: kScaleForward or kScaleLive.
+inline constexpr char kKeyScale[] = "scale";
+// The forward's by construction: a recipe that scales a weight from the weight itself (all but
+// DelayedScaling), or DelayedScaling inside TE's recompute phase (the forward's scales restored).
+inline constexpr char kScaleForward[] = "forward";
+// DelayedScaling outside TE's recompute phase: the global state's scale of that moment.
+inline constexpr char kScaleLive[] = "live";
 // What else of a recomputed module's quantization context differs from its forward's.
 inline constexpr char kKeyContext[] = "context";
 inline constexpr char kContextRecipe[] = "recipe";  // another recipe class, or other parameters

@@ -273,6 +273,31 @@ TEST(HookProbe, RecomputeMarksRecordAContextThatDiffersFromTheForwards) {
   EXPECT_EQ(e[1].context(), "");  // the forward's context
 }
 
+TEST(HookProbe, RefreshMarksRecordTheModuleTheScaleAndTheCheckpointInBackward) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* autograd = sink.Thread(2, true);
+  sink.Use(autograd);
+  EXPECT_TRUE(hook.OnMark(autograd,
+                          "fp8audit.te.refresh module=LayerNormMLP#3 scale=forward "
+                          "checkpoint=transformer_engine.checkpoint"));
+  EXPECT_TRUE(hook.OnMark(autograd, "fp8audit.te.refresh scale=live module=Linear#1"));
+  EXPECT_FALSE(hook.OnMark(autograd, "fp8audit.te.refreshed module=Linear#1 scale=live"));
+  EXPECT_FALSE(IsHookMark("fp8audit.te.refresh"));  // no fields: not the hook's
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].kind(), v1::WEIGHT_REFRESH);
+  EXPECT_EQ(e[0].source(), v1::PYTHON_HOOK);
+  EXPECT_EQ(e[0].pass(), v1::BACKWARD);
+  EXPECT_EQ(e[0].module(), "LayerNormMLP#3");
+  EXPECT_EQ(e[0].context(), nvtx::kScaleForward);
+  EXPECT_EQ(e[0].detail(), "transformer_engine.checkpoint");
+  EXPECT_EQ(e[1].kind(), v1::WEIGHT_REFRESH);
+  EXPECT_EQ(e[1].module(), "Linear#1");  // keys in any order
+  EXPECT_EQ(e[1].context(), nvtx::kScaleLive);
+  EXPECT_EQ(e[1].detail(), "");  // no checkpoint found
+}
+
 TEST(HookProbe, SiteMarksKeepTheWholeSiteSpacesIncludedAndAnEmptyOne) {
   TestSink sink;
   HookProbe hook(&sink);

@@ -128,6 +128,17 @@ std::vector<std::string> FuzzSeeds() {
     bytes.resize(bytes.size() - 1);  // damaged
     seeds.push_back(bytes);
   }
+  {
+    // The Python hook's recompute marks: a module recomputed out of FP8, weight caches refreshed
+    // under the forward's scale and under a live one after the forward update.
+    TraceBuilder t(0, 1, "nvtx");
+    t.Begin().Autocast(true, 1).Module(true, "Linear#1").Forward().Autocast(false, 0);
+    t.BackwardBegin().Recompute("Linear#1", v1::FP8_OFF, v1::FP8_ON, "torch.utils.checkpoint");
+    t.Refresh("Linear#1", "forward", "transformer_engine.checkpoint");
+    t.Refresh("Linear#2", "live", "torch.utils.checkpoint").Backward().BackwardEnd().End();
+    t.Footer();
+    seeds.push_back(t.Bytes());
+  }
   return seeds;
 }
 

@@ -183,6 +183,19 @@ class TraceBuilder {
     e->set_pass(v1::BACKWARD);
     return *this;
   }
+  // The Python hook's WEIGHT_REFRESH: in a recompute, `module` re-quantized a weight into the
+  // cache its forward had filled, under `scale` ("forward", "live"); `checkpoint` as the hook
+  // found it on the stack.
+  TraceBuilder& Refresh(const std::string& module, const std::string& scale,
+                        const std::string& checkpoint = "") {
+    auto* e = Add(v1::WEIGHT_REFRESH, kAutogradThread);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_module(module);
+    e->set_context(scale);
+    e->set_detail(checkpoint);
+    e->set_pass(v1::BACKWARD);
+    return *this;
+  }
   // The Python hook's CALL_SITE: where in the job's code its next event on `thread` happened.
   TraceBuilder& Site(const std::string& site, uint64_t thread = kMainThread) {
     auto* e = Add(v1::CALL_SITE, thread);
