@@ -14,7 +14,8 @@ amax_compute_algo / scaling_factor_compute_algo). The agent records these as PYT
 (agent/src/hook_probe.h), each after a mark saying where in the job's code it happened
 (hook/callsite.py). When TE's buffers cannot be read, a call counts as one update;
 te-recompute — whether each TE module recomputed in backward runs in the FP8 state of its original
-forward (hook/recompute.py: one NVTX mark per recompute).
+forward (hook/recompute.py: one NVTX mark per recompute), and whether the recompute re-quantized
+a weight cache its forward filled (hook/refresh.py: one mark per weight re-quantized).
 A feature that fails says so in one line on stderr; the job goes on without it."""
 
 from __future__ import annotations
@@ -158,7 +159,8 @@ def _te_recompute(module: object) -> None:
         raise RuntimeError("transformer_engine.pytorch has no TransformerEngineBaseModule")
     attention = getattr(sys.modules.get("transformer_engine.pytorch"), "DotProductAttention", None)
     recompute.install(_state_manager(), tuple(classes),
-                      (attention,) if isinstance(attention, type) else ())
+                      (attention,) if isinstance(attention, type) else (),
+                      sys.modules.get("transformer_engine.pytorch.distributed"))
 
 
 # feature -> (watched module, action)

@@ -143,11 +143,12 @@ def state_reader(manager: Any) -> Callable[[], Tuple[bool, Any]]:
 def _entry(module: Any, ordinals: Dict[str, int]) -> List[Any]:
     """A module's record, made at its first call: [name, FP8 state of its last forward, the mark
     of a recompute in FP8 as its forward, the mark of one without FP8 as its forward, the recipe
-    of its last forward (None: not in FP8)]."""
+    of its last forward (None: not in FP8), its weight-refresh marks by scale (hook/refresh.py)]."""
     cls = type(module).__name__
     ordinals[cls] = ordinals.get(cls, 0) + 1
     name = f"{cls}#{ordinals[cls]}"
-    entry = [name, None, mark_text(name, True, True), mark_text(name, False, False), None]
+    entry: List[Any] = [name, None, mark_text(name, True, True), mark_text(name, False, False),
+                        None, {}]
     module.__dict__[_ATTR] = entry
     return entry
 
@@ -155,7 +156,8 @@ def _entry(module: Any, ordinals: Dict[str, int]) -> List[Any]:
 def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int],
             send: Callable[[str], None],
             recipe_seen: Callable[[Any], None] = lambda recipe: None,
-            read: Optional[Callable[[], Tuple[bool, Any]]] = None) -> Callable[[Any], None]:
+            read: Optional[Callable[[], Tuple[bool, Any]]] = None,
+            current: Optional[List[Any]] = None) -> Callable[[Any], None]:
     """The check run before each TE module call (`module`): remembers whether its forward computed
     in FP8, and compares a recompute against it. FP8 state from `manager` (FP8GlobalStateManager,
     through `read`, default state_reader(manager)); a call computes in FP8 when FP8 is enabled and,
@@ -164,9 +166,12 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     runs in high precision, so recomputing it outside FP8 changes nothing (Megatron's selective
     core_attn recompute). `task_id`: PyTorch's current autograd task, -1 outside a backward pass
     (a call inside one is a recompute). The recipe of each call in FP8 goes to `recipe_seen` when
-    it is not the previous call's. Runs at every module call: its common path reads the state
-    once and, on a recompute, sends a mark made at the module's first call."""
+    it is not the previous call's. `current` ([record, recipe]) is set at each recompute to the
+    module's record and its recipe in FP8 (None without FP8), for the weight-refresh check. Runs at
+    every module call: its common path reads the state once and, on a recompute, sends a mark made
+    at the module's first call."""
     ordinals: Dict[str, int] = {}
+    current = current if current is not None else [None, None]
     last: List[Any] = [None]
     read = read if read is not None else state_reader(manager)
 
@@ -197,6 +202,7 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
             entry[1] = fp8
             entry[4] = recipe if fp8 else None
             return
+        current[0], current[1] = entry, recipe if fp8 else None
         forward_fp8 = entry[1]
         context = ""
         if forward_fp8 is fp8:
@@ -213,19 +219,31 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     return before_call
 
 
-def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...] = ()) -> None:
+def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...] = (),
+            distributed: Any = None) -> None:
     """Wraps the call of each class in `classes` (once) with the check, reading FP8's state from
-    `manager` (FP8GlobalStateManager); `attention`: TE's DotProductAttention class(es)."""
+    `manager` (FP8GlobalStateManager); `attention`: TE's DotProductAttention class(es). Also wraps
+    TE's quantize_weight for the weight-refresh check (hook/refresh.py), asking `distributed`
+    (TE's distributed module, looked up at each refresh) whether TE's recompute phase is on."""
     import torch
 
     from fp8audit import hook as switch
+    from fp8audit.hook import refresh
 
     graph_task = getattr(torch._C, "_current_graph_task_id", None)
     if graph_task is None:
         raise RuntimeError("this PyTorch cannot tell a recompute (no _current_graph_task_id)")
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
     send = _nvtx.sender()
-    before_call = watcher(manager, attention, graph_task, send, recipe_watcher(send))
+    current: List[Any] = [None, None]
+    before_call = watcher(manager, attention, graph_task, send, recipe_watcher(send),
+                          current=current)
+    if callable(getattr(distributed, "in_fp8_activation_recompute_phase", None)):
+        def in_phase() -> bool:
+            return bool(distributed.in_fp8_activation_recompute_phase())
+
+        refreshed = refresh.reporter(current, send, recipe_class, in_phase, checkpoint_on_stack)
+        refresh.install(refreshed, graph_task, lambda: switch._recording and not compiling())
     failed: list = []
 
     def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,7 +1,7 @@
 """Stand-in of TE 2.20.2's module/base.py: FP8 metadata per module and the recompute stash
 handling at the start and end of every module forward."""
 
-from typing import Any
+from typing import Any, Optional, Tuple
 
 import torch
 
@@ -23,6 +23,39 @@ def fake_fp8(x: torch.Tensor, scale: torch.Tensor, fp8_max: float) -> torch.Tens
     return torch.clamp(torch.round(x * scale * 8) / 8, -fp8_max, fp8_max) / scale
 
 
+class WeightQuantizer:
+    """The stand-in's weight quantizer: the scale it quantizes with and the format's maximum."""
+
+    def __init__(self, scale: torch.Tensor, fp8_max: float) -> None:
+        self.scale = scale
+        self.fp8_max = fp8_max
+
+
+def quantize_weight(*, tensor: Optional[torch.Tensor] = None,
+                    quantizer: Optional[WeightQuantizer] = None,
+                    workspace: Optional[torch.Tensor] = None, update_workspace: bool = True,
+                    skip_update_flag: Optional[torch.Tensor] = None, fsdp_group: Any = None,
+                    workspace_dtype: Any = None,
+                    cache: bool = False) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """TE 2.20.2's module/base.py quantize_weight, its keywords and its caching: an existing
+    workspace is re-quantized in place when update_workspace (or a skip_update_flag) says so,
+    else returned as it is; a missing one is made, and returned second when `cache`."""
+    del fsdp_group, workspace_dtype
+    if workspace is not None:
+        if skip_update_flag is not None:
+            update_workspace = True
+        if update_workspace:
+            if tensor is None or quantizer is None:
+                raise ValueError("tensor kwarg must be provided to update FP8 workspace")
+            if skip_update_flag is None or not bool(skip_update_flag):
+                workspace.copy_(fake_fp8(tensor.detach(), quantizer.scale, quantizer.fp8_max))
+        return workspace, None
+    if tensor is None or quantizer is None:
+        raise ValueError("tensor and quantizer kwargs must be provided to construct FP8 workspace")
+    out = fake_fp8(tensor.detach(), quantizer.scale, quantizer.fp8_max)
+    return out, (out if cache else None)
+
+
 def record_amax(history: torch.Tensor, index: int, x: torch.Tensor) -> None:
     history[0, index] = torch.maximum(history[0, index], x.detach().abs().max())
 
@@ -37,6 +70,7 @@ class TransformerEngineBaseModule(torch.nn.Module):
         self.fp8 = False
         self.fp8_calibration = False
         self.fp8_meta: dict = {"fp8_checkpoint": False, "fp8_group": None}
+        self._fp8_workspaces: dict = {}  # FP8 weight caches (is_first_microbatch), by name
 
     def fast_setattr(self, name: str, value: Any) -> None:
         self.__dict__[name] = value

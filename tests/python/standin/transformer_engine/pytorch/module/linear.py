@@ -1,4 +1,6 @@
-"""Stand-in of TE 2.20.2's te.Linear: the backward-update ownership check and a fake-FP8 GEMM."""
+"""Stand-in of TE 2.20.2's te.Linear: the backward-update ownership check and a fake-FP8 GEMM, its
+weight quantized through quantize_weight with TE's weight caching (is_first_microbatch: None
+caches nothing; True re-quantizes the cache; False reuses it)."""
 
 from typing import Any
 
@@ -6,7 +8,8 @@ import torch
 
 from ..distributed import in_fp8_activation_recompute_phase
 from ..quantization import FP8GlobalStateManager, qstate
-from .base import TransformerEngineBaseModule, fake_fp8, record_amax
+from .base import (TransformerEngineBaseModule, WeightQuantizer, fake_fp8, quantize_weight,
+                   record_amax)
 
 
 def _check_fp8_reduce_and_update():
@@ -28,7 +31,15 @@ class _Linear(torch.autograd.Function):
             record_amax(meta.amax_history, 0, inp)
             record_amax(meta.amax_history, 1, weight)
             x = fake_fp8(inp, meta.scale[0].clone(), module.fp8_max(True))
-            w = fake_fp8(weight, meta.scale[1].clone(), module.fp8_max(True))
+            first = fwd_args["is_first_microbatch"]
+            quantizer = WeightQuantizer(meta.scale[1].clone(), module.fp8_max(True))
+            w, new_workspace = quantize_weight(
+                tensor=weight, quantizer=quantizer,
+                workspace=module._fp8_workspaces.get("weight") if first is not None else None,
+                update_workspace=first is None or first, cache=first is not None)
+            if new_workspace is not None:
+                module._fp8_workspaces["weight"] = new_workspace
+            w = w.clone()
         out = x @ w.t()
         if bias is not None:
             out = out + bias
@@ -69,7 +80,7 @@ class Linear(TransformerEngineBaseModule):
         is_grad_enabled = torch.is_grad_enabled()
         inp = self.prepare_forward(inp)
         try:
-            fwd_args = {"module": self, "fp8": self.fp8}
+            fwd_args = {"module": self, "fp8": self.fp8, "is_first_microbatch": is_first_microbatch}
             if is_grad_enabled:
                 out = _Linear.apply(self.weight, inp, self.bias, fwd_args)
             else:

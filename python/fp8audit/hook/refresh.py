@@ -1,0 +1,137 @@
+"""The python hook's weight-refresh check (part of te-recompute): a recompute that re-quantizes an
+FP8 weight cache its original forward already filled.
+
+Transformer Engine keeps a module's quantized weight between calls where the job passes
+`is_first_microbatch` (True: quantize into the cache, False: reuse it); its modules do so through
+`quantize_weight` (module/base.py, TE 2.15 to 2.20) or, in TE 2.14, the modules' own
+`get_weight_workspace`. A checkpoint replays the call's arguments: TE's
+own `te.checkpoint(layer, x, is_first_microbatch=True)` quantizes every cached weight a second
+time in backward, one quantize kernel per weight for nothing where the values come out the same.
+Each such call made while PyTorch's autograd engine runs a backward pass, on an existing cache
+that it updates, sends one NVTX mark
+
+    fp8audit.te.refresh module=<Class>#<n> scale=<forward|live>[ checkpoint=<where>]
+
+(module: as the te-recompute mark names it, the TE module recomputing; scale=forward: the values
+are the forward's by construction, the recipe deriving the weight's scale from the weight itself,
+i.e. every recipe but DelayedScaling, or DelayedScaling inside TE's recompute phase, which
+restored the forward's scales; scale=live: DelayedScaling outside it, quantized under the global
+state's scale of that moment; checkpoint: the checkpoint implementation on the Python stack, as
+found the first time). The audit calls a live refresh after a forward update of the same
+microbatch harmful (the scales moved since the forward), any other wasted.
+
+Not seen: a refresh TE decides on the GPU (a skip_update_flag, as under CUDA graphs: whether it
+skips is a tensor's value), and weights quantized outside quantize_weight (te.ops)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from fp8audit._markers import HOOK_REFRESH_MARK
+
+MARK = HOOK_REFRESH_MARK
+MARK_LIMIT = 119  # characters of a mark's text the agent keeps
+SCALE_FORWARD = "forward"  # the values are the forward's by construction
+SCALE_LIVE = "live"  # DelayedScaling outside TE's recompute phase: the scale of the moment
+DELAYED = "DelayedScaling"  # the recipe class whose weight scale is global state
+# The TE module files that look quantize_weight up as a global of their own (TE 2.20.2).
+MODULES = ("linear", "layernorm_linear", "layernorm_mlp", "grouped_linear")
+_PACKAGE = "transformer_engine.pytorch.module."
+
+
+def mark_text(name: str, scale: str, checkpoint: str = "") -> str:
+    """The mark for a refresh by the module `name`, shortened as te-recompute's: the name gives
+    way to the scale, the checkpoint is left out where it would not fit."""
+    prefix, states = f"{MARK} module=", f" scale={scale}"
+    text = prefix + name[:max(1, MARK_LIMIT - len(prefix) - len(states))] + states
+    where = f" checkpoint={checkpoint}" if checkpoint else ""
+    return text + where if len(text) + len(where) <= MARK_LIMIT else text
+
+
+def refreshes(args: Tuple[Any, ...], call: Dict[str, Any]) -> bool:
+    """Whether quantize_weight's keywords ask to re-quantize an existing cache on the host's
+    word (update_workspace, default True; a skip_update_flag leaves it to the GPU)."""
+    del args
+    return (call.get("workspace") is not None and call.get("update_workspace", True) and
+            call.get("skip_update_flag") is None)
+
+
+def method_refreshes(args: Tuple[Any, ...], call: Dict[str, Any]) -> bool:
+    """The same for TE 2.14's TransformerEngineBaseModule.get_weight_workspace(self, *,
+    cache_name, update_workspace, skip_update_flag, ...), whose cache is the module's
+    `_fp8_workspaces[cache_name]`."""
+    name = call.get("cache_name")
+    return (name is not None and call.get("update_workspace", True) and
+            call.get("skip_update_flag") is None and bool(args) and
+            getattr(args[0], "_fp8_workspaces", {}).get(name) is not None)
+
+
+def reporter(current: List[Any], send: Callable[[str], None],
+             recipe_class: Callable[[Any], str], in_recompute_phase: Callable[[], bool],
+             checkpoint_on_stack: Callable[[], str]) -> Callable[[], None]:
+    """Called for each refresh in a backward pass: sends the mark of the module the te-recompute
+    check saw last in backward (`current`: [its record, its recipe]), each mark text made once per
+    module and scale."""
+
+    def refreshed() -> None:
+        entry, recipe = current
+        live = recipe is not None and recipe_class(recipe) == DELAYED and not in_recompute_phase()
+        scale = SCALE_LIVE if live else SCALE_FORWARD
+        marks: Dict[str, str] = entry[5] if entry is not None else {}
+        text = marks.get(scale)
+        if text is None:
+            text = mark_text(entry[0] if entry is not None else "?", scale, checkpoint_on_stack())
+            marks[scale] = text
+        send(text)
+
+    return refreshed
+
+
+def wrap(inner: Callable[..., Any], refreshed: Callable[[], None], task_id: Callable[[], int],
+         recording: Callable[[], bool],
+         asks: Callable[[Tuple[Any, ...], Dict[str, Any]], bool] = refreshes) -> Callable[..., Any]:
+    """TE's quantize_weight (or, with `asks` method_refreshes, TE 2.14's get_weight_workspace)
+    with the check before it; the check never breaks the call."""
+    failed: list = []
+
+    def quantize_weight(*args: Any, **kwargs: Any) -> Any:
+        if asks(args, kwargs) and recording() and task_id() != -1:
+            try:
+                refreshed()
+            except Exception as e:  # the check must never break the job
+                if not failed:
+                    failed.append(e)
+                    print(f"fp8audit: python hook 'te-recompute' failed at a weight refresh "
+                          f"({type(e).__name__}: {e}); refreshes are not checked",
+                          file=sys.stderr, flush=True)
+        return inner(*args, **kwargs)
+
+    quantize_weight.__fp8audit_refresh__ = True  # type: ignore[attr-defined]
+    quantize_weight.__wrapped__ = inner  # type: ignore[attr-defined]
+    return quantize_weight
+
+
+def install(refreshed: Callable[[], None], task_id: Callable[[], int],
+            recording: Callable[[], bool], modules: Optional[Dict[str, Any]] = None,
+            base: Any = None) -> List[str]:
+    """Wraps quantize_weight where each TE module file of MODULES looks it up (`modules`: name ->
+    module object, default those imported; TE 2.15 on), and `base`'s get_weight_workspace (TE
+    2.14's TransformerEngineBaseModule, default the imported one) where it has one; returns the
+    names wrapped."""
+    if modules is None:
+        modules = {n: sys.modules.get(_PACKAGE + n) for n in MODULES}
+    if base is None:
+        base = getattr(sys.modules.get(_PACKAGE + "base"), "TransformerEngineBaseModule", None)
+    wrapped = []
+    for name, module in modules.items():
+        inner = getattr(module, "quantize_weight", None)
+        if callable(inner) and not getattr(inner, "__fp8audit_refresh__", False):
+            setattr(module, "quantize_weight", wrap(inner, refreshed, task_id, recording))
+            wrapped.append(name)
+    method = getattr(base, "__dict__", {}).get("get_weight_workspace")
+    if callable(method) and not getattr(method, "__fp8audit_refresh__", False):
+        setattr(base, "get_weight_workspace",
+                wrap(method, refreshed, task_id, recording, method_refreshes))
+        wrapped.append("get_weight_workspace")
+    return wrapped

@@ -1,0 +1,133 @@
+"""Weight-cache refreshes in recompute, through the agent (issue 36 item 2): 3 te.Linear, 2 steps
+of 2 microbatches with is_first_microbatch=True on each step's first. TE's checkpoint replays it
+and re-quantizes every weight with its forward's values: counted per microbatch and called
+wasted, the verdict unchanged. torch's checkpoint recomputing under DelayedScaling in an autocast
+of the backward's own, after the forward's update moved the scales, re-quantizes under the scale
+of the moment: harmful, the microbatch fails; under fp8audit.te's fix the recompute runs in TE's
+recompute phase with the forward's scales. The stand-in TE on a CPU torch; no GPU."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from pkgutil_fp8audit import PYTHON_DIR, audit, needs_agent, report
+
+HERE = Path(__file__).resolve().parent
+STANDIN = HERE / "standin"
+
+JOB = textwrap.dedent(f"""
+    import sys
+    import torch
+    from torch.utils.checkpoint import checkpoint
+    if "--patch" in sys.argv:
+        from pathlib import Path
+        from fp8audit.te import releases
+        releases.register_source_tree(
+            "2.20.2+standin", Path({str(STANDIN / "transformer_engine" / "pytorch")!r}))
+    import transformer_engine.pytorch as te
+    from transformer_engine.common import recipe
+    import fp8audit
+    import fp8audit.hook
+    if "--patch" in sys.argv:
+        import fp8audit.te
+        fp8audit.te.patch()
+    # On a GPU the agent sees TE's own updates (its C entry point); the stand-in's are Python, so
+    # the job marks each one for the agent.
+    M = te.quantization.FP8GlobalStateManager
+    update = M.reduce_and_update_fp8_tensors.__func__
+    def marked(cls, forward=True):
+        n = fp8audit.hook.pending_updates(cls, forward)[0]  # DelayedScaling amaxes to reduce
+        if n:
+            fp8audit.update("forward" if forward else "backward", n)
+        return update(cls, forward)
+    M.reduce_and_update_fp8_tensors = classmethod(marked)
+    torch.manual_seed(0)
+    layers = [te.Linear(8, 8) for _ in range(3)]
+    named = sys.argv[sys.argv.index("--recipe") + 1]
+    for step in range(2):
+        for i in range(2):
+            first = i == 0
+            with fp8audit.microbatch():
+                x = torch.randn(4, 8, requires_grad=True)
+                with te.autocast(enabled=True, recipe=getattr(recipe, named)()):
+                    for layer in layers:
+                        if "--torch" in sys.argv:
+                            x = checkpoint(lambda t, m=layer: m(t, is_first_microbatch=first), x,
+                                           use_reentrant=True)
+                        else:
+                            x = te.checkpoint(layer, x, is_first_microbatch=first)
+                if "--torch" in sys.argv:  # the backward in an autocast of its own
+                    with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
+                        x.float().pow(2).mean().backward()
+                else:
+                    x.float().pow(2).mean().backward()
+""")
+
+
+def run(tmp_path: Path, *args: str) -> Dict[str, Any]:
+    needs_agent()
+    if "--patch" in args and not os.environ.get("FP8AUDIT_MODEL_LIB"):
+        pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    # The stand-in runs on the CPU: on a GPU host torch.cuda would carry the hook's marks.
+    r = audit(tmp_path / "t", [str(job), *args], CUDA_VISIBLE_DEVICES="",
+              PYTHONPATH=os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]))
+    rep = report(tmp_path / "t")
+    rep["returncode"], rep["stderr"] = r.returncode, r.stderr
+    return rep
+
+
+def refreshes(rep: Dict[str, Any]) -> List[Any]:
+    assert len(rep["ranks"]) == 1, rep
+    return [(m.get("weight_refreshes", 0), m.get("weight_refreshes_harmful", 0))
+            for m in rep["ranks"][0]["microbatches"]]
+
+
+def kinds(rep: Dict[str, Any]) -> set:
+    return {v["kind"] for v in rep["ranks"][0].get("violations", [])}
+
+
+def test_te_checkpoint_replaying_first_microbatch_is_wasted_work_and_passes(
+        tmp_path: Path) -> None:
+    rep = run(tmp_path, "--recipe", "Float8CurrentScaling")
+    assert rep["returncode"] == 0, rep["stderr"]
+    assert refreshes(rep) == [(3, 0), (0, 0), (3, 0), (0, 0)]
+    assert [m["verdict"] for m in rep["ranks"][0]["microbatches"]] == ["PASS"] * 4
+    why = "\n".join(rep["ranks"][0]["microbatches"][0]["explanations"])
+    assert "Linear#1" in why and "wasted" in why, why
+    recording = rep["ranks"][0]["recording"]
+    assert int(recording.get("weight_refreshes", 0)) == 6, recording
+
+
+def test_delayed_scaling_under_te_checkpoint_refreshes_with_the_forwards_scales(
+        tmp_path: Path) -> None:
+    rep = run(tmp_path, "--recipe", "DelayedScaling", "--patch")
+    assert refreshes(rep) == [(3, 0), (0, 0), (3, 0), (0, 0)]
+    assert "RECOMPUTE_WEIGHT_REFRESH" not in kinds(rep), rep["ranks"][0].get("violations")
+    assert rep["returncode"] == 0, rep["stderr"]
+
+
+def test_a_refresh_under_scales_moved_since_the_forward_fails_the_microbatch(
+        tmp_path: Path) -> None:
+    rep = run(tmp_path, "--recipe", "DelayedScaling", "--torch")
+    assert rep["returncode"] == 3, rep["stderr"]
+    assert refreshes(rep) == [(3, 3), (0, 0), (3, 3), (0, 0)]
+    assert "RECOMPUTE_WEIGHT_REFRESH" in kinds(rep), rep["ranks"][0].get("violations")
+    first = rep["ranks"][0]["microbatches"][0]
+    assert first["verdict"] == "FAIL"
+    violation = next(v for v in rep["ranks"][0]["violations"]
+                     if v["kind"] == "RECOMPUTE_WEIGHT_REFRESH")
+    assert "Linear#3" in violation["message"], violation
+
+
+def test_under_the_fix_torch_checkpoint_refreshes_with_the_forwards_scales(
+        tmp_path: Path) -> None:
+    rep = run(tmp_path, "--recipe", "DelayedScaling", "--torch", "--patch")
+    assert refreshes(rep) == [(3, 0), (0, 0), (3, 0), (0, 0)]
+    assert "RECOMPUTE_WEIGHT_REFRESH" not in kinds(rep), rep["ranks"][0].get("violations")
