@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fp8audit/nvtx_grammar.h"
+#include "reports/auditor_state.h"
 #include "reports/event_text.h"
 #include "reports/explanations.h"
 #include "reports/extra_places.h"
@@ -23,60 +24,6 @@ namespace {
 constexpr size_t kMaxProbeChanges = 8;  // PROBES details kept
 
 }  // namespace
-
-struct Auditor::State {
-  explicit State(Auditor* auditor)
-      : segments([auditor](bool complete) { auditor->Close(complete); },
-                 [auditor](const v1::Event& event, Unbalance what) {
-                   auditor->Unbalanced(event, what);
-                 }) {}
-
-  Segmenter segments;
-  // Microbatches that cannot be told apart (first few listed): ranges without ids that hold a
-  // backward pass without its forward; cuts without markers that hold several backward passes.
-  Listing split;
-  Listing crowded;
-  uint32_t next_index = 0;
-  bool header_seen = false;
-  bool footer_seen = false;
-  bool damaged = false;
-  bool finished = false;
-  uint32_t detailed = 0;     // failing microbatches given full detail so far
-  bool rows_pruned = false;  // passing rows were dropped (max_rows exceeded)
-  uint64_t violations = 0;
-  FindingsBuilder findings;        // the count and recompute-precision problems collapsed
-  uint64_t damage_violations = 0;  // of them TRACE_DAMAGED
-  uint64_t frozen_backward = 0;    // of them microbatches whose backward scales froze
-  // Kernel launches: the footer's count, else the largest running count an event carried, else
-  // the number of events that came from kernel launches.
-  uint64_t footer_launches = 0;
-  uint64_t footer_end_unix_ns = 0;
-  uint64_t first_event_ns = 0;  // timestamps (steady clock) of the first and last events
-  uint64_t last_event_ns = 0;
-  uint64_t launches_seen = 0;
-  uint64_t kernel_events = 0;
-  uint64_t unknown_events = 0;  // of kinds this build does not know (a newer recorder's)
-  int first_unknown_kind = 0;
-
-  // The recording (header, TE_VERSION, TE_PATCHED, PROBES): see v1::Recording.
-  bool probe_info = false;  // the recorder named its probes
-  ActiveProbes probes_active;
-  bool te_call_heard = false;    // a TE_CALL event was seen: the te-call probe is at work
-  bool hook_heard = false;       // the Python hook sent something: it is at work
-  bool te_loaded = false;        // TE's version was recorded (the hook saw TE imported)
-  std::string other_te_version;  // a second, different TE version recorded
-  ProbeTallies probes;           // over the microbatches
-  Listing unfused;               // microbatches with updates only the Python hook saw
-  Listing disagreeing;           // microbatches in which the probes disagree
-  ExtraPlaces places;            // the extra updates by place
-  bool delayed_scaling = false;  // a module ran under DelayedScaling (RECIPE)
-  Expectation default_expect;    // the expectation before any RECIPE changed it
-  uint64_t recomputes = 0;       // module recomputes checked (MODULE_RECOMPUTE), all microbatches
-  uint64_t refreshes = 0;        // weight caches re-quantized in recompute (WEIGHT_REFRESH)
-  // Of them the wasted ones, and the microbatches they were in.
-  uint64_t wasted_refreshes = 0;
-  uint64_t wasted_refresh_microbatches = 0;
-};
 
 Auditor::Auditor(Expectation expect)
     : Auditor([expect] {
@@ -571,127 +518,6 @@ bool Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
   last.set_through_index(row.index());
   last.set_through_step(row.step());
   return true;
-}
-
-void Auditor::CompareProbes(bool words, v1::MicrobatchResult* row) {
-  State& s = *state_;
-  const Segment& seg = s.segments.current();
-  s.probes.Add(seg.probes);
-  if (seg.probes.unfused[kFwd] + seg.probes.unfused[kBwd] > 0) s.unfused.Add(row->index());
-  // By source, for a trace whose recorder names its probes (an older agent's updates are all its
-  // kernel probe's, the runtime's and model's their own).
-  if (words && s.probe_info && seg.probes.Any()) seg.probes.WriteTo(row->mutable_by_source());
-  // Compared: the probes active throughout the microbatch that are known to be at work (the
-  // te-call probe once TE called it or the hook saw TE imported; the hook once it sent anything;
-  // cupti whenever subscribed). Each one's count of the fused updates (the hook's unfused ones
-  // no other probe can see).
-  if (!s.probe_info) return;
-  uint32_t compared = seg.probes_throughout;
-  if (!s.te_call_heard && !s.te_loaded) compared &= ~ProbeBit(Probe::kTeCall);
-  if (!s.hook_heard) compared &= ~ProbeBit(Probe::kPythonHook);
-  bool disagree = false;
-  for (int dir : {kFwd, kBwd}) {
-    const std::string seen = seg.probes.Disagreement(compared, dir);
-    if (seen.empty()) continue;
-    disagree = true;
-    if (words) row->add_probe_notes(ProbeNote(dir, seen, seg.count[dir]));
-  }
-  if (disagree) s.disagreeing.Add(row->index());
-}
-
-void Auditor::FinishRecording() {
-  State& s = *state_;
-  v1::Recording* rec = report_.mutable_recording();
-  const bool kernel_probe = std::find(rec->probes().begin(), rec->probes().end(),
-                                      ProbeName(Probe::kKernel)) != rec->probes().end();
-  rec->set_kernel_launches_not_counted(s.probe_info && !kernel_probe);
-  const ChosenSemantics chosen = ChooseSemantics(options_.semantics, *rec);
-  rec->set_semantics(chosen.name);
-  rec->set_semantics_from(chosen.from);
-  if (s.probe_info && s.probes.Any()) {
-    s.probes.WriteTo(rec->mutable_by_source());
-  } else {
-    rec->clear_by_source();
-  }
-  rec->set_disagreeing_microbatches(Sat32(s.disagreeing.total));
-  rec->clear_notes();
-  RecordingFacts facts;
-  facts.other_te_version = s.other_te_version;
-  facts.disagreeing = s.disagreeing;
-  facts.unfused_updates = SatAdd(s.probes.unfused[kFwd], s.probes.unfused[kBwd]);
-  facts.unfused = s.unfused;
-  facts.split = s.split;
-  facts.crowded = s.crowded;
-  facts.unmarked_failures = !s.segments.markers() && report_.totals().failing_microbatches() > 0;
-  AddRecordingNotes(facts, rec);
-  rec->set_recomputes_checked(s.recomputes);
-  if (rec->updates_not_expected()) {
-    std::string recipes;
-    for (const std::string& r : rec->recipes()) recipes += (recipes.empty() ? "" : ", ") + r;
-    rec->add_notes("no module ran under DelayedScaling (recipes: " + recipes +
-                   "), the only recipe with global state updates: none expected (0/0); " +
-                   Plural(s.recomputes, "module recompute", "module recomputes") +
-                   " checked against their forward's FP8 state");
-  }
-  rec->set_weight_refreshes(s.refreshes);
-  std::string wasted = WastedRefreshesNote(s.wasted_refreshes, s.wasted_refresh_microbatches);
-  if (!wasted.empty()) rec->add_notes(std::move(wasted));
-  if (s.unknown_events > 0) {
-    rec->add_notes(Plural(s.unknown_events, "event", "events") +
-                   " of kinds this fp8audit does not know (the first: kind " +
-                   std::to_string(s.first_unknown_kind) +
-                   ") were skipped: a newer recorder wrote this trace; a report from an fp8audit "
-                   "as new as the trace's recorder reads them");
-  }
-  // Nothing about the recording to say: no field set (an older recorder's trace).
-  if (rec->ByteSizeLong() == 0) report_.clear_recording();
-}
-
-bool Auditor::WantRow(bool fail) {
-  State& s = *state_;
-  const uint32_t max = options_.max_rows;
-  auto* rows = report_.mutable_microbatches();
-  if (max == 0) return true;
-  if (!s.rows_pruned && rows->size() < static_cast<int>(max)) return true;
-  if (!s.rows_pruned) {
-    // More microbatches than rows: from now on only failing rows are kept.
-    s.rows_pruned = true;
-    int out = 0;
-    for (int i = 0; i < rows->size(); ++i) {
-      if (rows->Get(i).verdict() == v1::FAIL) rows->SwapElements(i, out++);
-    }
-    rows->DeleteSubrange(out, rows->size() - out);
-  }
-  return fail && rows->size() < static_cast<int>(max);
-}
-
-void Auditor::Finish() {
-  State& s = *state_;
-  if (s.finished) return;
-  // Every microbatch still open, the parked ones too, in the order they began.
-  s.segments.CloseAll(/*complete_unmarked=*/s.footer_seen && !s.damaged);
-  s.finished = true;
-  s.findings.WriteTo(&report_);
-  s.places.WriteTo(&report_);
-  SayMarkers();
-  report_.mutable_totals()->set_kernel_launches(s.footer_launches > 0 ? s.footer_launches
-                                                : s.launches_seen > 0 ? s.launches_seen
-                                                                      : s.kernel_events);
-  report_.set_verdict(s.violations > 0 ? v1::FAIL : v1::PASS);
-  // Backward updates were expected and never was a backward pass seen: the microbatches' missing
-  // backward updates are failures the audit cannot confirm (no backward pass, or one it cannot
-  // see).
-  const bool no_backward = !s.segments.backward_observed() && s.frozen_backward > 0;
-  report_.set_no_backward_observed(no_backward);
-  report_.set_confirmed_violations(s.violations - s.damage_violations -
-                                   (no_backward ? s.frozen_backward : 0));
-  FinishRecording();
-  const uint64_t start = report_.header().start_unix_ns();
-  if (s.footer_end_unix_ns != 0 && start != 0 && s.footer_end_unix_ns >= start) {
-    report_.set_duration_ns(s.footer_end_unix_ns - start);
-  } else if (s.last_event_ns > s.first_event_ns) {
-    report_.set_duration_ns(s.last_event_ns - s.first_event_ns);
-  }
 }
 
 }  // namespace fp8audit::reports
