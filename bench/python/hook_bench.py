@@ -9,7 +9,7 @@ in its forward's FP8 state (a healthy job: the hook's common path); torch: torch
 (reentrant), each recompute without FP8 (a job the audit fails: each call a mismatch, its stack
 walked for the call site). Arms:
 
-  absent  TE's own __call__ (the hook's wrapper taken out)
+  absent  TE's own __call__ and quantize_weight (the hook's wrappers taken out)
   off     the wrapper, not recording (fp8audit.hook.set_recording(False))
   on      the wrapper recording: the default under `fp8audit run`
   timed   (--inside) TE's own call after the same check, whose own time is summed inside the
@@ -54,6 +54,20 @@ def wrapped_classes(te_module_classes: Tuple[type, ...]) -> List[Tuple[type, Any
         call = cls.__dict__.get("__call__")
         if getattr(call, "__fp8audit_recompute__", False):
             out.append((cls, call, call.__wrapped__))
+    return out
+
+
+def wrapped_functions() -> List[Tuple[Any, Any, Any]]:
+    """(TE module file, the hook's quantize_weight wrapper, TE's own) for each file whose
+    quantize_weight the weight-refresh check wraps (hook/refresh.py)."""
+    from fp8audit.hook import refresh
+
+    out = []
+    for name in refresh.MODULES:
+        module = sys.modules.get("transformer_engine.pytorch.module." + name)
+        fn = getattr(module, "quantize_weight", None)
+        if getattr(fn, "__fp8audit_refresh__", False):
+            out.append((module, fn, fn.__wrapped__))
     return out
 
 
@@ -152,6 +166,7 @@ def main(argv: List[str] | None = None) -> int:
     if not under_agent:
         hook.install(["te-count", "te-recompute"])
     wrapped = wrapped_classes(classes)
+    functions = wrapped_functions()
     if not wrapped:
         print("hook_bench: the Python hook's te-recompute check could not be armed",
               file=sys.stderr)
@@ -195,6 +210,8 @@ def main(argv: List[str] | None = None) -> int:
         for cls, wrapper, own in wrapped:
             setattr(cls, "__call__", own if name == "absent" else
                     timed[cls] if name == "timed" else wrapper)
+        for module, wrapper, own in functions:
+            setattr(module, "quantize_weight", own if name in ("absent", "timed") else wrapper)
         hook.set_recording(name == "on")
 
     if args.profile:  # where the hook's time goes in this arm: fp8audit's own functions

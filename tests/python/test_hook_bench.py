@@ -88,11 +88,13 @@ def test_in_a_healthy_job_the_check_adds_a_few_python_calls_per_module_call(tmp_
     assert r.returncode == 0, r.stderr
     added = json.loads(r.stdout)["added_per_call"]
     assert added["absent"] == {"python": 0.0, "builtin": 0.0}
-    assert added["off"]["python"] == 1.0  # the wrapper itself
-    # The wrapper, torch's compile check (two), the check, half a mark (one per recompute) and
+    # The wrappers themselves: the module's __call__ and its quantize_weight (the weight-refresh
+    # check's, one dictionary lookup without a cache).
+    assert added["off"]["python"] == 2.0
+    # The wrappers, torch's compile check (two), the check, half a mark (one per recompute) and
     # te-count at each recompute's autocast exit: no stack walk, no lookup per mark. The check as
     # it was before reading TE's state in one call took 20.6 here.
-    assert added["on"]["python"] <= 7
+    assert added["on"]["python"] <= 8, added
 
 
 def test_a_recompute_in_another_fp8_state_costs_the_check_its_stack_walk(tmp_path):

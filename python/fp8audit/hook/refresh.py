@@ -90,13 +90,16 @@ def reporter(current: List[Any], send: Callable[[str], None],
 
 def wrap(inner: Callable[..., Any], refreshed: Callable[[], None], task_id: Callable[[], int],
          recording: Callable[[], bool],
-         asks: Callable[[Tuple[Any, ...], Dict[str, Any]], bool] = refreshes) -> Callable[..., Any]:
-    """TE's quantize_weight (or, with `asks` method_refreshes, TE 2.14's get_weight_workspace)
-    with the check before it; the check never breaks the call."""
+         asks: Callable[[Tuple[Any, ...], Dict[str, Any]], bool] = refreshes,
+         key: str = "workspace") -> Callable[..., Any]:
+    """TE's quantize_weight (or, with `asks` method_refreshes and `key` "cache_name", TE 2.14's
+    get_weight_workspace) with the check before it; a call without `key` (no cache: the common
+    case) costs one dictionary lookup. The check never breaks the call."""
     failed: list = []
 
     def quantize_weight(*args: Any, **kwargs: Any) -> Any:
-        if asks(args, kwargs) and recording() and task_id() != -1:
+        if kwargs.get(key) is not None and asks(args, kwargs) and recording() and \
+                task_id() != -1:
             try:
                 refreshed()
             except Exception as e:  # the check must never break the job
@@ -132,6 +135,6 @@ def install(refreshed: Callable[[], None], task_id: Callable[[], int],
     method = getattr(base, "__dict__", {}).get("get_weight_workspace")
     if callable(method) and not getattr(method, "__fp8audit_refresh__", False):
         setattr(base, "get_weight_workspace",
-                wrap(method, refreshed, task_id, recording, method_refreshes))
+                wrap(method, refreshed, task_id, recording, method_refreshes, "cache_name"))
         wrapped.append("get_weight_workspace")
     return wrapped
