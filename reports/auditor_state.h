@@ -33,7 +33,7 @@ struct Auditor::State {
   uint32_t detailed = 0;     // failing microbatches given full detail so far
   bool rows_pruned = false;  // passing rows were dropped (max_rows exceeded)
   uint64_t violations = 0;
-  FindingsBuilder findings;        // the count and recompute-precision problems collapsed
+  FindingsBuilder findings;        // the count and recompute problems collapsed
   uint64_t damage_violations = 0;  // of them TRACE_DAMAGED
   uint64_t frozen_backward = 0;    // of them microbatches whose backward scales froze
   // Kernel launches: the footer's count, else the largest running count an event carried, else

@@ -42,7 +42,7 @@ class WeightRefresh {
   // harmful ones.
   std::string Explanation() const;
   // "3 weight caches re-quantized in recompute with their forward's values (wasted: ...):
-  // Linear#1 (transformer_engine.checkpoint), ..."; empty without wasted ones.
+  // Linear#1 (te.distributed.checkpoint), ..."; empty without wasted ones.
   std::string WastedExplanation() const;
 
  private:

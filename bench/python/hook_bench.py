@@ -12,8 +12,9 @@ walked for the call site). Arms:
   absent  TE's own __call__ and quantize_weight (the hook's wrappers taken out)
   off     the wrapper, not recording (fp8audit.hook.set_recording(False))
   on      the wrapper recording: the default under `fp8audit run`
-  timed   (--inside) TE's own call after the same check, whose own time is summed inside the
-          step: the check's cost where it runs, caches cold, against what it adds to the step
+  timed   (--inside) TE's own call (and quantize_weight) after the same check, whose own time is
+          summed inside the step: the check's cost where it runs, caches cold, against what it
+          adds to the step
 
 The arms take turns step by step (each first in turn per round), so drift over the run falls on
 all three alike. Per arm: the median step time with a distribution-free 95% interval (order

@@ -187,7 +187,53 @@ def test_a_failing_check_says_so_once_and_never_breaks_the_call(capsys):
         assert wrapped(tensor=1, workspace=object()) == ("quantized", None)
     assert len(calls) == 3
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and "refreshes are not checked" in err[0], err
+    assert len(err) == 1 and "refreshes are no longer checked" in err[0], err
+
+
+def test_a_failure_in_one_wrapper_ends_the_check_in_all_of_them(capsys):
+    class A:
+        @staticmethod
+        def quantize_weight(**kwargs):
+            return "a"
+
+    class B:
+        @staticmethod
+        def quantize_weight(**kwargs):
+            return "b"
+
+    tries = []
+
+    def broken():
+        tries.append(1)
+        raise RuntimeError("boom")
+
+    refresh.install(broken, lambda: 3, lambda: True, {"a": A, "b": B}, base=object())
+    assert A.quantize_weight(workspace=object()) == "a"
+    assert B.quantize_weight(workspace=object()) == "b"
+    assert A.quantize_weight.__name__ == "quantize_weight"
+    assert tries == [1]
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_a_refresh_in_another_task_than_the_last_module_seen_names_no_module():
+    # The last TE module seen in backward ran in task 5 (another thread's backward); a refresh in
+    # task 6 must not take its name or its recipe.
+    class Delayed:
+        pass
+
+    sent = []
+    record = ["Linear#1", None, "", "", None, {}]
+    current = [(5, record, Delayed())]
+    task = [5]
+    refreshed = refresh.reporter(current, sent.append, lambda r: "DelayedScaling",
+                                 lambda: False, lambda: "torch.utils.checkpoint",
+                                 lambda: task[0], lambda: None)
+    refreshed()
+    task[0] = 6
+    refreshed()
+    assert sent == [
+        f"{refresh.MARK} module=Linear#1 scale=live checkpoint=torch.utils.checkpoint",
+        f"{refresh.MARK} module=? scale=forward checkpoint=torch.utils.checkpoint"]
 
 
 def test_outside_a_backward_pass_the_wrapper_sends_nothing():

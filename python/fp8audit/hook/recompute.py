@@ -166,12 +166,13 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     runs in high precision, so recomputing it outside FP8 changes nothing (Megatron's selective
     core_attn recompute). `task_id`: PyTorch's current autograd task, -1 outside a backward pass
     (a call inside one is a recompute). The recipe of each call in FP8 goes to `recipe_seen` when
-    it is not the previous call's. `current` ([record, recipe]) is set at each recompute to the
-    module's record and its recipe in FP8 (None without FP8), for the weight-refresh check. Runs at
+    it is not the previous call's. `current[0]` is set at each recompute, in one store, to
+    (autograd task, the module's record, its recipe in FP8 or None), for the weight-refresh check.
+    Runs at
     every module call: its common path reads the state once and, on a recompute, sends a mark made
     at the module's first call."""
     ordinals: Dict[str, int] = {}
-    current = current if current is not None else [None, None]
+    current = current if current is not None else [(-1, None, None)]
     last: List[Any] = [None]
     read = read if read is not None else state_reader(manager)
 
@@ -198,11 +199,12 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
                 if recipe is not last[0]:
                     last[0] = recipe
                     recipe_seen(recipe)
-        if task_id() == -1:
+        task = task_id()
+        if task == -1:
             entry[1] = fp8
             entry[4] = recipe if fp8 else None
             return
-        current[0], current[1] = entry, recipe if fp8 else None
+        current[0] = (task, entry, recipe if fp8 else None)
         forward_fp8 = entry[1]
         context = ""
         if forward_fp8 is fp8:
@@ -235,15 +237,25 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
         raise RuntimeError("this PyTorch cannot tell a recompute (no _current_graph_task_id)")
     compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
     send = _nvtx.sender()
-    current: List[Any] = [None, None]
-    before_call = watcher(manager, attention, graph_task, send, recipe_watcher(send),
+    current: List[Any] = [(-1, None, None)]
+    read = state_reader(manager)
+    before_call = watcher(manager, attention, graph_task, send, recipe_watcher(send), read,
                           current=current)
     if callable(getattr(distributed, "in_fp8_activation_recompute_phase", None)):
         def in_phase() -> bool:
             return bool(distributed.in_fp8_activation_recompute_phase())
 
-        refreshed = refresh.reporter(current, send, recipe_class, in_phase, checkpoint_on_stack)
+        def recipe_now() -> Any:
+            enabled, recipe = read()
+            return (recipe or manager.get_fp8_recipe()) if enabled else None
+
+        refreshed = refresh.reporter(current, send, recipe_class, in_phase, checkpoint_on_stack,
+                                     graph_task, recipe_now)
         refresh.install(refreshed, graph_task, lambda: switch._recording and not compiling())
+    else:  # a feature that cannot run says so
+        print("fp8audit: python hook 'te-recompute': this Transformer Engine has no "
+              "in_fp8_activation_recompute_phase; weight refreshes in recompute are not checked",
+              file=sys.stderr, flush=True)
     failed: list = []
 
     def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:

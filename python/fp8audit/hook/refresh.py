@@ -21,10 +21,13 @@ found the first time). The audit calls a live refresh after a forward update of 
 microbatch harmful (the scales moved since the forward), any other wasted.
 
 Not seen: a refresh TE decides on the GPU (a skip_update_flag, as under CUDA graphs: whether it
-skips is a tensor's value), and weights quantized outside quantize_weight (te.ops)."""
+skips is a tensor's value), and weights quantized outside quantize_weight (te.ops; GroupedLinear
+with single_grouped_weight=True, TE 2.19 on). A cache TE finds unfit for the call's usage is
+rebuilt rather than refreshed: counted as a refresh where update_workspace asked for one."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -69,13 +72,18 @@ def method_refreshes(args: Tuple[Any, ...], call: Dict[str, Any]) -> bool:
 
 def reporter(current: List[Any], send: Callable[[str], None],
              recipe_class: Callable[[Any], str], in_recompute_phase: Callable[[], bool],
-             checkpoint_on_stack: Callable[[], str]) -> Callable[[], None]:
+             checkpoint_on_stack: Callable[[], str], task_id: Callable[[], int],
+             recipe_now: Callable[[], Any]) -> Callable[[], None]:
     """Called for each refresh in a backward pass: sends the mark of the module the te-recompute
-    check saw last in backward (`current`: [its record, its recipe]), each mark text made once per
-    module and scale."""
+    check saw last in this autograd task (`current[0]`: (task, its record, its recipe), written in
+    one store), each mark text made once per module and scale. Where the last module seen was in
+    another task (another thread's backward, a module called around its __call__), the module is
+    named "?" and the recipe is the one open now (`recipe_now`)."""
 
     def refreshed() -> None:
-        entry, recipe = current
+        task, entry, recipe = current[0]
+        if task != task_id():
+            entry, recipe = None, recipe_now()
         live = recipe is not None and recipe_class(recipe) == DELAYED and not in_recompute_phase()
         scale = SCALE_LIVE if live else SCALE_FORWARD
         marks: Dict[str, str] = entry[5] if entry is not None else {}
@@ -91,27 +99,29 @@ def reporter(current: List[Any], send: Callable[[str], None],
 def wrap(inner: Callable[..., Any], refreshed: Callable[[], None], task_id: Callable[[], int],
          recording: Callable[[], bool],
          asks: Callable[[Tuple[Any, ...], Dict[str, Any]], bool] = refreshes,
-         key: str = "workspace") -> Callable[..., Any]:
+         key: str = "workspace", failed: Optional[List[BaseException]] = None
+         ) -> Callable[..., Any]:
     """TE's quantize_weight (or, with `asks` method_refreshes and `key` "cache_name", TE 2.14's
     get_weight_workspace) with the check before it; a call without `key` (no cache: the common
-    case) costs one dictionary lookup. The check never breaks the call."""
-    failed: list = []
+    case) costs one dictionary lookup. The check never breaks the call: its first failure (in
+    any wrapper sharing `failed`) is said once on stderr and ends the check."""
+    failed = failed if failed is not None else []
 
     def quantize_weight(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get(key) is not None and asks(args, kwargs) and recording() and \
-                task_id() != -1:
+        if kwargs.get(key) is not None and not failed and asks(args, kwargs) and recording() \
+                and task_id() != -1:
             try:
                 refreshed()
             except Exception as e:  # the check must never break the job
                 if not failed:
                     failed.append(e)
                     print(f"fp8audit: python hook 'te-recompute' failed at a weight refresh "
-                          f"({type(e).__name__}: {e}); refreshes are not checked",
+                          f"({type(e).__name__}: {e}); refreshes are no longer checked",
                           file=sys.stderr, flush=True)
         return inner(*args, **kwargs)
 
+    functools.update_wrapper(quantize_weight, inner)  # TE's name; __wrapped__ for benchmarks
     quantize_weight.__fp8audit_refresh__ = True  # type: ignore[attr-defined]
-    quantize_weight.__wrapped__ = inner  # type: ignore[attr-defined]
     return quantize_weight
 
 
@@ -127,14 +137,16 @@ def install(refreshed: Callable[[], None], task_id: Callable[[], int],
     if base is None:
         base = getattr(sys.modules.get(_PACKAGE + "base"), "TransformerEngineBaseModule", None)
     wrapped = []
+    failed: List[BaseException] = []  # one failure ends the check in every wrapper
     for name, module in modules.items():
         inner = getattr(module, "quantize_weight", None)
         if callable(inner) and not getattr(inner, "__fp8audit_refresh__", False):
-            setattr(module, "quantize_weight", wrap(inner, refreshed, task_id, recording))
+            setattr(module, "quantize_weight",
+                    wrap(inner, refreshed, task_id, recording, failed=failed))
             wrapped.append(name)
     method = getattr(base, "__dict__", {}).get("get_weight_workspace")
     if callable(method) and not getattr(method, "__fp8audit_refresh__", False):
         setattr(base, "get_weight_workspace",
-                wrap(method, refreshed, task_id, recording, method_refreshes, "cache_name"))
+                wrap(method, refreshed, task_id, recording, method_refreshes, "cache_name", failed))
         wrapped.append("get_weight_workspace")
     return wrapped
