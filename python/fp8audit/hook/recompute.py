@@ -68,7 +68,14 @@ def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str
     states = f" fp8={int(fp8)}"
     states += f" forward_fp8={int(forward_fp8)}" if forward_fp8 is not None else " forward_fp8=?"
     states += f" context={context}" if context else ""
-    prefix = f"{MARK} module="
+    return fitted_mark(MARK, name, states, checkpoint)
+
+
+def fitted_mark(mark: str, name: str, states: str, checkpoint: str) -> str:
+    """`mark module=<name><states>[ checkpoint=<checkpoint>]` within the agent's MARK_LIMIT: the
+    checkpoint left out where it would not fit, and where even then the text would not, the
+    name shortened (the states after it are what the audit judges)."""
+    prefix = f"{mark} module="
     text = prefix + name[:max(1, MARK_LIMIT - len(prefix) - len(states))] + states
     where = f" checkpoint={checkpoint}" if checkpoint else ""
     return text + where if len(text) + len(where) <= MARK_LIMIT else text

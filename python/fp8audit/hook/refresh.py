@@ -32,9 +32,9 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fp8audit._markers import HOOK_REFRESH_MARK
+from fp8audit.hook.recompute import fitted_mark
 
 MARK = HOOK_REFRESH_MARK
-MARK_LIMIT = 119  # characters of a mark's text the agent keeps
 SCALE_FORWARD = "forward"  # the values are the forward's by construction
 SCALE_LIVE = "live"  # DelayedScaling outside TE's recompute phase: the scale of the moment
 DELAYED = "DelayedScaling"  # the recipe class whose weight scale is global state
@@ -44,12 +44,9 @@ _PACKAGE = "transformer_engine.pytorch.module."
 
 
 def mark_text(name: str, scale: str, checkpoint: str = "") -> str:
-    """The mark for a refresh by the module `name`, shortened as te-recompute's: the name gives
-    way to the scale, the checkpoint is left out where it would not fit."""
-    prefix, states = f"{MARK} module=", f" scale={scale}"
-    text = prefix + name[:max(1, MARK_LIMIT - len(prefix) - len(states))] + states
-    where = f" checkpoint={checkpoint}" if checkpoint else ""
-    return text + where if len(text) + len(where) <= MARK_LIMIT else text
+    """The mark for a refresh by the module `name`, fitted as te-recompute's: the name gives way
+    to the scale, the checkpoint is left out where it would not fit."""
+    return fitted_mark(MARK, name, f" scale={scale}", checkpoint)
 
 
 def refreshes(args: Tuple[Any, ...], call: Dict[str, Any]) -> bool:
