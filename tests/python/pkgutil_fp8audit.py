@@ -59,3 +59,23 @@ def audit(out: Path, args: List[str], binary: Path = BIN, timeout: int = 600,
     """`fp8audit run --out OUT -- python ARGS...`."""
     return subprocess.run([str(binary), "run", "--out", str(out), "--", sys.executable, *args],
                           env=env(**extra), capture_output=True, text=True, timeout=timeout)
+
+
+STANDIN = ROOT / "tests" / "python" / "standin"
+
+
+def audit_standin_job(tmp_path: Path, job: str, *args: str) -> Dict[str, Any]:
+    """The JSON report of `job` (Python source) run with `args` on TE's CPU stand-in under
+    `fp8audit run`, with its exit status and stderr added (returncode, stderr). --patch (the fix)
+    needs the built model library: skipped outside CTest."""
+    needs_agent()
+    if "--patch" in args and not os.environ.get("FP8AUDIT_MODEL_LIB"):
+        pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
+    script = tmp_path / "job.py"
+    script.write_text(job)
+    # The stand-in runs on the CPU: on a GPU host torch.cuda would carry the hook's marks.
+    r = audit(tmp_path / "t", [str(script), *args], CUDA_VISIBLE_DEVICES="",
+              PYTHONPATH=os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]))
+    rep = report(tmp_path / "t")
+    rep["returncode"], rep["stderr"] = r.returncode, r.stderr
+    return rep

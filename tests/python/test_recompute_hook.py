@@ -17,7 +17,9 @@ ROOT = HERE.parents[1]
 HOOK_SITE = ROOT / "python" / "fp8audit" / "hook" / "site"
 STANDIN = HERE / "standin"
 
-JOB = textwrap.dedent("""
+# A job's start on the stand-in: the hook's marks recorded in a list (printed as JSON at the end),
+# TE imported, and on request (--patch) fp8audit.te's fix applied or (--paused) recording off.
+PRELUDE = textwrap.dedent("""
     import json, sys
     import torch
     from torch.utils.checkpoint import checkpoint
@@ -46,6 +48,9 @@ JOB = textwrap.dedent("""
     if "--paused" in sys.argv:
         import fp8audit.hook
         fp8audit.hook.set_recording(False)
+""")
+
+JOB = PRELUDE + textwrap.dedent("""
     torch.manual_seed(0)
     layers = [te.Linear(8, 8) for _ in range(2)]
     x = torch.randn(4, 8, requires_grad=True)
@@ -85,9 +90,11 @@ JOB = textwrap.dedent("""
 """)
 
 
-def run_job(tmp_path, *args, features="te-recompute", prefix="fp8audit.te.recompute"):
+def run_job(tmp_path, *args, features="te-recompute", prefix="fp8audit.te.recompute", job=JOB):
+    """The marks starting with `prefix` that `job` (PRELUDE first) sent, run with `args` and the
+    hook's `features` on the stand-in."""
     script = tmp_path / "job.py"
-    script.write_text(JOB)
+    script.write_text(job)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(HOOK_SITE), str(ROOT / "python"), str(STANDIN)])
     env["FP8AUDIT_PYHOOK"] = features

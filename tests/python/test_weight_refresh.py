@@ -3,9 +3,7 @@ that re-quantizes a cached FP8 weight its forward filled (te.checkpoint replayin
 is_first_microbatch=True) sends one mark per weight, with the scale it quantized under; reusing
 the cache, caching nothing and the forward itself send none."""
 
-import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,44 +12,18 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-HOOK_SITE = ROOT / "python" / "fp8audit" / "hook" / "site"
-STANDIN = HERE / "standin"
 sys.path.insert(0, str(ROOT / "python"))
 
-from fp8audit.hook import refresh  # noqa: E402
+from fp8audit.hook import recompute, refresh  # noqa: E402
 
-JOB = textwrap.dedent("""
-    import functools, json, sys
-    import torch
-    from torch.utils.checkpoint import checkpoint
-    import fp8audit._nvtx
+import test_recompute_hook as base  # noqa: E402  (its job prelude and runner)
 
-    class Recorder:
-        def __init__(self):
-            self.marks = []
-        def mark(self, message):
-            self.marks.append(message)
-        def range_push(self, message):
-            pass
-        def range_pop(self):
-            pass
+JOB = base.PRELUDE + textwrap.dedent("""
+    import functools
 
     def arg(name, default):
         return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
-    fp8audit._nvtx.NVTX = Recorder()
-    if "--patch" in sys.argv:
-        from pathlib import Path
-        from fp8audit.te import releases
-        releases.register_source_tree("2.20.2+standin", Path(sys.argv[1]))
-    import transformer_engine.pytorch as te
-    from transformer_engine.common import recipe
-    if "--patch" in sys.argv:
-        import fp8audit.te
-        fp8audit.te.patch()
-    if "--paused" in sys.argv:
-        import fp8audit.hook
-        fp8audit.hook.set_recording(False)
     torch.manual_seed(0)
     layers = [te.Linear(8, 8) for _ in range(2)]
     first = {"True": True, "False": False, "None": None}[arg("--first", "True")]
@@ -78,19 +50,8 @@ JOB = textwrap.dedent("""
 """)
 
 
-def run_job(tmp_path, *args, features="te-recompute", prefix=refresh.MARK):
-    script = tmp_path / "job.py"
-    script.write_text(JOB)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(HOOK_SITE), str(ROOT / "python"), str(STANDIN)])
-    env["FP8AUDIT_PYHOOK"] = features
-    result = subprocess.run(
-        [sys.executable, str(script), str(STANDIN / "transformer_engine" / "pytorch"), *args],
-        env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert [line for line in result.stderr.splitlines() if line.startswith("fp8audit")] == []
-    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    return [m for m in json.loads(lines[-1]) if m.startswith(prefix)]
+def run_job(tmp_path, *args, features="te-recompute"):
+    return base.run_job(tmp_path, *args, features=features, prefix=refresh.MARK, job=JOB)
 
 
 def marks(scale, checkpoint):
@@ -257,4 +218,4 @@ def test_install_wraps_each_module_s_quantize_weight_once():
 
 def test_a_module_name_too_long_for_the_agent_is_shortened_and_its_scale_kept():
     text = refresh.mark_text("Linear" * 40, "live", "torch.utils.checkpoint")
-    assert len(text) <= refresh.MARK_LIMIT and text.endswith(" scale=live"), text
+    assert len(text) <= recompute.MARK_LIMIT and text.endswith(" scale=live"), text

@@ -8,17 +8,12 @@ recompute phase with the forward's scales. The stand-in TE on a CPU torch; no GP
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 from typing import Any, Dict, List
 
-import pytest
+from pkgutil_fp8audit import STANDIN, audit_standin_job
 
-from pkgutil_fp8audit import PYTHON_DIR, audit, needs_agent, report
-
-HERE = Path(__file__).resolve().parent
-STANDIN = HERE / "standin"
 
 JOB = textwrap.dedent(f"""
     import sys
@@ -70,17 +65,7 @@ JOB = textwrap.dedent(f"""
 
 
 def run(tmp_path: Path, *args: str) -> Dict[str, Any]:
-    needs_agent()
-    if "--patch" in args and not os.environ.get("FP8AUDIT_MODEL_LIB"):
-        pytest.skip("FP8AUDIT_MODEL_LIB (the built model library) is not set: run through CTest")
-    job = tmp_path / "job.py"
-    job.write_text(JOB)
-    # The stand-in runs on the CPU: on a GPU host torch.cuda would carry the hook's marks.
-    r = audit(tmp_path / "t", [str(job), *args], CUDA_VISIBLE_DEVICES="",
-              PYTHONPATH=os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]))
-    rep = report(tmp_path / "t")
-    rep["returncode"], rep["stderr"] = r.returncode, r.stderr
-    return rep
+    return audit_standin_job(tmp_path, JOB, *args)
 
 
 def refreshes(rep: Dict[str, Any]) -> List[Any]:
