@@ -13,6 +13,7 @@
 #include "reports/explanations.h"
 #include "reports/extra_places.h"
 #include "reports/findings.h"
+#include "reports/frozen_modules.h"
 #include "reports/frozen_scales.h"
 #include "reports/probe_tally.h"
 #include "reports/segmentation.h"
@@ -361,6 +362,7 @@ void Auditor::Close(bool complete) {
   // Not a microbatch: nothing happened in it, or it precedes the markers the recorder was told to
   // expect and holds no update (warm-up, set-up).
   if (!seg.IsMicrobatch(s.segments.markers_configured())) {
+    s.segments.Defer(std::move(seg.frozen));  // its frozen scales are the next microbatch's
     seg.Reset();
     return;
   }
@@ -393,7 +395,7 @@ void Auditor::Close(bool complete) {
     ++s.wasted_refresh_microbatches;
   }
   const bool fail = wrong[kFwd] || wrong[kBwd] || recompute.changes() > 0 ||
-                    refresh.harmful() > 0 || seg.fix_lost > 0;
+                    refresh.harmful() > 0 || seg.fix_lost > 0 || !seg.frozen.empty();
   const Apart apart = Unattributable(seg, fail);
   if (apart != Apart::kNone) (apart == Apart::kSplit ? s.split : s.crowded).Add(row.index());
   const int frozen = FrozenDirection(seg.count, expected, complete);
@@ -469,6 +471,11 @@ void Auditor::Close(bool complete) {
     google::protobuf::RepeatedPtrField<std::string> why;
     if (words) *why.Add() = refresh.Explanation();
     recompute_violation(v1::Violation::RECOMPUTE_WEIGHT_REFRESH, refresh.ViolationMessage(), &why);
+  }
+  // Its frozen scales, one violation per module: each stands alone (a module's comes once in the
+  // run, there is nothing for a finding to collapse).
+  for (const std::string& module : seg.frozen) {
+    AddViolation(FrozenScaleViolation(module, row.index(), RowLabel(row)));
   }
 
   v1::Totals* totals = report_.mutable_totals();

@@ -121,7 +121,10 @@ struct MicrobatchSpan {
 // (reports/frozen_scales.h): a failure, said so in the explanations and the violation. A trace in
 // which backward updates were expected and no backward pass was ever seen (no backward activity,
 // no backward update) says so (RankReport.no_backward_observed): those failures are not confirmed
-// (RankReport.confirmed_violations) and the audit is incomplete. The
+// (RankReport.confirmed_violations) and the audit is incomplete. A FROZEN_SCALE (a module whose
+// DelayedScaling scales TE's update never reaches) fails its microbatch whatever the counts, one
+// violation per module in the run (reports/frozen_modules.h; outside a microbatch: the next one,
+// else the last, segmentation.h's Segmenter::Defer). The
 // microbatch still open when the trace ends without a footer (or is damaged) is incomplete: only
 // excess updates fail it. Other kinds (AUTOCAST_*, CHECKPOINT_*, MODULE_*, STASH_*, EXCEPTION)
 // are context: they explain extra updates and appear in violation context.

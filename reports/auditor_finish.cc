@@ -8,6 +8,7 @@
 #include "reports/auditor_state.h"
 #include "reports/event_text.h"
 #include "reports/explanations.h"
+#include "reports/frozen_modules.h"
 #include "reports/weight_refresh.h"
 
 namespace fp8audit::reports {
@@ -75,6 +76,9 @@ void Auditor::FinishRecording() {
   rec->set_weight_refreshes(s.refreshes);
   std::string wasted = WastedRefreshesNote(s.wasted_refreshes, s.wasted_refresh_microbatches);
   if (!wasted.empty()) rec->add_notes(std::move(wasted));
+  rec->set_frozen_scales(s.segments.frozen_modules().modules());
+  std::string frozen = FrozenScalesNote(rec->frozen_scales());
+  if (!frozen.empty()) rec->add_notes(std::move(frozen));
   if (s.unknown_events > 0) {
     rec->add_notes(Plural(s.unknown_events, "event", "events") +
                    " of kinds this fp8audit does not know (the first: kind " +
@@ -110,6 +114,13 @@ void Auditor::Finish() {
   // Every microbatch still open, the parked ones too, in the order they began.
   s.segments.CloseAll(/*complete_unmarked=*/s.footer_seen && !s.damaged);
   s.finished = true;
+  // Frozen scales that came after the last microbatch had closed (segmentation.h): alone, at the
+  // index the next microbatch would have had, as damage and unbalanced markers are.
+  for (const std::string& module : s.segments.TakeDeferredFrozen()) {
+    AddViolation(FrozenScaleViolation(
+        module, s.next_index,
+        s.next_index == 0 ? "outside any microbatch: " : "after the last microbatch: "));
+  }
   s.findings.WriteTo(&report_);
   s.places.WriteTo(&report_);
   SayMarkers();

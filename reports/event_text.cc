@@ -189,6 +189,8 @@ std::string KindName(v1::EventKind kind) {
       return "FP8 recipe";
     case v1::WEIGHT_REFRESH:
       return "weight cache refresh";
+    case v1::FROZEN_SCALE:
+      return "frozen scale";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }
@@ -227,6 +229,8 @@ std::string ViolationKindName(v1::Violation::Kind kind) {
       return "recompute precision";
     case v1::Violation::RECOMPUTE_WEIGHT_REFRESH:
       return "recompute weight refresh";
+    case v1::Violation::FROZEN_SCALE:
+      return "frozen scale";
     default:
       return "violation";
   }

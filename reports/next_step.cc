@@ -32,10 +32,14 @@ std::string FixVerifiedList() {
   return out;
 }
 
-}  // namespace
+// What a frozen scale asks of the job: TE keeps a module's first registration of its scales, which
+// no fix of fp8audit's changes.
+constexpr std::string_view kFrozenRemedy =
+    "for the frozen scales, keep each module under one recipe class: evaluate under the training "
+    "recipe, or with FP8 off (te.autocast(enabled=False) keeps the module's state)";
 
-std::string NextStep(const v1::AuditReport& report) {
-  if (report.outcome() != v1::AuditReport::OUTCOME_VIOLATIONS) return {};
+// The step for the job's other violations: the fix, where it applies.
+std::string FixStep(const v1::AuditReport& report) {
   std::string version;
   bool patched = false;
   bool hook = false;  // the Python hook was at work: it would have recorded TE's import
@@ -68,6 +72,22 @@ std::string NextStep(const v1::AuditReport& report) {
         "; this job's TE " + version + " is not one it was verified on: it refuses with one line";
   }
   return line;
+}
+
+}  // namespace
+
+std::string NextStep(const v1::AuditReport& report) {
+  if (report.outcome() != v1::AuditReport::OUTCOME_VIOLATIONS) return {};
+  size_t frozen = 0;
+  size_t other = 0;
+  for (const v1::RankReport& r : report.ranks()) {
+    for (const v1::Violation& v : r.violations()) {
+      ++(v.kind() == v1::Violation::FROZEN_SCALE ? frozen : other);
+    }
+  }
+  if (frozen == 0) return FixStep(report);
+  if (other == 0) return "next: " + std::string(kFrozenRemedy);
+  return FixStep(report) + "; " + std::string(kFrozenRemedy);
 }
 
 }  // namespace fp8audit::reports

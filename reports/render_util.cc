@@ -90,6 +90,10 @@ bool IsFindingKind(const v1::Violation& v) {
          v.kind() == v1::Violation::RECOMPUTE_WEIGHT_REFRESH;
 }
 
+bool FailsItsMicrobatch(const v1::Violation& v) {
+  return IsFindingKind(v) || v.kind() == v1::Violation::FROZEN_SCALE;
+}
+
 bool ShareExplanation(const v1::Finding& a, const v1::Finding& b) {
   return a.explained_microbatch() == b.explained_microbatch() &&
          a.explanations_size() == b.explanations_size() &&
@@ -125,7 +129,7 @@ ViolationSelection SelectViolations(const v1::RankReport& rank, uint32_t max) {
   // when some are not shown, or when failing microbatches have none among those kept.
   std::unordered_map<uint32_t, bool> represented;
   for (const v1::Violation& v : rank.violations()) {
-    if (IsFindingKind(v)) represented[v.microbatch()] = true;
+    if (FailsItsMicrobatch(v)) represented[v.microbatch()] = true;
   }
   if (max != 0 && (sel.shown < static_cast<size_t>(n) ||
                    represented.size() < rank.totals().failing_microbatches())) {

@@ -62,6 +62,9 @@ bool IsCountViolation(const v1::Violation& v);
 // A violation of a kind the findings group (counts, recompute precision, recompute weight
 // refresh): the reports list such violations once per finding rather than one by one.
 bool IsFindingKind(const v1::Violation& v);
+// A violation that fails the microbatch it names: a finding's kind, or a frozen scale (which
+// stands alone: once per module in the run, nothing to collapse).
+bool FailsItsMicrobatch(const v1::Violation& v);
 // Two findings that carry the same explanation of the same microbatch (a microbatch's forward and
 // backward counts): shown once, after the last of them.
 bool ShareExplanation(const v1::Finding& a, const v1::Finding& b);

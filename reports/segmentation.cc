@@ -43,6 +43,7 @@ Activity ActivityOf(const v1::Event& event, bool update, int dir) {
   const v1::EventKind kind = event.kind();
   Activity a;
   a.forward = (update && dir == kFwd) || kind == v1::AUTOCAST_ENTER || kind == v1::MODULE_FORWARD ||
+              kind == v1::FROZEN_SCALE ||
               (kind == v1::CHECKPOINT_ENTER && event.checkpoint_phase() != 2) ||
               (!update && event.pass() == v1::FORWARD);
   a.backward = (update && dir == kBwd) || kind == v1::MODULE_BACKWARD ||
@@ -240,6 +241,7 @@ void Segmenter::Begin(const v1::Event& event) {
     seg_.keyed = event.has_microbatch_id();
     seg_.key = event.microbatch_id();
   }
+  TakeDeferred(&seg_);  // a resumed microbatch too
   seg_.owner = event.thread_id();
 }
 
@@ -273,7 +275,17 @@ void Segmenter::CloseWaiting(size_t i) {
   seg_ = std::move(current);
 }
 
+void Segmenter::Defer(std::vector<std::string> modules) {
+  for (std::string& m : modules) deferred_frozen_.push_back(std::move(m));
+}
+
+void Segmenter::TakeDeferred(Segment* seg) {
+  for (std::string& m : deferred_frozen_) seg->frozen.push_back(std::move(m));
+  deferred_frozen_.clear();
+}
+
 void Segmenter::Open(const v1::Event& event) {
+  TakeDeferred(&seg_);
   seg_.open = true;
   seg_.step = step_;
   seg_.start_seq = seq_;
@@ -363,6 +375,10 @@ bool Segmenter::Assign(const v1::Event& event, uint32_t expect_forward, int* dir
   }
   // Harmful where a forward update counted before it in this microbatch moved the scales.
   if (kind == v1::WEIGHT_REFRESH) seg_.refresh.Add(event, seg_.count[kFwd] > 0);
+  // A module's first frozen scale in the run (its later ones say nothing new): see Defer.
+  if (kind == v1::FROZEN_SCALE && frozen_.First(event.module())) {
+    seg_.frozen.push_back(TruncateUtf8(event.module(), kMaxStoredString));
+  }
   if (kind == v1::FIX_LOST_UPDATE && seg_.fix_lost++ == 0) {
     seg_.fix_lost_reason = TruncateUtf8(event.detail(), kMaxStoredString);
   }
@@ -392,8 +408,19 @@ void Segmenter::CloseAll(bool complete_unmarked) {
   waiting_.clear();
   std::stable_sort(parked_.begin(), parked_.end(),
                    [](const Segment& a, const Segment& b) { return a.start_seq < b.start_seq; });
+  // The frozen scales deferred, and those of the segments after the last microbatch (which will
+  // not be microbatches), go to that last microbatch: none follows it.
+  const auto last = std::find_if(parked_.rbegin(), parked_.rend(), [this](const Segment& seg) {
+    return seg.IsMicrobatch(markers_configured_);
+  });
+  const Segment* last_microbatch = last != parked_.rend() ? &*last : nullptr;
+  if (last_microbatch != nullptr) {
+    for (auto after = last.base(); after != parked_.end(); ++after) Defer(std::move(after->frozen));
+  }
   for (Segment& seg : parked_) {
+    const bool take = &seg == last_microbatch;
     seg_ = std::move(seg);
+    if (take) TakeDeferred(&seg_);  // also those of segments before it that were no microbatch
     close_(markers_ ? seg_.ended : complete_unmarked);
   }
   parked_.clear();

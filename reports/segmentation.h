@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fp8audit/trace.pb.h"
+#include "reports/frozen_modules.h"
 #include "reports/probe_tally.h"
 #include "reports/recompute_precision.h"
 #include "reports/weight_refresh.h"
@@ -146,6 +147,9 @@ struct Segment {
   uint32_t probes_throughout = 0;  // probe bits active from its opening to now
   RecomputePrecision recompute;    // the modules recomputed in its backward (MODULE_RECOMPUTE)
   WeightRefresh refresh;           // the weight caches its recomputes re-quantized (WEIGHT_REFRESH)
+  // The modules whose first frozen scale in the run belongs to it (FROZEN_SCALE; the Segmenter's
+  // frozen_modules() says which).
+  std::vector<std::string> frozen;
   // Per direction: a module ran in it since its last update here (MODULE_FORWARD, a recompute in
   // FP8: forward; MODULE_BACKWARD: backward).
   std::array<bool, 2> module_ran{};
@@ -236,6 +240,16 @@ class Segmenter {
   const Ring& ring() const { return ring_; }
   uint64_t seq() const { return seq_; }
 
+  // FROZEN_SCALE: a module's first one in the run belongs to the segment Assign gives the event,
+  // as every event does (after a range's END, the most recently begun microbatch). Where that
+  // segment turns out to be no microbatch (set-up before the markers the recorder was told to
+  // expect: see IsMicrobatch), its owner hands them back here (Defer) and the next segment to
+  // open takes them; at the end, the last microbatch still open takes those left. Any left after
+  // that (the last microbatch closed before them) are the owner's (TakeDeferredFrozen).
+  const FrozenModules& frozen_modules() const { return frozen_; }
+  void Defer(std::vector<std::string> modules);
+  std::vector<std::string> TakeDeferredFrozen() { return std::move(deferred_frozen_); }
+
  private:
   void Route(uint64_t thread);
   void Begin(const v1::Event& event);
@@ -246,6 +260,7 @@ class Segmenter {
   bool Resume(uint64_t key);
   void CloseWaiting(size_t i);
   void Open(const v1::Event& event);
+  void TakeDeferred(Segment* seg);  // the deferred frozen scales go to `seg`
 
   std::function<void(bool)> close_;
   std::function<void(const v1::Event&, Unbalance)> unbalanced_;
@@ -269,6 +284,8 @@ class Segmenter {
   // Keyed microbatches between their ranges (in the order they were set aside), at most 256: the
   // oldest closes first.
   std::vector<Segment> waiting_;
+  FrozenModules frozen_;                      // modules with a frozen scale so far
+  std::vector<std::string> deferred_frozen_;  // their first ones no microbatch took yet
 };
 
 }  // namespace fp8audit::reports

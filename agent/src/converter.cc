@@ -194,6 +194,12 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_context(KeyValue(raw.Text(), nvtx::kKeyScale));
       e->set_detail(KeyValue(raw.Text(), nvtx::kKeyCheckpoint));
       return true;
+    case RawKind::kFrozenScale:
+      e->set_kind(v1::FROZEN_SCALE);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::FORWARD);  // sent before the module's forward, outside any backward
+      e->set_module(KeyValue(raw.Text(), nvtx::kKeyModule));
+      return true;
     case RawKind::kHookAbsent:
       e->set_kind(v1::PYTHON_HOOK_ABSENT);
       e->set_pass(v1::PASS_UNSPECIFIED);

@@ -24,6 +24,8 @@ bool IsRecomputeMark(std::string_view text) {
 
 bool IsRefreshMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookRefreshMark); }
 
+bool IsFrozenMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookFrozenMark); }
+
 bool IsLostMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookLostMark); }
 
 bool IsSiteMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookSiteMark); }
@@ -61,7 +63,8 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 
 bool IsHookMark(std::string_view text) {
   return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text) ||
-         IsRefreshMark(text) || IsLostMark(text) || IsSiteMark(text) || IsRecipeMark(text);
+         IsRefreshMark(text) || IsFrozenMark(text) || IsLostMark(text) || IsSiteMark(text) ||
+         IsRecipeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
@@ -69,6 +72,7 @@ bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   RawEvent e;
   e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
            : IsRefreshMark(text) ? RawKind::kWeightRefresh
+           : IsFrozenMark(text)  ? RawKind::kFrozenScale
            : IsLostMark(text)    ? RawKind::kFixLost
            : IsSiteMark(text)    ? RawKind::kCallSite
            : IsRecipeMark(text)  ? RawKind::kRecipe

@@ -11,6 +11,9 @@
 //          checkpoint recompute) a TE module re-quantized a weight into the cache its forward had
 //          filled, under the forward's scale or DelayedScaling's live one (WEIGHT_REFRESH); keys in
 //          any order
+//   mark   "fp8audit.te.frozen module=<m>"  a TE module is about to run a forward in FP8 under
+//          DelayedScaling with scales TE's update never reaches (its state is not the one TE
+//          registered in its global buffers), once per module and state (FROZEN_SCALE)
 //   range  "fp8audit.te.update pass=forward|backward count=<N> unfused=<U>"
 //          pushed before FP8GlobalStateManager.reduce_and_update_fp8_tensors runs and popped after
 //          it returns: N updates (autocast keys with amaxes to reduce in that direction), U of
@@ -58,7 +61,7 @@ struct HookUpdate {
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
 // A mark the hook sends (kHookTeMark, kHookPatchMark, kHookRecomputeMark, kHookRefreshMark,
-// kHookLostMark, kHookSiteMark or kHookRecipeMark, each with keys).
+// kHookFrozenMark, kHookLostMark, kHookSiteMark or kHookRecipeMark, each with keys).
 bool IsHookMark(std::string_view text);
 // The hook's mark that TE was imported (kHookTeMark with keys: "fp8audit.te te=<version>").
 inline bool IsTeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookTeMark); }

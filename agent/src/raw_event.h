@@ -47,6 +47,7 @@ enum class RawKind : uint8_t {
   kCallSite,           // text: the mark ("fp8audit.te.site site=<path>:<line> in <function>")
   kRecipe,             // text: the mark ("fp8audit.te.recipe recipe=<class>")
   kWeightRefresh,      // text: the mark ("fp8audit.te.refresh module=<m> scale=<s> ...")
+  kFrozenScale,        // text: the mark ("fp8audit.te.frozen module=<m>")
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

@@ -132,6 +132,12 @@ inline constexpr char kKeyScale[] = "scale";
 inline constexpr char kScaleForward[] = "forward";
 // DelayedScaling outside TE's recompute phase: the global state's scale of that moment.
 inline constexpr char kScaleLive[] = "live";
+// "fp8audit.te.frozen module=<Class>#<n>": a TE module ran a forward in FP8 under DelayedScaling
+// with scales that TE's update never reaches: its current state is not the one registered in TE's
+// global buffers (a recipe switched away and back re-made the state, TE keeps the first
+// registration), so its scales stay where they are for the rest of the run (python/fp8audit/hook),
+// one mark per module and state.
+inline constexpr char kHookFrozenMark[] = "fp8audit.te.frozen";
 // What else of a recomputed module's quantization context differs from its forward's.
 inline constexpr char kKeyContext[] = "context";
 inline constexpr char kContextRecipe[] = "recipe";  // another recipe class, or other parameters

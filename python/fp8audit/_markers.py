@@ -33,6 +33,7 @@ HOOK_LOST_MARK = "fp8audit.te.lost"  # fp8audit.te's safety net: the fix lost a 
 HOOK_SITE_MARK = "fp8audit.te.site"  # where in the job's code the next hook event happened
 HOOK_RECIPE_MARK = "fp8audit.te.recipe"  # a TE module ran under a recipe of a new class
 HOOK_REFRESH_MARK = "fp8audit.te.refresh"  # a recompute re-quantized a cached FP8 weight
+HOOK_FROZEN_MARK = "fp8audit.te.frozen"  # a module's DelayedScaling scales are never updated
 
 _lib: Optional[ctypes.CDLL] = None
 _lib_tried = False

@@ -298,6 +298,36 @@ TEST(HookProbe, RefreshMarksRecordTheModuleTheScaleAndTheCheckpointInBackward) {
   EXPECT_EQ(e[1].detail(), "");  // no checkpoint found
 }
 
+TEST(HookProbe, FrozenMarksBecomeOneForwardFrozenScaleEventNamingTheModule) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* main = sink.Thread(1);
+  sink.Use(main);
+  EXPECT_TRUE(hook.OnMark(main, "fp8audit.te.frozen module=LayerNormLinear#4"));
+  EXPECT_FALSE(hook.OnMark(main, "fp8audit.te.frozens module=Linear#1"));
+  EXPECT_FALSE(IsHookMark("fp8audit.te.frozen"));  // no fields: not the hook's
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind(), v1::FROZEN_SCALE);
+  EXPECT_EQ(e[0].source(), v1::PYTHON_HOOK);
+  EXPECT_EQ(e[0].pass(), v1::FORWARD);
+  EXPECT_EQ(e[0].module(), "LayerNormLinear#4");
+  EXPECT_EQ(e[0].thread_id(), 1u);
+  EXPECT_NE(e[0].timestamp_ns(), 0u);
+}
+
+TEST(HookProbe, AFrozenMarkWithoutAModuleIsRecordedWithNoModuleName) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* main = sink.Thread(1);
+  sink.Use(main);
+  EXPECT_TRUE(hook.OnMark(main, "fp8audit.te.frozen state=2"));  // keys, none of them module
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind(), v1::FROZEN_SCALE);
+  EXPECT_EQ(e[0].module(), "");
+}
+
 TEST(HookProbe, SiteMarksKeepTheWholeSiteSpacesIncludedAndAnEmptyOne) {
   TestSink sink;
   HookProbe hook(&sink);

@@ -139,6 +139,14 @@ std::vector<std::string> FuzzSeeds() {
     t.Footer();
     seeds.push_back(t.Bytes());
   }
+  {
+    // The Python hook's frozen-scale marks: one before the first microbatch (the next one takes
+    // it), one inside, the same module again, and one after the last microbatch's end.
+    TraceBuilder t(0, 1, "nvtx");
+    t.FrozenScale("Linear#1").Begin().FrozenScale("Linear#2").FrozenScale("Linear#1");
+    t.Forward().BackwardBegin().Backward().BackwardEnd().End().FrozenScale("").Footer();
+    seeds.push_back(t.Bytes());
+  }
   return seeds;
 }
 

@@ -37,6 +37,40 @@ TEST(NextStep, AFailingTeJobIsToldToRerunUnderTheFixInEveryFormat) {
   EXPECT_TRUE(Contains(RenderHtml(report, RenderOptions{}), "id=\"next\""));
 }
 
+// A job whose only violation is a frozen scale (its counts right), with or without the fix.
+v1::AuditReport FrozenJob(bool patched, bool extra_update = false) {
+  TraceBuilder t(0, 4242, "nvtx");
+  t.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.20.2");
+  if (patched) t.TePatched("2.20.2", "fixed");
+  t.MarkedMicrobatch();
+  t.FrozenScale("Linear#2");
+  if (extra_update) {
+    t.MarkedMicrobatch(1, 2);
+  } else {
+    t.MarkedMicrobatch();
+  }
+  t.Footer();
+  return Job({t.Audit()});
+}
+
+TEST(NextStep, AFrozenScaleAloneIsToldTheRemedyNotTheFix) {
+  for (const bool patched : {false, true}) {
+    const v1::AuditReport report = FrozenJob(patched);
+    ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+    const std::string& line = report.next_step();
+    EXPECT_TRUE(Contains(line, "keep each module under one recipe class")) << line;
+    EXPECT_TRUE(Contains(line, "te.autocast(enabled=False)")) << line;
+    EXPECT_FALSE(Contains(line, "rerun under the fix")) << line;
+    EXPECT_FALSE(Contains(line, "the fix was in force")) << line;
+  }
+}
+
+TEST(NextStep, AFrozenScaleBesideExtraUpdatesAddsTheRemedyToTheFix) {
+  const std::string line = FrozenJob(false, true).next_step();
+  EXPECT_TRUE(Contains(line, "next: rerun under the fix")) << line;
+  EXPECT_TRUE(Contains(line, "keep each module under one recipe class")) << line;
+}
+
 TEST(NextStep, AnUnverifiedTeReleaseIsSaidToBeRefused) {
   EXPECT_TRUE(Contains(FailingJob("2.15.0").next_step(),
                        "this job's TE 2.15.0 is not one it was verified on"));

@@ -196,6 +196,15 @@ class TraceBuilder {
     e->set_pass(v1::BACKWARD);
     return *this;
   }
+  // The Python hook's FROZEN_SCALE: `module` is about to run a forward in FP8 under DelayedScaling
+  // with scales TE's update never reaches (its state is not the one TE registered).
+  TraceBuilder& FrozenScale(const std::string& module, uint64_t thread = kMainThread) {
+    auto* e = Add(v1::FROZEN_SCALE, thread);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_module(module);
+    e->set_pass(v1::FORWARD);
+    return *this;
+  }
   // The Python hook's CALL_SITE: where in the job's code its next event on `thread` happened.
   TraceBuilder& Site(const std::string& site, uint64_t thread = kMainThread) {
     auto* e = Add(v1::CALL_SITE, thread);
