@@ -63,6 +63,21 @@ def audit(out: Path, args: List[str], binary: Path = BIN, timeout: int = 600,
 
 STANDIN = ROOT / "tests" / "python" / "standin"
 
+# Job lines, after TE's import: on a GPU the agent sees TE's own updates (its C entry point); the
+# stand-in's are Python, so the job marks each one for the agent.
+MARK_STANDIN_UPDATES = """
+import fp8audit
+import fp8audit.hook
+M = te.quantization.FP8GlobalStateManager
+update = M.reduce_and_update_fp8_tensors.__func__
+def marked(cls, forward=True):
+    n = fp8audit.hook.pending_updates(cls, forward)[0]  # DelayedScaling amaxes to reduce
+    if n:
+        fp8audit.update("forward" if forward else "backward", n)
+    return update(cls, forward)
+M.reduce_and_update_fp8_tensors = classmethod(marked)
+"""
+
 
 def audit_standin_job(tmp_path: Path, job: str, *args: str) -> Dict[str, Any]:
     """The JSON report of `job` (Python source) run with `args` on TE's CPU stand-in under

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, List
 
-from pkgutil_fp8audit import STANDIN, audit_standin_job
+from pkgutil_fp8audit import MARK_STANDIN_UPDATES, STANDIN, audit_standin_job
 
 
 JOB = textwrap.dedent(f"""
@@ -31,16 +31,7 @@ JOB = textwrap.dedent(f"""
     if "--patch" in sys.argv:
         import fp8audit.te
         fp8audit.te.patch()
-    # On a GPU the agent sees TE's own updates (its C entry point); the stand-in's are Python, so
-    # the job marks each one for the agent.
-    M = te.quantization.FP8GlobalStateManager
-    update = M.reduce_and_update_fp8_tensors.__func__
-    def marked(cls, forward=True):
-        n = fp8audit.hook.pending_updates(cls, forward)[0]  # DelayedScaling amaxes to reduce
-        if n:
-            fp8audit.update("forward" if forward else "backward", n)
-        return update(cls, forward)
-    M.reduce_and_update_fp8_tensors = classmethod(marked)
+""") + MARK_STANDIN_UPDATES + textwrap.dedent("""
     torch.manual_seed(0)
     layers = [te.Linear(8, 8) for _ in range(3)]
     named = sys.argv[sys.argv.index("--recipe") + 1]

@@ -14,8 +14,10 @@ amax_compute_algo / scaling_factor_compute_algo). The agent records these as PYT
 (agent/src/hook_probe.h), each after a mark saying where in the job's code it happened
 (hook/callsite.py). When TE's buffers cannot be read, a call counts as one update;
 te-recompute — whether each TE module recomputed in backward runs in the FP8 state of its original
-forward (hook/recompute.py: one NVTX mark per recompute), and whether the recompute re-quantized
-a weight cache its forward filled (hook/refresh.py: one mark per weight re-quantized).
+forward (hook/recompute.py: one NVTX mark per recompute), whether the recompute re-quantized
+a weight cache its forward filled (hook/refresh.py: one mark per weight re-quantized), and
+whether a module's DelayedScaling scales are out of reach of TE's update (hook/frozen.py: one
+mark per module and state).
 A feature that fails says so in one line on stderr; the job goes on without it."""
 
 from __future__ import annotations

@@ -150,12 +150,13 @@ def state_reader(manager: Any) -> Callable[[], Tuple[bool, Any]]:
 def _entry(module: Any, ordinals: Dict[str, int]) -> List[Any]:
     """A module's record, made at its first call: [name, FP8 state of its last forward, the mark
     of a recompute in FP8 as its forward, the mark of one without FP8 as its forward, the recipe
-    of its last forward (None: not in FP8), its weight-refresh marks by scale (hook/refresh.py)]."""
+    of its last forward (None: not in FP8), its weight-refresh marks by scale (hook/refresh.py),
+    its forward FP8 state seen and the one judged by the frozen-scale check (hook/frozen.py)]."""
     cls = type(module).__name__
     ordinals[cls] = ordinals.get(cls, 0) + 1
     name = f"{cls}#{ordinals[cls]}"
     entry: List[Any] = [name, None, mark_text(name, True, True), mark_text(name, False, False),
-                        None, {}]
+                        None, {}, None, None]
     module.__dict__[_ATTR] = entry
     return entry
 
@@ -164,7 +165,9 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
             send: Callable[[str], None],
             recipe_seen: Callable[[Any], None] = lambda recipe: None,
             read: Optional[Callable[[], Tuple[bool, Any]]] = None,
-            current: Optional[List[Any]] = None) -> Callable[[Any], None]:
+            current: Optional[List[Any]] = None,
+            frozen: Optional[Callable[[Any, List[Any], Any, Any], None]] = None
+            ) -> Callable[[Any], None]:
     """The check run before each TE module call (`module`): remembers whether its forward computed
     in FP8, and compares a recompute against it. FP8 state from `manager` (FP8GlobalStateManager,
     through `read`, default state_reader(manager)); a call computes in FP8 when FP8 is enabled and,
@@ -175,7 +178,8 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     (a call inside one is a recompute). The recipe of each call in FP8 goes to `recipe_seen` when
     it is not the previous call's. `current[0]` is set at each recompute, in one store, to
     (autograd task, the module's record, its recipe in FP8 or None), for the weight-refresh check.
-    Runs at
+    `frozen` (hook/frozen.py) is called at a forward in FP8 whose FP8 state object is not the one
+    it judged last. Runs at
     every module call: its common path reads the state once and, on a recompute, sends a mark made
     at the module's first call."""
     ordinals: Dict[str, int] = {}
@@ -210,6 +214,10 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
         if task == -1:
             entry[1] = fp8
             entry[4] = recipe if fp8 else None
+            if fp8 and frozen is not None:  # one identity check while the module keeps its state
+                state = (module.__dict__.get("fp8_meta") or {}).get("scaling_fwd")
+                if state is not entry[7]:
+                    frozen(module, entry, state, recipe)
             return
         current[0] = (task, entry, recipe if fp8 else None)
         forward_fp8 = entry[1]
@@ -237,7 +245,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
     import torch
 
     from fp8audit import hook as switch
-    from fp8audit.hook import refresh
+    from fp8audit.hook import frozen, refresh
 
     graph_task = getattr(torch._C, "_current_graph_task_id", None)
     if graph_task is None:
@@ -247,7 +255,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
     current: List[Any] = [(-1, None, None)]
     read = state_reader(manager)
     before_call = watcher(manager, attention, graph_task, send, recipe_watcher(send), read,
-                          current=current)
+                          current=current, frozen=frozen.judge(manager, send))
     if callable(getattr(distributed, "in_fp8_activation_recompute_phase", None)):
         def in_phase() -> bool:
             return bool(distributed.in_fp8_activation_recompute_phase())

@@ -119,10 +119,18 @@ class FP8GlobalStateManager:
         return ("forward_" if forward else "backward_") + repr(recipe)
 
     @classmethod
+    def get_buffer_info(cls) -> str:
+        """The fp8_meta key of a module's place in the global buffers (TE's name)."""
+        return "buffer_index_and_autocast_key"
+
+    @classmethod
     def add_fp8_tensors_to_global_buffer(cls, fp8_meta: Dict[str, Any]) -> None:
-        if not _has_delayed_scaling_state(fp8_meta) or "buffer_index" in fp8_meta:
+        """TE's: once per module, however its state is made again later: fp8_meta keeps
+        [forward position, forward key, backward position, backward key]."""
+        info = cls.get_buffer_info()
+        if not _has_delayed_scaling_state(fp8_meta) or info in fp8_meta:
             return
-        fp8_meta["buffer_index"] = True
+        fp8_meta[info] = []
         gstate = qstate()
         for forward in (True, False):
             state = fp8_meta["scaling_fwd" if forward else "scaling_bwd"]
@@ -131,6 +139,7 @@ class FP8GlobalStateManager:
             gstate.global_amax_history_buffer.setdefault(key, []).append(state.amax_history)
             gstate.global_scale_buffer.setdefault(key, []).append(state.scale)
             gstate.autocast_arguments[repr(fp8_meta["recipe"])] = fp8_meta["recipe"]
+            fp8_meta[info] += [len(gstate.global_scale_buffer[key]) - 1, key]
 
     @classmethod
     def is_fp8_enabled(cls) -> bool:

@@ -86,11 +86,18 @@ class TransformerEngineBaseModule(torch.nn.Module):
         recipe = FP8GlobalStateManager.get_fp8_recipe()
         if self.fp8_initialized and meta.get("recipe") == recipe:
             return
+        previous = meta.get("recipe")
         meta["recipe"] = recipe
+        # TE's set_meta_tensor: DelayedScaling after DelayedScaling keeps the state (and its place
+        # in the global buffers); any other change makes a new one, while TE keeps the module's
+        # first registration (add_fp8_tensors_to_global_buffer runs once per module).
+        if "scaling_fwd" in meta and previous is not None and previous.delayed() and \
+                recipe.delayed():
+            self.fast_setattr("fp8_initialized", True)
+            return
         history = getattr(recipe, "amax_history_len", 1)
         meta["scaling_fwd"] = ScalingState(self.FORWARD_TENSORS, history)
         meta["scaling_bwd"] = ScalingState(self.BACKWARD_TENSORS, history)
-        meta.pop("buffer_index", None)
         self.fast_setattr("fp8_initialized", True)
 
     def prepare_forward(self, inp: torch.Tensor, num_gemms: int = 1,

@@ -49,7 +49,7 @@ class Linear(BasicOperation):
                 history = getattr(recipe, "amax_history_len", 1)
                 meta.update(recipe=recipe, scaling_fwd=ScalingState(2, history),
                             scaling_bwd=ScalingState(1, history))
-                meta.pop("buffer_index", None)
+                meta.pop(FP8GlobalStateManager.get_buffer_info(), None)
             if _has_delayed_scaling_state(meta):
                 FP8GlobalStateManager.add_fp8_tensors_to_global_buffer(meta)
             fmax = recipe.fp8_format.max_fwd
