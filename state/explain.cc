@@ -61,8 +61,18 @@ std::vector<std::string> Explain(const CompiledScenario& sc, const std::vector<M
       if (nb <= expect_backward) continue;
       const UpdateCause& c = e.cause;
       std::string text = "extra backward update " + std::to_string(nb) + "/" +
-                         std::to_string(backward_updates) + ": backward of module " +
-                         ModuleName(sc, c.module) + ", which took first-module ownership";
+                         std::to_string(backward_updates) + ": ";
+      if (c.kind == UpdateCause::Kind::kTaskEnd || c.kind == UpdateCause::Kind::kScopeExit) {
+        text += c.kind == UpdateCause::Kind::kScopeExit ? "exit of the outermost backward scope"
+                : c.frame ? "end of the nested backward (its own autograd task) of " +
+                                FrameName(c.frame, first_frame, kind_of(c.frame))
+                          : "end of an autograd task (a backward() call)";
+        text += ", last requested by module " + ModuleName(sc, c.module) + Effect(c.advanced);
+        out.push_back(std::move(text));
+        continue;
+      }
+      text +=
+          "backward of module " + ModuleName(sc, c.module) + ", which took first-module ownership";
       if (c.owner_frame) {
         text +=
             " during recompute of " + FrameName(c.owner_frame, first_frame, kind_of(c.owner_frame));

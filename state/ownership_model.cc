@@ -281,7 +281,7 @@ ModuleCtx OwnershipModel::FuserForward(const ModuleInfo& module) {
   ctx.has_ctx = grad_enabled() && module.requires_grad;
   ctx.delayed = delayed_;
   ctx.fp8 = fp8;
-  if (!ctx.has_ctx) return ctx;
+  if (!ctx.has_ctx || rules_.backward_update_per_autograd_task) return ctx;
   ctx.owns_update = first_;
   ctx.origin = origin_;
   first_ = false;
@@ -290,6 +290,10 @@ ModuleCtx OwnershipModel::FuserForward(const ModuleInfo& module) {
 
 void OwnershipModel::TakeFlag(const ModuleInfo& module, bool recompute_phase, ModuleCtx* ctx) {
   if (!ctx->has_ctx || !ctx->fp8) return;
+  // TE PR #3456 (e65294e module/linear.py, layernorm_linear.py, layernorm_mlp.py,
+  // grouped_linear.py, ops/fuser.py): no module reads the flag any more; every one asks in
+  // backward.
+  if (rules_.backward_update_per_autograd_task) return;
   // Fixed: only a DelayedScaling module owns the update: a module under another recipe would call
   // TE's backward update for nothing (or for stale DelayedScaling buffers of other autocasts).
   if (rules_.only_delayed_modules_take_flag && !ctx->delayed) return;
@@ -414,6 +418,13 @@ void OwnershipModel::ModuleBackward(const ModuleCtx& ctx) {
   Emit(v1::MODULE_BACKWARD, ctx.module, RecomputingFrame());
   // An FP8 module's backward writes its gradients' amax before its owner update (if any) runs.
   if (ctx.has_ctx && ctx.fp8 && ctx.delayed) MarkWritten(bwd_written_, ctx.module);
+  if (rules_.backward_update_per_autograd_task) {
+    // TE PR #3456 (e65294e _Linear.backward and the other modules' backward) — every FP8 module
+    // requests the update with its forward's recipe; request_backward_quantization_update
+    // returns unless that recipe is DelayedScaling (or custom, which no semantics models).
+    if (ctx.has_ctx && ctx.fp8 && ctx.delayed) RequestBackwardUpdate(ctx.module);
+    return;
+  }
   // linear.py:1467-1470 — the owner's backward reduces and updates backward state.
   if (!ctx.owns_update || !ctx.delayed) return;
   UpdateCause cause;
@@ -438,9 +449,83 @@ void OwnershipModel::SetBackwardPass(bool backward) {
   if (backward) {
     backward_pass_ = true;
     Emit(v1::BACKWARD_BEGIN);
+    BeginAutogradTask();
   } else {
+    while (!tasks_.empty()) EndAutogradTask();
     Emit(v1::BACKWARD_END);
     backward_pass_ = false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Autograd tasks and backward scopes. Citations: TE commit e65294e (PR #3456),
+// transformer_engine/pytorch/quantization.py, FP8GlobalStateManager (docs/te-pr-3456.md, §1).
+
+void OwnershipModel::BeginAutogradTask(uint32_t frame) {
+  tasks_.push_back({++next_task_id_, frame});
+}
+
+void OwnershipModel::EndAutogradTask(bool failed) {
+  if (tasks_.empty()) {
+    Violate(v1::Violation::UNBALANCED, "autograd task ends but none is open");
+    return;
+  }
+  const AutogradTask task = tasks_.back();
+  tasks_.pop_back();
+  // A task that raised runs no final callback: the slot and the pending update stay.
+  if (failed || !rules_.backward_update_per_autograd_task || slot_task_ != task.id) return;
+  // _run_backward_quantization_update_callback: a callback whose task id is no longer the slot's
+  // does nothing; otherwise it clears the slot and updates when no scope is open.
+  slot_task_ = 0;
+  if (scope_depth_ == 0) RunPendingBackwardUpdate(UpdateCause::Kind::kTaskEnd, task.frame);
+}
+
+void OwnershipModel::RequestBackwardUpdate(uint32_t module) {
+  // request_backward_quantization_update: pending, and a callback queued on the current task
+  // unless a scope is open; _queue_backward_quantization_update_callback keeps one slot, so a
+  // request from another task takes it over (the first task's callback then does nothing).
+  pending_ = true;
+  requester_ = module;
+  if (scope_depth_ != 0) return;
+  if (tasks_.empty()) {
+    Violate(v1::Violation::UNBALANCED, "module " + std::to_string(module) +
+                                           " requests the backward update outside any autograd "
+                                           "task (TE raises RuntimeError)");
+    return;
+  }
+  slot_task_ = tasks_.back().id;
+}
+
+void OwnershipModel::RunPendingBackwardUpdate(UpdateCause::Kind kind, uint32_t frame) {
+  // _run_pending_backward_quantization_update: nothing unless pending; clears it and updates.
+  if (!pending_) return;
+  pending_ = false;
+  UpdateCause cause;
+  cause.kind = kind;
+  cause.frame = frame;
+  cause.module = requester_;
+  requester_ = kNone;
+  EmitUpdate(v1::UPDATE_BACKWARD, cause);
+}
+
+void OwnershipModel::BackwardScopeEnter() {
+  // quantization_backward_scope: only the outermost entry acts: pending set unconditionally and,
+  // inside a backward, the callback queued on that task.
+  if (scope_depth_++ != 0) return;
+  pending_ = true;
+  scope_in_backward_ = !tasks_.empty();
+  if (scope_in_backward_) slot_task_ = tasks_.back().id;
+}
+
+void OwnershipModel::BackwardScopeExit() {
+  if (scope_depth_ == 0) {
+    Violate(v1::Violation::UNBALANCED, "backward scope exit without an open scope");
+    return;
+  }
+  // The exit (in `finally`): the outermost one entered outside a backward runs the pending update
+  // there; entered inside a backward, that task's callback does.
+  if (--scope_depth_ == 0 && !scope_in_backward_) {
+    RunPendingBackwardUpdate(UpdateCause::Kind::kScopeExit, 0);
   }
 }
 

@@ -10,6 +10,8 @@
 //    172bd93 (comments cite transformer_engine/pytorch/<file>:<line> at that commit).
 //  * te-2.20: the Transformer Engine 2.20 release (2.20.2): te-172bd93 plus its checkpoint changes
 //    (comments citing "2.20.2 <file>:<line>").
+//  * te-3456: TE's PR #3456, te-2.20 with the backward update at the end of each autograd task
+//    (comments citing TE commit e65294e).
 //
 // Beside the update counts the model tracks which updates advance state: an update advances the
 // modules whose amax (of its direction) was written since their last update; one that advances
@@ -52,7 +54,10 @@ struct OwnerOrigin {
 
 // Why a state update happened.
 struct UpdateCause {
-  enum class Kind : uint8_t { kAutocastExit, kModuleBackward };
+  // kTaskEnd: the end of an autograd task, or of a backward scope (backward_update_per_autograd_
+  // task); `module` is the last module that requested it, `frame` the checkpoint frame whose nested
+  // backward the task ran (0: a backward() call or a scope).
+  enum class Kind : uint8_t { kAutocastExit, kModuleBackward, kTaskEnd, kScopeExit };
   Kind kind = Kind::kAutocastExit;
   uint32_t frame = 0;           // checkpoint frame being recomputed at the time; 0 none
   uint32_t module = kNone;      // owning module (backward)
@@ -166,8 +171,23 @@ class OwnershipModel {
   void BeginMicrobatch(uint32_t index);
   // Reports left-over stashes and open scopes of the microbatch that ends.
   void EndMicrobatch();
-  // Backward begins (true) or ends (false); emits BACKWARD_BEGIN / BACKWARD_END.
+  // Backward begins (true) or ends (false); emits BACKWARD_BEGIN / BACKWARD_END. Begins one
+  // autograd task (a backward() call) and ends every task still open, as below.
   void SetBackwardPass(bool backward);
+  // ---- autograd tasks and backward scopes (backward_update_per_autograd_task) ----
+  // A nested autograd task (GraphTask) begins: the nested backward of a torch reentrant checkpoint
+  // of `frame` (TE's own reentrant checkpoint's nested backward is not one: it counts on the outer
+  // task). Its end runs the backward update when a module of it made the latest request;
+  // `failed`: the task raised, and autograd runs no final callback.
+  void BeginAutogradTask(uint32_t frame = 0);
+  void EndAutogradTask(bool failed = false);
+  size_t open_autograd_tasks() const { return tasks_.size(); }
+  // TE's quantization_backward_scope(): the outermost entry marks an update pending (and, inside a
+  // backward, claims that task's callback); requests inside only mark it pending; the outermost
+  // exit runs it when entered outside a backward, else the task's end does.
+  void BackwardScopeEnter();
+  void BackwardScopeExit();
+  bool backward_update_pending() const { return pending_; }
   // Records a runner-level event (STEP, EXCEPTION).
   void Mark(v1::EventKind kind) { Emit(kind); }
   uint32_t next_frame_id() const { return frame_base_ + static_cast<uint32_t>(frames_.size()) + 1; }
@@ -308,6 +328,23 @@ class OwnershipModel {
   std::vector<uint8_t> bwd_written_;
   std::vector<uint32_t> fwd_written_ids_;  // the marked modules, to clear only those
   std::vector<uint32_t> bwd_written_ids_;
+
+  // TE's backward-update callback state (backward_update_per_autograd_task): the open autograd
+  // tasks, innermost last; the one callback slot (the task whose callback may update; 0 none);
+  // pending_backward_quantization_update; quantization_backward_scope_depth.
+  struct AutogradTask {
+    uint32_t id = 0;
+    uint32_t frame = 0;
+  };
+  void RequestBackwardUpdate(uint32_t module);
+  void RunPendingBackwardUpdate(UpdateCause::Kind kind, uint32_t frame);
+  std::vector<AutogradTask> tasks_;
+  uint32_t next_task_id_ = 0;
+  uint32_t slot_task_ = 0;
+  uint32_t requester_ = kNone;
+  bool pending_ = false;
+  uint32_t scope_depth_ = 0;
+  bool scope_in_backward_ = false;
 
   uint64_t forward_updates_ = 0;
   uint64_t backward_updates_ = 0;

@@ -38,10 +38,15 @@ enum class OpKind : uint8_t {
 
 struct Op {
   OpKind kind = OpKind::kCall;
-  uint32_t module = 0;                                      // kCall
-  bool enabled = true;                                      // kAutocast (fp8 enabled), kGradMode
-  bool delayed = true;                                      // kAutocast: recipe is DelayedScaling
-  CheckpointKind checkpoint = CheckpointKind::kReentrant;   // kCheckpoint
+  uint32_t module = 0;                                     // kCall
+  bool enabled = true;                                     // kAutocast (fp8 enabled), kGradMode
+  bool delayed = true;                                     // kAutocast: recipe is DelayedScaling
+  CheckpointKind checkpoint = CheckpointKind::kReentrant;  // kCheckpoint
+  // kCheckpoint, reentrant: torch.utils.checkpoint(use_reentrant=True) rather than TE's own: its
+  // nested backward is an autograd task of its own (backward_update_per_autograd_task); only that
+  // is modelled (its recompute runs as TE's). Not spelled in scenario files yet: set on a compiled
+  // scenario.
+  bool own_autograd_task = false;
   v1::Fail::Where fail_where = v1::Fail::ORIGINAL_FORWARD;  // kFail
   std::vector<uint32_t> microbatches;                       // kFail: sorted, unique; empty = all
   uint32_t count = 1;                                       // kRepeat

@@ -15,6 +15,7 @@ struct Node {
   std::optional<CheckpointKind> checkpoint;  // nullopt: a module's node
   ModuleCtx ctx;                             // a module's
   uint32_t frame = 0;                        // a checkpoint's
+  bool own_autograd_task = false;            // a reentrant one's nested backward (Op)
   const std::vector<Op>* body = nullptr;
   std::vector<Node> saved;  // non-reentrant: the original graph of the region
 };
@@ -121,6 +122,7 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
       Node node;
       node.checkpoint = op.checkpoint;
       node.frame = entry.frame;
+      node.own_autograd_task = op.own_autograd_task;
       node.body = &op.body;
       inner.tape = op.checkpoint == CheckpointKind::kNonReentrant ? &node.saved : nullptr;
       const bool ok = Exec(op.body, inner);
@@ -179,6 +181,7 @@ bool Runner::Backward() {
   model_.SetBackwardPass(true);
   const bool ok = Backprop(tape_);
   tape_.clear();
+  while (!ok && model_.open_autograd_tasks() != 0) model_.EndAutogradTask(/*failed=*/true);
   model_.SetBackwardPass(false);
   return ok;
 }
@@ -205,10 +208,13 @@ bool Runner::Backprop(std::vector<Node>& tape) {
     if (!node.checkpoint) {
       model_.ModuleBackward(node.ctx);
     } else if (*node.checkpoint == CheckpointKind::kReentrant) {
-      // Recompute under enable_grad, then backward through the recomputed graph.
+      // Recompute under enable_grad, then backward through the recomputed graph: a nested
+      // autograd task of its own for torch's checkpoint (TE's counts on the outer task).
       std::vector<Node> recomputed;
       if (!Recompute(node, &recomputed)) return false;
+      if (node.own_autograd_task) model_.BeginAutogradTask(node.frame);
       if (!Backprop(recomputed)) return false;
+      if (node.own_autograd_task) model_.EndAutogradTask();
     } else {
       // Non-reentrant: the first saved tensor unpacked triggers the recompute; its graph is
       // discarded and backward proceeds through the original graph.

@@ -13,6 +13,7 @@
 #include "state/semantics_te_172bd93.h"
 #include "state/semantics_te_2_17.h"
 #include "state/semantics_te_2_20.h"
+#include "state/semantics_te_3456.h"
 
 namespace fp8audit::state {
 
@@ -34,6 +35,9 @@ inline constexpr SemanticsEntry kBuiltinSemantics[] = {
     // 2.16.0-2.18.0 differ from 2.19.0 in ownership only by TE's PR #3284; 2.14.1 decides as
     // 2.17.1 with its state in class attributes (SEMANTICS.md).
     {"te-2.17", "te-2.14, te-2.16, te-2.18", "2.14, 2.16, 2.17, 2.18", &kTe217Rules},
+    // TE's PR #3456 (at TE commit e65294e, on main after 2.20): no release, chosen by name or by a
+    // fingerprint of its API.
+    {"te-3456", "te-pr-3456", "", &kTe3456Rules},
 };
 
 }  // namespace fp8audit::state

@@ -1,8 +1,9 @@
 // SemanticsRules: the decisions in which one ownership semantics differs from another. The engine
 // (OwnershipModel) holds the state and asks these at each transition; each semantics is one
 // constant of this type in its own header (semantics_fixed.h, semantics_te_2_17.h,
-// semantics_te_172bd93.h, semantics_te_2_20.h), registered by name in semantics_registry.h. Each
-// field says what `true` means; SEMANTICS.md states the semantics rule by rule.
+// semantics_te_172bd93.h, semantics_te_2_20.h, semantics_te_3456.h), registered by name in
+// semantics_registry.h. Each field says what `true` means; SEMANTICS.md states the semantics rule
+// by rule.
 #pragma once
 
 namespace fp8audit::state {
@@ -56,6 +57,16 @@ struct SemanticsRules {
   // A reentrant checkpoint none of whose inputs requires grad opens no recompute region (its
   // callable runs under no_grad; no backward node is recorded).
   bool detached_checkpoint_opens_no_region = false;
+
+  // ---- backward update ----
+  // The backward update runs once at the end of each autograd task (a backward() call, or the
+  // nested backward of torch.utils.checkpoint(use_reentrant=True)) in which a DelayedScaling FP8
+  // module ran its backward, TE's own reentrant checkpoint's nested backward counting on the outer
+  // task. Every such module's backward requests it; no module reads or consumes the first-module
+  // flag. One callback slot: a task's end updates only when the latest request came from that task
+  // (a nested task's request takes the slot from the outer one). A backward scope defers it to
+  // its outermost exit. false: the backward of the module that took the flag in its forward.
+  bool backward_update_per_autograd_task = false;
 };
 
 }  // namespace fp8audit::state

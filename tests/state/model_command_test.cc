@@ -155,6 +155,20 @@ TEST(ModelCommand, SemanticsAcceptsEveryTeReleaseByName) {
   EXPECT_NE(bad.err.find("te-2.20"), std::string::npos) << bad.err;
 }
 
+// te-3456 (TE's PR #3456, no release) is chosen by name: one backward update per backward() call.
+TEST(ModelCommand, Te3456RunsAScenarioByNameAndAlias) {
+  for (const std::string name : {"te-3456", "te-pr-3456"}) {
+    const Result r = RunCli("model " + kScenarios +
+                            "reentrant_per_layer.textproto --format json --semantics " + name);
+    ASSERT_EQ(r.code, 0) << name << ": " << r.err;
+    v1::ModelResult result;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(r.out, &result).ok()) << r.out;
+    EXPECT_EQ(result.semantics(), "te-3456");
+    ASSERT_GT(result.microbatches_size(), 0);
+    EXPECT_EQ(result.microbatches(0).backward_updates(), 1u);
+  }
+}
+
 // The comparison shows both TE releases beside the fixed semantics: they differ on eval modules.
 TEST(ModelCommand, CompareShowsEachTeReleaseBesideFixed) {
   const Result r = RunCli("model --compare " + kScenarios + "eval_modules_reentrant.textproto");
