@@ -47,9 +47,35 @@ def te_version() -> str:
     return str(version)
 
 
+PR_3456 = "pr-3456"  # upstream_fix's answer for a TE that schedules its backward update per task
+
+# check()'s line for such a TE (`fp8audit: --fix-te: fp8audit.te: not patched: <this>; the job runs
+# with Transformer Engine unpatched` under `fp8audit run --fix-te`).
+PR_3456_LINE = (
+    "transformer_engine {version} schedules its backward FP8 update per autograd task (TE PR "
+    "#3456): its update ownership is TE's own, so fp8audit.te leaves it alone; a logical "
+    "microbatch spanning several backward() calls needs `with te.quantization_backward_scope():` "
+    "around them, and recomputes under torch's/Megatron's checkpoints are left as TE runs them "
+    "(the audit still reports them)")
+
+
+def pr_3456(mods: Dict[str, Any]) -> bool:
+    """Whether TE carries PR #3456 ("Schedule delayed-scaling updates after backward"), by its
+    fingerprint (docs/te-pr-3456.md §4), never by its version: `quantization_backward_scope` in
+    transformer_engine.pytorch.quantization or FP8GlobalStateManager's
+    request_backward_quantization_update."""
+    quant = mods["quantization"]
+    manager = getattr(quant, "FP8GlobalStateManager", None)
+    return hasattr(quant, "quantization_backward_scope") or \
+        hasattr(manager, "request_backward_quantization_update")
+
+
 def upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
-    """A sign that TE already carries an ownership fix of its own (PR #3213 or alike)."""
+    """A sign that TE already carries an ownership fix of its own (PR #3213 or alike; PR_3456 for
+    TE PR #3456's per-task backward update)."""
     dist, quant = mods["distributed"], mods["quantization"]
+    if pr_3456(mods):
+        return PR_3456
     if hasattr(dist, "_ActivationRecomputeState"):
         return "distributed._ActivationRecomputeState"
     params = inspect.signature(dist.activation_recompute_forward.__init__).parameters
@@ -70,6 +96,8 @@ def check(version: Optional[str] = None) -> List[str]:
     except ImportError as e:
         return [f"Transformer Engine's PyTorch part does not import ({e}): nothing to patch"]
     fix = upstream_fix(mods)
+    if fix == PR_3456:
+        return [PR_3456_LINE.format(version=version)]
     if fix is not None:
         return [f"transformer_engine {version} already carries an upstream ownership fix ({fix}); "
                 "fp8audit.te leaves it alone"]

@@ -9,6 +9,7 @@ import torch
 from torch.utils.checkpoint import detach_variable, noop_context_fn
 
 from . import _release
+from . import quantization
 from .quantization import FP8GlobalStateManager, autocast, qstate
 
 _USE_REENTRANT_ACTIVATION_RECOMPUTE = True
@@ -101,7 +102,18 @@ class _CheckpointFunction(torch.autograd.Function):
         pairs = [(o, g) for o, g in zip(outputs, args) if torch.is_tensor(o) and o.requires_grad]
         if not pairs:
             raise RuntimeError("none of the outputs requires grad")
-        torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
+        scope: Any = nullcontext()
+        if _release.WITH_PR_3456 and ctx.fp8 and (ctx.fp8_recipe.delayed()
+                                                  or ctx.fp8_recipe.custom()):
+            # TE PR #3456 [D] (stated in the PR's description, not read: its distributed.py hunk
+            # is unseen, docs/te-pr-3456.md §2-§3): the checkpoint registers the backward update's
+            # callback on the OUTER autograd task before its nested backward starts, so the nested
+            # task makes no update of its own. The stand-in does it with the PR's scope entered
+            # inside this backward: it queues on the outer task, and the nested modules' requests
+            # only mark the update pending.
+            scope = quantization._quantization_backward_scope()
+        with scope:
+            torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
         grads = tuple(i.grad if isinstance(i, torch.Tensor) else None for i in detached)
         return (None, None, None, None, None, None) + grads
 

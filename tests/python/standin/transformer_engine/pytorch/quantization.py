@@ -1,7 +1,13 @@
 """Stand-in of TE 2.20.2's quantization.py: the process-global FP8 state, autocast and the
 DelayedScaling amax/scale update (a CPU re-implementation). With _release.BEFORE_PR_2759 the state
-is laid out as before TE 2.15: class attributes of FP8GlobalStateManager by TE 2.14's names."""
+is laid out as before TE 2.15: class attributes of FP8GlobalStateManager by TE 2.14's names.
+With _release.WITH_PR_3456 it follows TE PR #3456 (docs/te-pr-3456.md): the modules' backward asks
+for the backward update and one callback per autograd task runs it; `quantization_backward_scope`
+and the PR's methods and state fields exist only then (FP8GlobalStateManager.reset() adds or
+removes them as the flag says)."""
 
+import contextlib
+import sys
 from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, Optional
@@ -37,6 +43,16 @@ class FP8GlobalState:
     global_scale_buffer: Dict[str, list] = field(default_factory=dict)
     fp8_tensors_recompute_buffer: list = field(default_factory=list)
     autocast_arguments: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class FP8GlobalStatePR3456(FP8GlobalState):
+    """FP8GlobalState with TE PR #3456's fields (the stand-in's state under _release.WITH_PR_3456;
+    TE adds them to FP8GlobalState itself)."""
+
+    pending_backward_quantization_update: bool = False
+    backward_quantization_update_callback_task_id: Optional[int] = None
+    quantization_backward_scope_depth: int = 0
 
 
 # Before PR #2759 (TE 2.14): FP8GlobalState's fields as class attributes of FP8GlobalStateManager,
@@ -101,7 +117,8 @@ class FP8GlobalStateManager:
 
     @classmethod
     def reset(cls) -> None:
-        fresh = FP8GlobalState()
+        _sync_pr_3456()
+        fresh = FP8GlobalStatePR3456() if _release.WITH_PR_3456 else FP8GlobalState()
         names = [_CLASS_ATTRIBUTE_NAMES.get(f.name, f.name) for f in fields(FP8GlobalState)]
         if _release.BEFORE_PR_2759:
             if "quantization_state" in cls.__dict__:
@@ -278,3 +295,123 @@ def fp8_autocast(enabled: bool = True, calibrating: bool = False,
                  _graph: bool = False) -> autocast:
     return autocast(enabled=enabled, calibrating=calibrating, recipe=fp8_recipe,
                     amax_reduction_group=fp8_group, _graph=_graph)
+
+
+# TE PR #3456 (docs/te-pr-3456.md §1, read from the PR's quantization.py): present only while
+# _release.WITH_PR_3456 is set (_sync_pr_3456). The stand-in keeps reduce_and_update_fp8_tensors as
+# the implementation and reduce_and_update_quantization_state as the name calling it (TE: the
+# reverse, the old name an alias), so that wrappers of the old name count every update.
+class _PR3456Methods:
+    @classmethod
+    def request_backward_quantization_update(cls, recipe: Optional[Recipe]) -> None:
+        """Called by a module's backward in FP8: marks the backward update pending and, outside
+        any quantization_backward_scope, queues one callback on the running autograd task."""
+        if recipe is None or not (recipe.delayed() or recipe.custom()):
+            return
+        if cls.fp8_graph_capturing():  # TE: graph.is_graph_capturing(); left to the graphed wrapper
+            return
+        s = qstate()
+        s.pending_backward_quantization_update = True
+        if s.quantization_backward_scope_depth == 0:
+            cls._queue_backward_quantization_update_callback()
+
+    @classmethod
+    def _queue_backward_quantization_update_callback(cls, task_id: Optional[int] = None) -> None:
+        if task_id is None:
+            task_id = torch._C._current_graph_task_id()
+        if task_id == -1:
+            raise RuntimeError("no backward is running on this thread to queue the backward "
+                               "quantization update on")
+        s = qstate()
+        if s.backward_quantization_update_callback_task_id == task_id:
+            return  # one callback per task however many modules ask
+        s.backward_quantization_update_callback_task_id = task_id
+
+        def callback() -> None:
+            cls._run_backward_quantization_update_callback(task_id)
+
+        try:
+            torch.autograd.Variable._execution_engine.queue_callback(callback)
+        except BaseException:
+            s.backward_quantization_update_callback_task_id = None
+            raise
+
+    @classmethod
+    def _run_backward_quantization_update_callback(cls, task_id: int) -> None:
+        s = qstate()
+        if s.backward_quantization_update_callback_task_id != task_id:
+            return  # the slot was taken by another task
+        s.backward_quantization_update_callback_task_id = None
+        if s.quantization_backward_scope_depth == 0:
+            cls._run_pending_backward_quantization_update()
+
+    @classmethod
+    def _run_pending_backward_quantization_update(cls) -> None:
+        s = qstate()
+        if not s.pending_backward_quantization_update:
+            return
+        s.pending_backward_quantization_update = False
+        try:
+            with torch.no_grad():
+                cls.reduce_and_update_fp8_tensors(forward=False)
+        except BaseException:
+            s.pending_backward_quantization_update = True
+            raise
+
+    @classmethod
+    def reduce_and_update_quantization_state(cls, forward: bool = True) -> None:
+        cls.reduce_and_update_fp8_tensors(forward=forward)
+
+
+_PR_3456_METHODS = ("request_backward_quantization_update",
+                    "_queue_backward_quantization_update_callback",
+                    "_run_backward_quantization_update_callback",
+                    "_run_pending_backward_quantization_update",
+                    "reduce_and_update_quantization_state")
+
+
+@contextlib.contextmanager
+def _quantization_backward_scope():
+    """TE PR #3456's quantization_backward_scope(): one backward update for everything inside it.
+    Only the outermost entry acts: it marks the update pending and, entered inside a backward,
+    queues it on that task; its exit (also on an exception) runs it when entered outside one."""
+    outermost = qstate().quantization_backward_scope_depth == 0
+    in_backward = False
+    if outermost:
+        qstate().pending_backward_quantization_update = True
+        in_backward = torch._C._current_graph_task_id() != -1
+        if in_backward:
+            FP8GlobalStateManager._queue_backward_quantization_update_callback()
+    qstate().quantization_backward_scope_depth += 1
+    try:
+        yield
+    finally:
+        qstate().quantization_backward_scope_depth -= 1
+        if outermost and not in_backward:
+            FP8GlobalStateManager._run_pending_backward_quantization_update()
+
+
+_quantization_backward_scope.__name__ = "quantization_backward_scope"
+_quantization_backward_scope.__qualname__ = "quantization_backward_scope"
+
+
+def _sync_pr_3456() -> None:
+    """The PR's API present exactly when _release.WITH_PR_3456 is set: the manager's methods,
+    `quantization_backward_scope` here and in transformer_engine.pytorch (its fingerprint)."""
+    on = _release.WITH_PR_3456
+    for name in _PR_3456_METHODS:
+        if on:
+            setattr(FP8GlobalStateManager, name, _PR3456Methods.__dict__[name])
+        elif name in FP8GlobalStateManager.__dict__:
+            delattr(FP8GlobalStateManager, name)
+    for module in (sys.modules[__name__], sys.modules.get(__package__ or "")):
+        if module is None:
+            continue
+        if on:
+            module.quantization_backward_scope = _quantization_backward_scope
+        elif "quantization_backward_scope" in vars(module):
+            del module.quantization_backward_scope
+
+
+if _release.WITH_PR_3456:
+    FP8GlobalStateManager.reset()

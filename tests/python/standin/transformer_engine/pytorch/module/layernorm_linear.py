@@ -3,6 +3,7 @@ ownership check written inline (as TE's is)."""
 
 import torch
 
+from .. import _release
 from ..distributed import in_fp8_activation_recompute_phase
 from ..quantization import FP8GlobalStateManager, qstate
 from .base import TransformerEngineBaseModule, fake_fp8, record_amax
@@ -39,7 +40,9 @@ class _LayerNormLinear(torch.autograd.Function):
             ctx.module = module
             ctx.fp8 = fp8
             ctx.reduce_and_update_bwd_fp8_tensors = False
-            if ctx.fp8 and any(t is not None and t.requires_grad
+            if _release.WITH_PR_3456:  # no owner pick: the backward asks (TE PR #3456)
+                ctx.fp8_recipe = FP8GlobalStateManager.get_fp8_recipe() if fp8 else None
+            elif ctx.fp8 and any(t is not None and t.requires_grad
                                for t in (inp, ln_weight, weight, bias)):
                 state = qstate()
                 first = state.is_first_fp8_module
@@ -62,7 +65,10 @@ class _LayerNormLinear(torch.autograd.Function):
             wanted = [t for t in leaves if t is not None]
             grads = iter(torch.autograd.grad(out, wanted, g))
         result = [next(grads) if t is not None else None for t in leaves]
-        if ctx.reduce_and_update_bwd_fp8_tensors:
+        if _release.WITH_PR_3456:
+            if ctx.fp8:
+                FP8GlobalStateManager.request_backward_quantization_update(ctx.fp8_recipe)
+        elif ctx.reduce_and_update_bwd_fp8_tensors:
             FP8GlobalStateManager.reduce_and_update_fp8_tensors(forward=False)
         return (*result, None, None)
 

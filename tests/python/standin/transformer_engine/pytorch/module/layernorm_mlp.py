@@ -4,6 +4,7 @@ recomputes under that snapshot, taking the ownership decision there."""
 
 import torch
 
+from .. import _release
 from ..distributed import in_fp8_activation_recompute_phase
 from ..quantization import FP8GlobalStateManager, qstate
 from .base import TransformerEngineBaseModule, fake_fp8, record_amax
@@ -56,7 +57,9 @@ class _LayerNormMLP(torch.autograd.Function):
             ctx.fp8 = fp8
             ctx.scales = scales
             ctx.reduce_and_update_bwd_fp8_tensors = False
-            if ctx.fp8 and any(t.requires_grad for t in (inp, ln_weight, fc1_weight, fc2_weight)):
+            if _release.WITH_PR_3456:  # no owner pick: the backward asks (TE PR #3456)
+                ctx.fp8_recipe = FP8GlobalStateManager.get_fp8_recipe() if fp8 else None
+            elif ctx.fp8 and any(t.requires_grad for t in (inp, ln_weight, fc1_weight, fc2_weight)):
                 state = qstate()
                 first = state.is_first_fp8_module
                 ctx.reduce_and_update_bwd_fp8_tensors = FP8GlobalStateManager.is_first_fp8_module()
@@ -103,7 +106,10 @@ class _LayerNormMLP(torch.autograd.Function):
             leaves = [t.detach().requires_grad_() for t in tensors]
             out = _math(*leaves, ctx.scales, ctx.module.fp8_max(True) if ctx.fp8 else 0)
             grads = torch.autograd.grad(out, leaves, g)
-        if ctx.reduce_and_update_bwd_fp8_tensors:
+        if _release.WITH_PR_3456:
+            if ctx.fp8:
+                FP8GlobalStateManager.request_backward_quantization_update(ctx.fp8_recipe)
+        elif ctx.reduce_and_update_bwd_fp8_tensors:
             FP8GlobalStateManager.reduce_and_update_fp8_tensors(forward=False)
         return (*grads, None)
 

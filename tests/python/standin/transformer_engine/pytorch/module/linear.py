@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from .. import _release
 from ..distributed import in_fp8_activation_recompute_phase
 from ..quantization import FP8GlobalStateManager, qstate
 from .base import (TransformerEngineBaseModule, WeightQuantizer, fake_fp8, quantize_weight,
@@ -49,7 +50,9 @@ class _Linear(torch.autograd.Function):
             ctx.fp8 = fwd_args["fp8"]
             ctx.has_bias = bias is not None
             ctx.reduce_and_update_bwd_fp8_tensors = False
-            if fwd_args["fp8"] and (inp.requires_grad or weight.requires_grad or
+            if _release.WITH_PR_3456:  # no owner pick: the backward asks (TE PR #3456)
+                ctx.fp8_recipe = FP8GlobalStateManager.get_fp8_recipe() if ctx.fp8 else None
+            elif fwd_args["fp8"] and (inp.requires_grad or weight.requires_grad or
                                     (bias is not None and bias.requires_grad)):
                 ctx.reduce_and_update_bwd_fp8_tensors = _check_fp8_reduce_and_update()
         return out
@@ -65,7 +68,10 @@ class _Linear(torch.autograd.Function):
         dgrad = g @ w
         wgrad = g.reshape(-1, g.shape[-1]).t() @ x.reshape(-1, x.shape[-1])
         bgrad = grad_output.reshape(-1, grad_output.shape[-1]).sum(0) if ctx.has_bias else None
-        if ctx.reduce_and_update_bwd_fp8_tensors:
+        if _release.WITH_PR_3456:
+            if ctx.fp8:
+                FP8GlobalStateManager.request_backward_quantization_update(ctx.fp8_recipe)
+        elif ctx.reduce_and_update_bwd_fp8_tensors:
             FP8GlobalStateManager.reduce_and_update_fp8_tensors(forward=False)
         return wgrad, dgrad, bgrad, None
 

@@ -6,6 +6,7 @@ from typing import Any, List
 
 import torch
 
+from .. import _release
 from ..quantization import FP8GlobalStateManager
 from .op import BasicOperation
 
@@ -21,7 +22,9 @@ class _OperationFuserAutogradFunction(torch.autograd.Function):
         if func_ctx is not None:
             func_ctx.fuser, func_ctx.inputs, func_ctx.fp8 = fuser, inputs, fp8
             is_first_module = False
-            if fuser.first_op_requiring_backward < len(fuser._basic_ops):
+            if _release.WITH_PR_3456:  # TE PR #3456: no first-module read, the recipe saved
+                func_ctx.fp8_recipe = FP8GlobalStateManager.get_fp8_recipe() if fp8 else None
+            elif fuser.first_op_requiring_backward < len(fuser._basic_ops):
                 is_first_module = FP8GlobalStateManager.is_first_fp8_module()
             func_ctx.is_first_module = is_first_module
         del params
@@ -38,7 +41,10 @@ class _OperationFuserAutogradFunction(torch.autograd.Function):
                 y = op.op_forward(y, func_ctx.fp8, record=False)
             params = [p for op in fuser._basic_ops for p in op.parameters()]
             grads = list(torch.autograd.grad(y, [x] + params, grad, allow_unused=True))
-        if func_ctx.is_first_module and not FP8GlobalStateManager.fp8_graph_capturing():
+        if _release.WITH_PR_3456:
+            if func_ctx.fp8:
+                FP8GlobalStateManager.request_backward_quantization_update(func_ctx.fp8_recipe)
+        elif func_ctx.is_first_module and not FP8GlobalStateManager.fp8_graph_capturing():
             FP8GlobalStateManager.reduce_and_update_fp8_tensors(forward=False)
         return (grads[0], None, *grads[1:])
 
