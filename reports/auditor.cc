@@ -197,6 +197,8 @@ void Auditor::Fact(const v1::Event& event) {
   if (event.kind() == v1::TE_PATCHED) {
     rec->set_te_patched(true);
     rec->set_patched_semantics(Printable(event.semantics(), 32));
+  } else if (!event.semantics().empty() && rec->scheduling_semantics().empty()) {
+    rec->set_scheduling_semantics(Printable(event.semantics(), 32));
   }
 }
 

@@ -255,6 +255,9 @@ ChosenSemantics ChooseSemantics(const std::string& flag, const v1::Recording& re
       return {std::string(state::SemanticsName(*applied)), "patch"};
     }
   }
+  if (const auto shown = state::ParseSemantics(rec.scheduling_semantics())) {
+    return {std::string(state::SemanticsName(*shown)), "scheduling"};
+  }
   if (const auto te = state::SemanticsForTeVersion(rec.te_version())) {
     return {std::string(state::SemanticsName(*te)), "te_version"};
   }
@@ -268,8 +271,18 @@ std::string SemanticsLine(const ChosenSemantics& chosen, const std::string& te) 
     line += " (--semantics)";
   } else if (chosen.from == "patch") {
     line += " (TE " + (te.empty() ? std::string() : te + " ") + "patched by fp8audit.te)";
+  } else if (chosen.from == "scheduling") {
+    line += " (from TE " + te + "'s scheduling: its backward update runs per autograd task)";
   } else {
     line += " (from TE " + te + ")";
+  }
+  if (chosen.from == "scheduling") {
+    return line +
+           ": this Transformer Engine (its PR #3456) updates once at the end of each autograd "
+           "task, so a logical microbatch whose backward runs as several backward() calls (a "
+           "pipeline schedule, combined 1F1B, a run_backward per node) updates once per call; "
+           "run them inside `with te.quantization_backward_scope():`, entered on every rank, "
+           "for one update";
   }
   if (chosen.name != "fixed") {
     return line +

@@ -239,6 +239,11 @@ std::string SemanticsText(const v1::Recording& rec) {
     return name + " (TE " + (te.empty() ? std::string("of a version not recorded") : te) +
            " patched by fp8audit.te)";
   }
+  if (rec.semantics_from() == "scheduling") {
+    return name + " (chosen from TE " + te +
+           "'s scheduling: its backward update runs per autograd task, TE PR #3456; --semantics "
+           "chooses another)";
+  }
   if (rec.semantics_from() == "te_version") {
     return name + " (chosen from TE " + te + "; --semantics chooses another)";
   }

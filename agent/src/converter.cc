@@ -169,8 +169,8 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_pass(v1::PASS_UNSPECIFIED);
       e->set_detail(std::string(raw.Text()));
       e->set_te_version(KeyValue(raw.Text(), nvtx::kKeyTe));
-      if (raw.kind == RawKind::kTePatched)
-        e->set_semantics(KeyValue(raw.Text(), nvtx::kKeySemantics));
+      // TE_PATCHED: the semantics applied; TE_VERSION: the one TE's own code shows (a fingerprint).
+      e->set_semantics(KeyValue(raw.Text(), nvtx::kKeySemantics));
       return true;
     case RawKind::kRecompute: {
       e->set_kind(v1::MODULE_RECOMPUTE);

@@ -1,7 +1,7 @@
 // The python-hook probe: what fp8audit's Python hook (python/fp8audit/hook) sends as NVTX, in any
 // domain (it uses torch.cuda.nvtx, the default domain); the words are fp8audit/nvtx_grammar.h's
 // (kHook*, keys). The NVTX probe hands these messages here:
-//   mark   "fp8audit.te te=<version>"                     TE was imported (TE_VERSION)
+//   mark   "fp8audit.te te=<version>[ semantics=<s>]"     TE was imported (TE_VERSION)
 //   mark   "fp8audit.patch te=<version> semantics=<s>"    fp8audit.te.patch() applied (TE_PATCHED)
 //   mark   "fp8audit.te.recompute module=<m> fp8=<0|1> forward_fp8=<0|1|?>[ context=recipe]
 //          [ checkpoint=<c>]"  a TE module ran again in backward (a checkpoint recompute), with FP8

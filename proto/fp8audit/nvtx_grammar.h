@@ -95,7 +95,9 @@ inline constexpr char kPassForward[] = "forward";
 inline constexpr char kPassBackward[] = "backward";
 
 // ---- the Python hook's marks and ranges (python/fp8audit/hook) --------------------------------
-inline constexpr char kHookTeMark[] = "fp8audit.te";        // "fp8audit.te te=<version>"
+// "fp8audit.te te=<version>[ semantics=<s>]": TE was imported; semantics, where TE's own code shows
+// an ownership whatever its version (te-3456: TE PR #3456's backward scheduling).
+inline constexpr char kHookTeMark[] = "fp8audit.te";
 inline constexpr char kHookPatchMark[] = "fp8audit.patch";  // "... te=<version> semantics=<s>"
 inline constexpr char kHookRecomputeMark[] = "fp8audit.te.recompute";
 // fp8audit.te's safety net: "fp8audit.te.lost pass=backward reason=<r>", the fix lost a backward

@@ -230,6 +230,20 @@ TEST(HookProbe, MarksRecordTheTeVersionAndThePatch) {
   EXPECT_EQ(e[1].te_version(), "2.20.2");
   EXPECT_EQ(e[1].semantics(), "fixed");
   EXPECT_EQ(e[2].te_version(), "2.20??x?");  // a version's characters only
+  EXPECT_EQ(e[0].semantics(), "");           // none TE's code showed
+}
+
+TEST(HookProbe, ATeVersionMarkKeepsTheSemanticsTesCodeShows) {
+  TestSink sink;
+  HookProbe hook(&sink);
+  ThreadState* main = sink.Thread(1);
+  sink.Use(main);
+  EXPECT_TRUE(hook.OnMark(main, "fp8audit.te te=2.21.0.dev0 semantics=te-3456"));
+  const auto e = sink.Converted();
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].kind(), v1::TE_VERSION);
+  EXPECT_EQ(e[0].te_version(), "2.21.0.dev0");
+  EXPECT_EQ(e[0].semantics(), "te-3456");
 }
 
 TEST(HookProbe, RecomputeMarksRecordTheModuleAndBothFp8States) {

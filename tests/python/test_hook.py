@@ -174,6 +174,23 @@ def test_te_version_feature_marks_without_importing_torch_cuda(tmp_path, monkeyp
     assert marks == ["fp8audit.te te=2.20.2"]
 
 
+def test_te_version_mark_names_pr_3456_semantics_where_te_s_code_has_its_scope(monkeypatch):
+    import types
+
+    import fp8audit._nvtx
+    import fp8audit.hook as hook
+
+    marks = []
+    monkeypatch.setattr(fp8audit._nvtx, "mark", marks.append)
+    quantization = types.ModuleType("transformer_engine.pytorch.quantization")
+    monkeypatch.setitem(sys.modules, "transformer_engine.pytorch.quantization", quantization)
+    hook._te_version(type("M", (), {"__version__": "2.21.0.dev0"}))
+    quantization.quantization_backward_scope = lambda: None  # PR #3456's fingerprint
+    hook._te_version(type("M", (), {"__version__": "2.21.0.dev0"}))
+    assert marks == ["fp8audit.te te=2.21.0.dev0",
+                     "fp8audit.te te=2.21.0.dev0 semantics=te-3456"]
+
+
 def test_nvtx_asks_torch_for_cuda_once_not_on_every_mark(monkeypatch):
     import torch
 

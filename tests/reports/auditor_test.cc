@@ -875,6 +875,25 @@ TEST(AuditorProbes, SemanticsComeFromTheTeVersionThePatchOrTheUser) {
   EXPECT_FALSE(Contains(AllExplanations(r.microbatches(0)), "model semantics"));
 }
 
+TEST(AuditorProbes, TesOwnSchedulingChoosesItsSemanticsBeforeTheVersionsAndNamesTheScope) {
+  // TE PR #3456 on a 2.20 base: the hook saw its scheduling; two backward() calls in a
+  // microbatch, two backward updates.
+  TraceBuilder t;
+  t.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.20.2", "te-3456");
+  t.MarkedMicrobatch(1, 2).Footer();
+  Auditor a{AuditorOptions{}};
+  t.Feed(&a);
+  const v1::RankReport r = a.report();
+  EXPECT_EQ(r.recording().scheduling_semantics(), "te-3456");
+  EXPECT_EQ(r.recording().semantics(), "te-3456");
+  EXPECT_EQ(r.recording().semantics_from(), "scheduling");
+  ASSERT_EQ(r.microbatches_size(), 1);
+  const std::string why = AllExplanations(r.microbatches(0));
+  EXPECT_TRUE(Contains(why, "model semantics te-3456 (from TE 2.20.2's scheduling")) << why;
+  EXPECT_TRUE(Contains(why, "with te.quantization_backward_scope():")) << why;
+  EXPECT_FALSE(Contains(why, "--fix-te")) << why;  // the fix stands aside on such a TE
+}
+
 TEST(AuditorProbes, ProbesThatSeeDifferentCountsInAMicrobatchGetANote) {
   // te-call counted one backward update, the kernel probe saw two update launches inside it.
   TraceBuilder t;

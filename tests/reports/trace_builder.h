@@ -125,11 +125,14 @@ class TraceBuilder {
     e->set_detail(why);
     return *this;
   }
-  TraceBuilder& TeVersion(const std::string& version) {
+  // TE_VERSION; `semantics`: the ownership TE's own code showed the hook ("te-3456").
+  TraceBuilder& TeVersion(const std::string& version, const std::string& semantics = "") {
     auto* e = Add(v1::TE_VERSION);
     e->set_source(v1::PYTHON_HOOK);
-    e->set_detail("fp8audit.te te=" + version);
+    e->set_detail("fp8audit.te te=" + version +
+                  (semantics.empty() ? "" : " semantics=" + semantics));
     e->set_te_version(version);
+    e->set_semantics(semantics);
     return *this;
   }
   TraceBuilder& TePatched(const std::string& version, const std::string& semantics) {

@@ -4,9 +4,9 @@ sitecustomize.py put first on PYTHONPATH (hook/site/). A feature runs when a mod
 finished importing (never importing it itself), or at once if that module is already imported.
 
 Features: te-fix — fp8audit.te.patch() when transformer_engine.pytorch is imported;
-te-version — one NVTX mark `fp8audit.te te=<version>` when transformer_engine is imported (the
-agent records it as a TE_VERSION fact, from which the report picks the model semantics of that TE
-release); te-count — wraps FP8GlobalStateManager.reduce_and_update_fp8_tensors (once, when
+te-version — one NVTX mark `fp8audit.te te=<version>[ semantics=te-3456]` when transformer_engine
+is imported (the agent records it as a TE_VERSION fact, from which the report picks the model
+semantics of that TE release, or of the scheduling TE's code shows: TE PR #3456's); te-count — wraps FP8GlobalStateManager.reduce_and_update_fp8_tensors (once, when
 transformer_engine.pytorch is imported) in an NVTX range `fp8audit.te.update pass=forward|backward
 count=N unfused=U` around each call that updates something: N autocast keys with amaxes to reduce
 in that direction, U of them on TE's unfused path (NVTE_UNFUSED_FP8_UPDATE=1, or a callable
@@ -61,8 +61,22 @@ def _te_fix(module: object) -> None:
         _say(f"--fix-te: {e}; the job runs with Transformer Engine unpatched")
 
 
+# The semantics a TE's own code shows, whatever its version says: TE PR #3456's backward update
+# at the end of each autograd task, told by its `quantization_backward_scope` (docs/te-pr-3456.md).
+SEMANTICS_PR_3456 = "te-3456"
+
+
+def scheduling_semantics() -> str:
+    """SEMANTICS_PR_3456 where TE's quantization module (already imported: TE's __init__ imports
+    its PyTorch part first) has PR #3456's scheduling; "" otherwise or where it is not imported."""
+    quantization = sys.modules.get("transformer_engine.pytorch.quantization")
+    return SEMANTICS_PR_3456 if hasattr(quantization, "quantization_backward_scope") else ""
+
+
 def _te_version(module: object) -> None:
-    _nvtx.mark(f"{HOOK_TE_MARK} te={getattr(module, '__version__', 'unknown')}")
+    semantics = scheduling_semantics()
+    _nvtx.mark(f"{HOOK_TE_MARK} te={getattr(module, '__version__', 'unknown')}" +
+               (f" semantics={semantics}" if semantics else ""))
 
 
 def _state_manager() -> Any:
