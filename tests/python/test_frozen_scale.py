@@ -81,12 +81,76 @@ def test_changing_only_delayed_scaling_s_parameters_keeps_the_state_and_sends_no
     assert run(tmp_path, "delayed,margin,delayed,margin")[0] == []
 
 
-def test_a_state_is_judged_only_after_a_whole_forward_under_delayed_scaling_ran_with_it(tmp_path):
+def test_a_state_is_judged_at_the_forward_after_one_under_delayed_scaling_ran_with_it(tmp_path):
     # made in the step switching back, a whole forward ran with it in the next, judged after it
-    assert run(tmp_path, "delayed,current,delayed,delayed,delayed")[0] == [
+    assert run(tmp_path, "delayed,current,delayed,delayed")[0] == [
         frozen.mark_text("Linear#1"), frozen.mark_text("Linear#2")]
-    assert run(tmp_path, "delayed,current,delayed,delayed")[0] == []
+    assert run(tmp_path, "delayed,current,delayed")[0] == []
+
+
+def test_an_evaluation_under_another_recipe_after_every_step_is_caught(tmp_path):
+    # each re-made state is judged at the evaluation after the step which ran with it: two here
+    assert run(tmp_path, "delayed,current,delayed,current,delayed,current")[0] == [
+        frozen.mark_text("Linear#1"), frozen.mark_text("Linear#2")] * 2
+
+
+def test_a_job_under_another_recipe_only_is_never_judged(tmp_path):
+    assert run(tmp_path, "current,current,current") == ([], [False, False])
 
 
 def test_mark_names_the_module_in_the_grammar_s_words():
     assert frozen.mark_text("Linear#3") == "fp8audit.te.frozen module=Linear#3"
+
+
+class _Recipe:
+    def __init__(self, delayed):
+        self._delayed = delayed
+
+    def delayed(self):
+        return self._delayed
+
+
+class _State:
+    def __init__(self):
+        self.scale = object()
+
+
+class _Manager:
+    """TE's FP8GlobalStateManager as far as the check reads it."""
+
+    def __init__(self, info_key="buffer_index_and_autocast_key", capturing=False):
+        self.quantization_state = type("S", (), {"global_scale_buffer": {}})()
+        self._info_key, self._capturing = info_key, capturing
+
+    def get_buffer_info(self):
+        return self._info_key
+
+    def fp8_graph_capturing(self):
+        return self._capturing
+
+
+def _module(state):
+    return type("M", (), {"fp8_meta": {"scaling_fwd": state}})()
+
+
+def test_a_te_keeping_the_module_s_place_otherwise_makes_the_check_stand_aside_once(capsys):
+    sent = []
+    check = frozen.judge(_Manager(info_key="elsewhere"), sent.append)
+    delayed = _Recipe(True)
+    for _ in range(2):
+        state = _State()
+        check(_module(state), ["Linear#1", None, "", "", None, {}, None], state, delayed, delayed)
+    assert sent == []
+    assert capsys.readouterr().err.count("frozen scales are not checked") == 1
+
+
+def test_a_state_under_graph_capture_is_not_judged_until_an_eager_forward():
+    sent = []
+    state = _State()
+    entry = ["Linear#1", None, "", "", None, {}, None]
+    delayed = _Recipe(True)
+    frozen.judge(_Manager(capturing=True), sent.append)(_module(state), entry, state, delayed,
+                                                         delayed)
+    assert (sent, entry[frozen.JUDGED]) == ([], None)
+    frozen.judge(_Manager(), sent.append)(_module(state), entry, state, delayed, delayed)
+    assert sent == [frozen.mark_text("Linear#1")] and entry[frozen.JUDGED] is state

@@ -9,18 +9,21 @@ the job switches the module to another recipe and back to DelayedScaling (a curr
 between training steps), the new state is never registered: its scales stay at their initial
 values, its amaxes are recorded and never rolled, for the rest of the run, and nothing fails.
 
-The check reads no tensor: it compares objects. Once per module and state, at the start of the
-second forward under DelayedScaling that finds the state in place (so that a whole forward under
-DelayedScaling, outside CUDA-graph capture, ran with it: TE's chance to register it; a state made
-at construction under quantized_model_init is not judged before), it looks for the state's scale
-tensor at the module's place in TE's global scale buffer. Where it is not there, one NVTX mark
+The check reads no tensor: it compares objects. Once per module and state, at the start of a
+forward in FP8 (under any recipe) whose previous forward ran under DelayedScaling with that state
+in place (TE's chance to register it; a state made at construction under quantized_model_init is
+not judged before its first forward), it looks for the state's scale tensor at the module's place
+in TE's global scale buffer. Where it is not there, one NVTX mark
 
     fp8audit.te.frozen module=<Class>#<n>
 
 (the module named as te-recompute's marks name it), which the agent records as FROZEN_SCALE and
-the audit calls a failure. A module whose state changes only once it stops running under
-DelayedScaling is not judged; a TE without the buffers by these names makes the check say so once
-and stand aside."""
+the audit calls a failure: at the second forward after the switch back, whether under
+DelayedScaling or another recipe (an evaluation after every step). Not judged: a state made by a
+module's last forward, and one first run under CUDA-graph capture, judged at the next eager
+forward (where the job runs a captured module eagerly before any replay registered it, that
+would be called frozen). A TE that keeps its buffers or the module's place otherwise makes the
+check say so once and stand aside."""
 
 from __future__ import annotations
 
@@ -32,8 +35,7 @@ from fp8audit.hook.recompute import fitted_mark
 
 MARK = HOOK_FROZEN_MARK
 BUFFER_INFO = "buffer_index_and_autocast_key"  # TE's get_buffer_info(), 2.14 to 2.20
-SEEN = 6  # a module's record (hook/recompute.py _entry): the state seen at a forward
-JUDGED = 7  # and the state judged
+JUDGED = 6  # a module's record (hook/recompute.py _entry): the forward FP8 state judged last
 
 
 def mark_text(name: str) -> str:
@@ -43,38 +45,53 @@ def mark_text(name: str) -> str:
 
 def registered(manager: Any, fp8_meta: Any, state: Any) -> bool:
     """Whether `state` (a module's forward DelayedScaling state) is the one at the module's place
-    in TE's global scale buffer; raises LookupError where TE keeps no buffers by these names."""
+    in TE's global scale buffer; raises LookupError where TE keeps its buffers or the module's
+    place otherwise than TE 2.14-2.20 do (the check then stands aside rather than guess)."""
     qstate = getattr(manager, "quantization_state", manager)  # class attributes before TE 2.15
     scales = getattr(qstate, "global_scale_buffer", None)
     if not isinstance(scales, dict):
         raise LookupError("no global_scale_buffer")
-    info = fp8_meta.get(BUFFER_INFO)
+    get_info = getattr(manager, "get_buffer_info", None)
+    info_key = get_info() if callable(get_info) else BUFFER_INFO
+    if info_key != BUFFER_INFO:
+        raise LookupError(f"the module's place in TE's buffers is kept under {info_key!r}")
+    info = fp8_meta.get(info_key)
     if not info:
-        return False
+        return False  # never registered
+    if len(info) != 4 or not str(info[1]).startswith("forward"):
+        raise LookupError(f"the module's place in TE's buffers reads {info!r}")
     position, key = info[0], info[1]
     kept = scales.get(key)
     return kept is not None and 0 <= position < len(kept) and kept[position] is state.scale
 
 
+def _delayed(recipe: Any) -> bool:
+    return recipe is not None and bool(recipe.delayed())
+
+
 def judge(manager: Any,
-          send: Callable[[str], None]) -> Callable[[Any, List[Any], Any, Any], None]:
+          send: Callable[[str], None]) -> Callable[[Any, List[Any], Any, Any, Any], None]:
     """The check for a module (its record `entry`) about to compute in FP8 under `recipe`, called
-    where its forward state `state` is not the one already judged: a state under another recipe
-    than DelayedScaling is passed over, one first seen is remembered, one seen at an earlier
-    forward is judged. One failure turns the check off, said once."""
+    where its forward state `state` is not the one judged last. `previous`: the recipe of the
+    module's previous forward (None: not in FP8). The state in place is judged where that forward
+    ran under DelayedScaling (TE registered it then if it ever would), whatever the recipe now;
+    one in use under other recipes only is passed over; one made by a forward under another
+    recipe waits for the next forward. One failure turns the check off, said once."""
     off: List[bool] = [False]
 
-    def check(module: Any, entry: List[Any], state: Any, recipe: Any) -> None:
+    def check(module: Any, entry: List[Any], state: Any, previous: Any, recipe: Any) -> None:
         if off[0]:
             return
         try:
-            if not recipe.delayed() or not hasattr(state, "scale"):
+            if not hasattr(state, "scale"):
                 entry[JUDGED] = state
                 return
-            if state is not entry[SEEN]:  # new: judged at the next forward, once TE had its chance
-                if not manager.fp8_graph_capturing():
-                    entry[SEEN] = state
+            if not _delayed(previous):
+                if not _delayed(recipe):
+                    entry[JUDGED] = state  # under other recipes only: nothing to register
                 return
+            if manager.fp8_graph_capturing():
+                return  # TE registers captured modules from their graphed replays
             entry[JUDGED] = state
             fine = registered(manager, module.fp8_meta, state)
         except Exception as e:  # the check must never break the job

@@ -151,12 +151,12 @@ def _entry(module: Any, ordinals: Dict[str, int]) -> List[Any]:
     """A module's record, made at its first call: [name, FP8 state of its last forward, the mark
     of a recompute in FP8 as its forward, the mark of one without FP8 as its forward, the recipe
     of its last forward (None: not in FP8), its weight-refresh marks by scale (hook/refresh.py),
-    its forward FP8 state seen and the one judged by the frozen-scale check (hook/frozen.py)]."""
+    the forward FP8 state the frozen-scale check judged last (hook/frozen.py)]."""
     cls = type(module).__name__
     ordinals[cls] = ordinals.get(cls, 0) + 1
     name = f"{cls}#{ordinals[cls]}"
     entry: List[Any] = [name, None, mark_text(name, True, True), mark_text(name, False, False),
-                        None, {}, None, None]
+                        None, {}, None]
     module.__dict__[_ATTR] = entry
     return entry
 
@@ -166,7 +166,7 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
             recipe_seen: Callable[[Any], None] = lambda recipe: None,
             read: Optional[Callable[[], Tuple[bool, Any]]] = None,
             current: Optional[List[Any]] = None,
-            frozen: Optional[Callable[[Any, List[Any], Any, Any], None]] = None
+            frozen: Optional[Callable[[Any, List[Any], Any, Any, Any], None]] = None
             ) -> Callable[[Any], None]:
     """The check run before each TE module call (`module`): remembers whether its forward computed
     in FP8, and compares a recompute against it. FP8 state from `manager` (FP8GlobalStateManager,
@@ -179,7 +179,7 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     it is not the previous call's. `current[0]` is set at each recompute, in one store, to
     (autograd task, the module's record, its recipe in FP8 or None), for the weight-refresh check.
     `frozen` (hook/frozen.py) is called at a forward in FP8 whose FP8 state object is not the one
-    it judged last. Runs at
+    it judged last, with the recipe of the module's previous forward and its own. Runs at
     every module call: its common path reads the state once and, on a recompute, sends a mark made
     at the module's first call."""
     ordinals: Dict[str, int] = {}
@@ -212,12 +212,13 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
                     recipe_seen(recipe)
         task = task_id()
         if task == -1:
+            previous = entry[4]
             entry[1] = fp8
             entry[4] = recipe if fp8 else None
             if fp8 and frozen is not None:  # one identity check while the module keeps its state
                 state = (module.__dict__.get("fp8_meta") or {}).get("scaling_fwd")
-                if state is not entry[7]:
-                    frozen(module, entry, state, recipe)
+                if state is not entry[6]:
+                    frozen(module, entry, state, previous, recipe)
             return
         current[0] = (task, entry, recipe if fp8 else None)
         forward_fp8 = entry[1]
