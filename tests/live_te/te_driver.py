@@ -31,7 +31,12 @@ class Counter:
         self.counts = {"forward": 0, "backward": 0}
         self.advancing = {"forward": 0, "backward": 0}
         self.track_state = track_state
+        # TE PR #3456 calls the update by its new name, the old one the same classmethod: both
+        # are wrapped (reduce_and_update_fp8_tensors alone before it).
         self._original = manager.__dict__["reduce_and_update_fp8_tensors"]
+        self._names = [n for n in ("reduce_and_update_quantization_state",
+                                   "reduce_and_update_fp8_tensors")
+                       if manager.__dict__.get(n) is self._original]
         counter = self
 
         def counting(cls, forward: bool = True):
@@ -54,7 +59,8 @@ class Counter:
                 counter.advancing[prefix] += 1
             return result
 
-        manager.reduce_and_update_fp8_tensors = classmethod(counting)
+        for name in self._names:
+            setattr(manager, name, classmethod(counting))
 
     @staticmethod
     def _state(qstate: Any, keys: List[str]) -> List[torch.Tensor]:
@@ -124,7 +130,8 @@ class Counter:
         return out
 
     def remove(self) -> None:
-        self.manager.reduce_and_update_fp8_tensors = self._original
+        for name in self._names:
+            setattr(self.manager, name, self._original)
 
 
 def make_module(te: Any, kind: str, hidden: int) -> torch.nn.Module:

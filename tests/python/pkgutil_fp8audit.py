@@ -69,13 +69,14 @@ MARK_STANDIN_UPDATES = """
 import fp8audit
 import fp8audit.hook
 M = te.quantization.FP8GlobalStateManager
-update = M.reduce_and_update_fp8_tensors.__func__
+update, names = fp8audit.hook.update_names(M)  # TE PR #3456: the same function by two names
 def marked(cls, forward=True):
     n = fp8audit.hook.pending_updates(cls, forward)[0]  # DelayedScaling amaxes to reduce
     if n:
         fp8audit.update("forward" if forward else "backward", n)
     return update(cls, forward)
-M.reduce_and_update_fp8_tensors = classmethod(marked)
+for name in names:
+    setattr(M, name, classmethod(marked))
 """
 
 

@@ -187,8 +187,12 @@ def test_te_version_mark_names_pr_3456_semantics_where_te_s_code_has_its_scope(m
     hook._te_version(type("M", (), {"__version__": "2.21.0.dev0"}))
     quantization.quantization_backward_scope = lambda: None  # PR #3456's fingerprint
     hook._te_version(type("M", (), {"__version__": "2.21.0.dev0"}))
-    assert marks == ["fp8audit.te te=2.21.0.dev0",
-                     "fp8audit.te te=2.21.0.dev0 semantics=te-3456"]
+    del quantization.quantization_backward_scope  # its other one, as fp8audit.te reads it
+    quantization.FP8GlobalStateManager = type(
+        "FP8GlobalStateManager", (), {"request_backward_quantization_update": lambda: None})
+    hook._te_version(type("M", (), {"__version__": "2.21.0.dev0"}))
+    assert marks == ["fp8audit.te te=2.21.0.dev0"] + [
+        "fp8audit.te te=2.21.0.dev0 semantics=te-3456"] * 2
 
 
 def test_nvtx_asks_torch_for_cuda_once_not_on_every_mark(monkeypatch):
@@ -454,3 +458,21 @@ def test_a_second_fp8audit_hook_on_the_path_is_skipped_and_the_jobs_own_sitecust
     assert "Error in sitecustomize" not in result.stderr, result.stderr
     lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert lines == [{"chained": "ran", "armed": {"transformer_engine": 1}}]
+
+
+def test_update_names_give_both_of_pr_3456_s_names_of_one_function_and_the_old_alone_before():
+    import fp8audit.hook as hook
+
+    def update(cls, forward=True):
+        return forward
+
+    class Before:
+        reduce_and_update_fp8_tensors = classmethod(update)
+
+    class WithPr:  # TE PR #3456: the new name is what TE calls, the old its alias
+        reduce_and_update_quantization_state = classmethod(update)
+        reduce_and_update_fp8_tensors = reduce_and_update_quantization_state
+
+    assert hook.update_names(Before) == (update, ["reduce_and_update_fp8_tensors"])
+    assert hook.update_names(WithPr) == (update, ["reduce_and_update_quantization_state",
+                                                  "reduce_and_update_fp8_tensors"])

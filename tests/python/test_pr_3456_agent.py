@@ -52,6 +52,8 @@ def test_two_backward_calls_without_the_scope_fail_with_the_scope_named(tmp_path
     assert rows(rep) == [(1, 2, "FAIL")] * 2
     why = "\n".join(rep["ranks"][0]["microbatches"][0]["explanations"])
     assert "with te.quantization_backward_scope():" in why, why
+    assert "with te.quantization_backward_scope():" in rep["next_step"], rep["next_step"]
+    assert "--fix-te" not in rep["next_step"]
 
 
 def test_inside_the_scope_one_backward_update_passes(tmp_path: Path) -> None:

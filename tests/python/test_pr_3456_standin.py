@@ -29,17 +29,20 @@ def pr_3456(monkeypatch):
 
 @pytest.fixture
 def counts(monkeypatch):
-    """Updates made, by direction, counted by wrapping reduce_and_update_fp8_tensors."""
+    """Updates made, by direction, counted by wrapping the update under each name TE holds it by
+    (the PR's new name, which TE calls, and the old, its alias)."""
+    from fp8audit.hook import update_names
     from transformer_engine.pytorch.quantization import FP8GlobalStateManager as manager
 
     made = {"forward": 0, "backward": 0}
-    original = manager.__dict__["reduce_and_update_fp8_tensors"].__func__
+    original, names = update_names(manager)
 
     def counting(cls, forward=True):
         made["forward" if forward else "backward"] += 1
         return original(cls, forward)
 
-    monkeypatch.setattr(manager, "reduce_and_update_fp8_tensors", classmethod(counting))
+    for name in names:
+        monkeypatch.setattr(manager, name, classmethod(counting))
     return made
 
 

@@ -71,6 +71,15 @@ TEST(NextStep, AFrozenScaleBesideExtraUpdatesAddsTheRemedyToTheFix) {
   EXPECT_TRUE(Contains(line, "keep each module under one recipe class")) << line;
 }
 
+TEST(NextStep, ATeThatSchedulesItsOwnBackwardUpdateIsToldTheScopeNotTheFix) {
+  TraceBuilder t(0, 4242, "nvtx");
+  t.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.20.2", "te-3456");
+  t.MarkedMicrobatch(1, 2).Footer();
+  const std::string line = Job({t.Audit()}).next_step();
+  EXPECT_TRUE(Contains(line, "with te.quantization_backward_scope():")) << line;
+  EXPECT_FALSE(Contains(line, "--fix-te")) << line;
+}
+
 TEST(NextStep, AnUnverifiedTeReleaseIsSaidToBeRefused) {
   EXPECT_TRUE(Contains(FailingJob("2.15.0").next_step(),
                        "this job's TE 2.15.0 is not one it was verified on"));

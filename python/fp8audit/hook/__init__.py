@@ -5,9 +5,11 @@ finished importing (never importing it itself), or at once if that module is alr
 
 Features: te-fix — fp8audit.te.patch() when transformer_engine.pytorch is imported;
 te-version — one NVTX mark `fp8audit.te te=<version>[ semantics=te-3456]` when transformer_engine
-is imported (the agent records it as a TE_VERSION fact, from which the report picks the model
-semantics of that TE release, or of the scheduling TE's code shows: TE PR #3456's); te-count — wraps FP8GlobalStateManager.reduce_and_update_fp8_tensors (once, when
-transformer_engine.pytorch is imported) in an NVTX range `fp8audit.te.update pass=forward|backward
+is imported (the agent records it as a TE_VERSION fact; the report models the run with the
+semantics of that release, or with te-3456 where TE's code has TE PR #3456's scheduling);
+te-count — wraps FP8GlobalStateManager.reduce_and_update_fp8_tensors (under TE PR #3456 also its
+new name, the same function: update_names) once, when transformer_engine.pytorch is imported,
+in an NVTX range `fp8audit.te.update pass=forward|backward
 count=N unfused=U` around each call that updates something: N autocast keys with amaxes to reduce
 in that direction, U of them on TE's unfused path (NVTE_UNFUSED_FP8_UPDATE=1, or a callable
 amax_compute_algo / scaling_factor_compute_algo). The agent records these as PYTHON_HOOK updates
@@ -69,8 +71,10 @@ SEMANTICS_PR_3456 = "te-3456"
 def scheduling_semantics() -> str:
     """SEMANTICS_PR_3456 where TE's quantization module (already imported: TE's __init__ imports
     its PyTorch part first) has PR #3456's scheduling; "" otherwise or where it is not imported."""
+    from fp8audit._te_scheduling import has_pr_3456
+
     quantization = sys.modules.get("transformer_engine.pytorch.quantization")
-    return SEMANTICS_PR_3456 if hasattr(quantization, "quantization_backward_scope") else ""
+    return SEMANTICS_PR_3456 if quantization is not None and has_pr_3456(quantization) else ""
 
 
 def _te_version(module: object) -> None:
@@ -126,15 +130,27 @@ def pending_updates(manager: Any, forward: bool) -> Tuple[int, int]:
         return 1, 0
 
 
+UPDATE_NAMES = ("reduce_and_update_quantization_state",  # TE PR #3456's name, the one TE calls
+                "reduce_and_update_fp8_tensors")  # before it, and its alias there
+
+
+def update_names(manager: Any) -> Tuple[Any, List[str]]:
+    """(the update function, the names of FP8GlobalStateManager that hold it): TE PR #3456 calls
+    the update by its new name and keeps the old as the same classmethod, so a wrapper replaces
+    both; a release without the new name has the old alone."""
+    held = {name: getattr(manager.__dict__.get(name), "__func__", None) for name in UPDATE_NAMES}
+    func = held[UPDATE_NAMES[0]] or held[UPDATE_NAMES[1]]
+    if func is None:
+        raise RuntimeError("FP8GlobalStateManager.reduce_and_update_fp8_tensors is not a "
+                           "classmethod")
+    return func, [name for name in UPDATE_NAMES if held[name] is func]
+
+
 def _te_count(module: object) -> None:
     del module
     from fp8audit.hook import callsite
     manager = _state_manager()
-    raw = manager.__dict__.get("reduce_and_update_fp8_tensors")
-    func = getattr(raw, "__func__", None)
-    if func is None:
-        raise RuntimeError("FP8GlobalStateManager.reduce_and_update_fp8_tensors is not a "
-                           "classmethod")
+    func, names = update_names(manager)
     if getattr(func, "__fp8audit_count__", False):
         return
 
@@ -158,7 +174,9 @@ def _te_count(module: object) -> None:
                 _nvtx.call("range_pop")
 
     counting.__fp8audit_count__ = True  # type: ignore[attr-defined]
-    setattr(manager, "reduce_and_update_fp8_tensors", classmethod(counting))
+    wrapped = classmethod(counting)
+    for name in names:
+        setattr(manager, name, wrapped)
 
 
 def _te_recompute(module: object) -> None:

@@ -8,6 +8,7 @@ import inspect
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from .._te_scheduling import has_pr_3456
 from . import _fingerprint, _targets, releases
 
 
@@ -64,10 +65,7 @@ def pr_3456(mods: Dict[str, Any]) -> bool:
     fingerprint (docs/te-pr-3456.md §4), never by its version: `quantization_backward_scope` in
     transformer_engine.pytorch.quantization or FP8GlobalStateManager's
     request_backward_quantization_update."""
-    quant = mods["quantization"]
-    manager = getattr(quant, "FP8GlobalStateManager", None)
-    return hasattr(quant, "quantization_backward_scope") or \
-        hasattr(manager, "request_backward_quantization_update")
+    return has_pr_3456(mods["quantization"])
 
 
 def upstream_fix(mods: Dict[str, Any]) -> Optional[str]:

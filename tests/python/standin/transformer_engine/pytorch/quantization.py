@@ -223,7 +223,8 @@ class FP8GlobalStateManager:
         s = qstate()
         s.autocast_depth -= 1
         if enabled and s.autocast_depth == 0 and not _graph and torch.is_grad_enabled():
-            cls.reduce_and_update_fp8_tensors(forward=True)
+            # TE PR #3456 calls the update by its new name (the old one its alias)
+            getattr(cls, NEW_NAME, cls.reduce_and_update_fp8_tensors)(forward=True)
 
     @classmethod
     def copy_forward_fp8_meta_tensors_for_recompute(cls, fp8_meta: Dict[str, Any]) -> None:
@@ -298,9 +299,10 @@ def fp8_autocast(enabled: bool = True, calibrating: bool = False,
 
 
 # TE PR #3456 (docs/te-pr-3456.md §1, read from the PR's quantization.py): present only while
-# _release.WITH_PR_3456 is set (_sync_pr_3456). The stand-in keeps reduce_and_update_fp8_tensors as
-# the implementation and reduce_and_update_quantization_state as the name calling it (TE: the
-# reverse, the old name an alias), so that wrappers of the old name count every update.
+# _release.WITH_PR_3456 is set (_sync_pr_3456). As in the PR, the update's new name
+# reduce_and_update_quantization_state is what TE calls (autocast exit, the task's callback) and the
+# old reduce_and_update_fp8_tensors the same classmethod object (an alias): a wrapper has to
+# replace both names.
 class _PR3456Methods:
     @classmethod
     def request_backward_quantization_update(cls, recipe: Optional[Recipe]) -> None:
@@ -353,21 +355,18 @@ class _PR3456Methods:
         s.pending_backward_quantization_update = False
         try:
             with torch.no_grad():
-                cls.reduce_and_update_fp8_tensors(forward=False)
+                cls.reduce_and_update_quantization_state(forward=False)
         except BaseException:
             s.pending_backward_quantization_update = True
             raise
 
-    @classmethod
-    def reduce_and_update_quantization_state(cls, forward: bool = True) -> None:
-        cls.reduce_and_update_fp8_tensors(forward=forward)
 
 
 _PR_3456_METHODS = ("request_backward_quantization_update",
                     "_queue_backward_quantization_update_callback",
                     "_run_backward_quantization_update_callback",
-                    "_run_pending_backward_quantization_update",
-                    "reduce_and_update_quantization_state")
+                    "_run_pending_backward_quantization_update")
+NEW_NAME = "reduce_and_update_quantization_state"  # the PR's name of the update
 
 
 @contextlib.contextmanager
@@ -404,6 +403,11 @@ def _sync_pr_3456() -> None:
             setattr(FP8GlobalStateManager, name, _PR3456Methods.__dict__[name])
         elif name in FP8GlobalStateManager.__dict__:
             delattr(FP8GlobalStateManager, name)
+    if on:  # the same object under both names (whatever wraps the old one now)
+        setattr(FP8GlobalStateManager, NEW_NAME,
+                FP8GlobalStateManager.__dict__["reduce_and_update_fp8_tensors"])
+    elif NEW_NAME in FP8GlobalStateManager.__dict__:
+        delattr(FP8GlobalStateManager, NEW_NAME)
     for module in (sys.modules[__name__], sys.modules.get(__package__ or "")):
         if module is None:
             continue
