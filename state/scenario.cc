@@ -83,6 +83,8 @@ class Compiler {
   std::string path_;
   const Tree* root_;
   std::unordered_map<std::string, uint32_t> ids_;
+  int node_depth_ = 0;         // schedule nodes around the ops being compiled
+  uint32_t backward_ops_ = 0;  // backward ops compiled so far
   CompiledScenario result_;
   std::string error_;
 };
@@ -267,6 +269,14 @@ bool Compiler::CompileOps(const pb::RepeatedPtrField<v1::Op>& ops, const pb::Mes
       case v1::Op::kCheckpoint:
         op.kind = OpKind::kCheckpoint;
         op.checkpoint = FromProto(in.checkpoint().kind());
+        if (in.checkpoint().torch() && op.checkpoint != CheckpointKind::kReentrant) {
+          error_ = where +
+                   ": torch: true needs kind REENTRANT (torch.utils.checkpoint with "
+                   "use_reentrant=False runs in the outer autograd task: spell it "
+                   "kind: NON_REENTRANT without torch)";
+          return false;
+        }
+        op.own_autograd_task = in.checkpoint().torch();
         if (!CompileOps(in.checkpoint().body(), in.checkpoint(), "body",
                         Nested(t, in, "checkpoint", -1), depth + 1, checkpoint_depth + 1, &op.body,
                         &body)) {
@@ -304,6 +314,13 @@ bool Compiler::CompileOps(const pb::RepeatedPtrField<v1::Op>& ops, const pb::Mes
       case v1::Op::kBackward:
         op.kind = OpKind::kBackward;
         result_.has_backward_op = true;
+        ++backward_ops_;
+        if (node_depth_ > 0) {
+          error_ = where +
+                   ": backward inside a schedule_node (the schedule runs each node's "
+                   "backward; put backward after the nodes)";
+          return false;
+        }
         if (checkpoint_depth > 0) {
           result_.impossible.push_back(
               where + ": backward inside a checkpointed callable cannot happen; ignored");
@@ -319,10 +336,48 @@ bool Compiler::CompileOps(const pb::RepeatedPtrField<v1::Op>& ops, const pb::Mes
         }
         body = SaturatingMul(op.count, SaturatingAdd(runs, body));  // each iteration, then its body
         break;
+      case v1::Op::kBackwardScope: {
+        op.kind = OpKind::kBackwardScope;
+        if (checkpoint_depth > 0 || node_depth_ > 0) {
+          error_ = where + ": backward_scope inside a " +
+                   (checkpoint_depth > 0 ? "checkpointed callable" : "schedule_node") +
+                   " (the scope goes around a microbatch's backward calls)";
+          return false;
+        }
+        const uint32_t backward_before = backward_ops_;
+        if (!CompileOps(in.backward_scope().body(), in.backward_scope(), "body",
+                        Nested(t, in, "backward_scope", -1), depth + 1, checkpoint_depth, &op.body,
+                        &body)) {
+          return false;
+        }
+        if (backward_ops_ == backward_before) {
+          error_ = where +
+                   ": backward_scope holds no backward op (the microbatch's backward "
+                   "would run outside it: put `backward {}` in its body)";
+          return false;
+        }
+        break;
+      }
+      case v1::Op::kScheduleNode:
+        op.kind = OpKind::kScheduleNode;
+        if (checkpoint_depth > 0 || node_depth_ > 0) {
+          error_ = where + ": schedule_node inside a " +
+                   (checkpoint_depth > 0 ? "checkpointed callable" : "schedule_node") +
+                   " (nodes are pieces of the microbatch's own program)";
+          return false;
+        }
+        ++node_depth_;
+        if (!CompileOps(in.schedule_node().body(), in.schedule_node(), "body",
+                        Nested(t, in, "schedule_node", -1), depth + 1, checkpoint_depth, &op.body,
+                        &body)) {
+          return false;
+        }
+        --node_depth_;
+        break;
       case v1::Op::OP_NOT_SET:
         error_ = where +
                  ": empty op (expected call, autocast, checkpoint, grad_mode, fail, try, "
-                 "backward or repeat)";
+                 "backward, repeat, backward_scope or schedule_node)";
         return false;
     }
     const uint64_t op_cost = SaturatingAdd(runs, body);

@@ -33,7 +33,9 @@ enum class OpKind : uint8_t {
   kFail,
   kTry,
   kBackward,
-  kRepeat
+  kRepeat,
+  kBackwardScope,  // te.quantization_backward_scope() around the body (TE PR #3456)
+  kScheduleNode    // a Megatron ScheduleNode: its graph is its own backward() call
 };
 
 struct Op {
@@ -42,10 +44,9 @@ struct Op {
   bool enabled = true;                                     // kAutocast (fp8 enabled), kGradMode
   bool delayed = true;                                     // kAutocast: recipe is DelayedScaling
   CheckpointKind checkpoint = CheckpointKind::kReentrant;  // kCheckpoint
-  // kCheckpoint, reentrant: torch.utils.checkpoint(use_reentrant=True) rather than TE's own: its
-  // nested backward is an autograd task of its own (backward_update_per_autograd_task); only that
-  // is modelled (its recompute runs as TE's). Not spelled in scenario files yet: set on a compiled
-  // scenario.
+  // kCheckpoint, reentrant: torch.utils.checkpoint(use_reentrant=True) rather than TE's own
+  // (`torch: true` in a scenario file): its nested backward is an autograd task of its own
+  // (backward_update_per_autograd_task); only that is modelled (its recompute runs as TE's).
   bool own_autograd_task = false;
   v1::Fail::Where fail_where = v1::Fail::ORIGINAL_FORWARD;  // kFail
   std::vector<uint32_t> microbatches;                       // kFail: sorted, unique; empty = all

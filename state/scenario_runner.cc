@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 
 #include "fp8audit/vocabulary_proto.h"
 #include "state/explain.h"
@@ -16,8 +17,9 @@ struct Node {
   ModuleCtx ctx;                             // a module's
   uint32_t frame = 0;                        // a checkpoint's
   bool own_autograd_task = false;            // a reentrant one's nested backward (Op)
+  bool schedule_node = false;                // a ScheduleNode's graph, in `saved`
   const std::vector<Op>* body = nullptr;
-  std::vector<Node> saved;  // non-reentrant: the original graph of the region
+  std::vector<Node> saved;  // non-reentrant: the original graph of the region; a schedule node's
 };
 
 // Where ops execute.
@@ -32,7 +34,8 @@ class Runner {
   Runner(const CompiledScenario& scenario, const RunOptions& options)
       : sc_(scenario),
         model_(options.semantics, static_cast<uint32_t>(scenario.modules.size())),
-        eval_(scenario.modules.size()) {
+        eval_(scenario.modules.size()),
+        backward_scopes_(RulesOf(options.semantics).backward_update_per_autograd_task) {
     model_.set_record_events(options.record_events);
   }
 
@@ -42,7 +45,9 @@ class Runner {
   bool Exec(const std::vector<Op>& ops, const Context& cx);
   bool ExecOne(const Op& op, const Context& cx);
   bool Backward();
-  bool Backprop(std::vector<Node>& tape);
+  // One backward() call (an autograd task) over `tape`.
+  bool BackwardCall(std::span<Node> tape);
+  bool Backprop(std::span<Node> tape);
   bool Recompute(Node& node, std::vector<Node>* tape);
   bool Fires(const Op& op) const {
     return op.microbatches.empty() ||
@@ -60,7 +65,9 @@ class Runner {
   const CompiledScenario& sc_;
   OwnershipModel model_;
   std::vector<uint8_t> eval_;  // current mode per module
-  std::vector<Node> tape_;     // the microbatch's graph
+  // The release has quantization_backward_scope (TE PR #3456); elsewhere it is a nullcontext.
+  bool backward_scopes_ = false;
+  std::vector<Node> tape_;  // the microbatch's graph
   bool act_requires_grad_ = true;
   uint32_t mb_ = 0;
   uint64_t ops_ = 0;  // ops executed (RunOutcome::ops_executed)
@@ -167,6 +174,25 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
     }
     case OpKind::kBackward:
       return Backward();
+    case OpKind::kBackwardScope: {
+      if (!backward_scopes_) return Exec(op.body, cx);
+      model_.BackwardScopeEnter();
+      const bool ok = Exec(op.body, cx);
+      model_.BackwardScopeExit();  // TE's exit is in `finally`: also when the body raised
+      return ok;
+    }
+    case OpKind::kScheduleNode: {
+      // The node's input is detached (requiring grad as before) and so is its output: its graph is
+      // a piece of its own, backpropagated by its own backward() call.
+      Node node;
+      node.schedule_node = true;
+      Context inner = cx;
+      inner.tape = cx.tape ? &node.saved : nullptr;
+      inner.top_level = false;
+      const bool ok = Exec(op.body, inner);
+      if (ok && cx.tape && !node.saved.empty()) cx.tape->push_back(std::move(node));
+      return ok;
+    }
     case OpKind::kRepeat:
       for (uint32_t i = 0; i < op.count; ++i) {
         ++ops_;
@@ -178,9 +204,31 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
 }
 
 bool Runner::Backward() {
-  model_.SetBackwardPass(true);
-  const bool ok = Backprop(tape_);
+  // Without schedule nodes, one backward() over the whole graph. With them, one per node, last to
+  // first (its run_backward), and one per stretch of graph recorded outside nodes (the loss's
+  // first); an exception in one ends the schedule.
+  bool ok = true;
+  if (std::none_of(tape_.begin(), tape_.end(), [](const Node& n) { return n.schedule_node; })) {
+    ok = BackwardCall(tape_);
+  } else {
+    for (size_t end = tape_.size(); ok && end > 0;) {
+      if (tape_[end - 1].schedule_node) {
+        ok = BackwardCall(tape_[--end].saved);
+        continue;
+      }
+      size_t begin = end;
+      while (begin > 0 && !tape_[begin - 1].schedule_node) --begin;
+      ok = BackwardCall(std::span<Node>(tape_).subspan(begin, end - begin));
+      end = begin;
+    }
+  }
   tape_.clear();
+  return ok;
+}
+
+bool Runner::BackwardCall(std::span<Node> tape) {
+  model_.SetBackwardPass(true);
+  const bool ok = Backprop(tape);
   while (!ok && model_.open_autograd_tasks() != 0) model_.EndAutogradTask(/*failed=*/true);
   model_.SetBackwardPass(false);
   return ok;
@@ -202,10 +250,12 @@ bool Runner::Recompute(Node& node, std::vector<Node>* tape) {
   return ok;
 }
 
-bool Runner::Backprop(std::vector<Node>& tape) {
+bool Runner::Backprop(std::span<Node> tape) {
   for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
     Node& node = *it;
-    if (!node.checkpoint) {
+    if (node.schedule_node) {
+      if (!Backprop(node.saved)) return false;  // not reached: nodes are top-level pieces
+    } else if (!node.checkpoint) {
       model_.ModuleBackward(node.ctx);
     } else if (*node.checkpoint == CheckpointKind::kReentrant) {
       // Recompute under enable_grad, then backward through the recomputed graph: a nested

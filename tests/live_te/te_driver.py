@@ -4,10 +4,12 @@ the CPU tests on the stand-in (tests/python) and by te_fix.py on the GPU with re
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any, Dict, List, Tuple
 
 import torch
+import torch.utils.checkpoint
 
 
 def global_state(manager: Any) -> Any:
@@ -167,6 +169,9 @@ class ScenarioRun:
         self.mb = 0
         self.depth = 0
         self.errors: List[str] = []
+        # Graph cuts at schedule nodes' ends, in forward order: (the tensor before the cut, the
+        # detached leaf after it); the backward runs one backward() per piece between them.
+        self.cuts: List[Tuple[torch.Tensor, torch.Tensor]] = []
 
     def recipe(self, delayed: bool) -> Any:
         return self.recipes.DelayedScaling() if delayed else self.recipes.Float8CurrentScaling()
@@ -184,7 +189,20 @@ class ScenarioRun:
     def backward(self, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad:
             (x.float() * x.float()).mean().backward()
+        # Schedule nodes: each piece's own backward() (a node's run_backward), last to first, fed
+        # the gradient its detached leaf received.
+        cuts, self.cuts = self.cuts, []
+        for before, leaf in reversed(cuts):
+            if leaf.grad is not None:
+                torch.autograd.backward(before, leaf.grad)
         return x.detach().requires_grad_(not self.sc.get("input_no_grad", False))
+
+    def cut(self, x: torch.Tensor) -> torch.Tensor:
+        if x.grad_fn is None:  # a leaf (or no graph): nothing recorded to cut off
+            return x
+        leaf = x.detach().requires_grad_(x.requires_grad)
+        self.cuts.append((x, leaf))
+        return leaf
 
     def one(self, op: Dict[str, Any], x: torch.Tensor, recompute: bool, top: bool):
         te = self.te
@@ -212,6 +230,8 @@ class ScenarioRun:
                 calls["n"] += 1
                 return self.run(c.get("body", []), t, calls["n"] > 1 or recompute, False)
 
+            if c.get("torch"):  # torch.utils.checkpoint(use_reentrant=True): kind is REENTRANT
+                return torch.utils.checkpoint.checkpoint(body, x, use_reentrant=True)
             return te.checkpoint(body, x, use_reentrant=c.get("kind") != "NON_REENTRANT")
         if "grad_mode" in op:
             g = op["grad_mode"]
@@ -232,6 +252,15 @@ class ScenarioRun:
                 return x
         if "backward" in op:
             return self.backward(x)
+        if "backward_scope" in op:
+            # TE PR #3456's scope where TE has it; else nullcontext, as Megatron-LM PR #7051 does.
+            scope = getattr(te, "quantization_backward_scope", None)
+            with scope() if scope is not None else contextlib.nullcontext():
+                return self.run(op["backward_scope"].get("body", []), x, recompute, top)
+        if "schedule_node" in op:
+            # Megatron's ScheduleNode: input and output detached (requiring grad as before).
+            y = self.run(op["schedule_node"].get("body", []), self.cut(x), recompute, False)
+            return self.cut(y)
         if "repeat" in op:
             for _ in range(op["repeat"].get("count", 0)):
                 x = self.run(op["repeat"].get("body", []), x, recompute, top)
@@ -244,6 +273,7 @@ class ScenarioRun:
             self.modules[m["name"]].train(not m.get("eval", False))
         x = torch.randn(self.tokens, self.hidden, device=self.device,
                         requires_grad=not self.sc.get("input_no_grad", False))
+        self.cuts = []
         try:
             y = self.run(self.sc.get("program", []), x, False, True)
             for change in self.sc.get("after_forward", []):

@@ -86,6 +86,19 @@ def clean_te():
 
 
 @pytest.fixture
+def pr_3456(monkeypatch):
+    """The stand-in following TE PR #3456 (its backward update per autograd task,
+    quantization_backward_scope), its state laid out afresh; TE 2.20.2 again after the test."""
+    from transformer_engine.pytorch import _release
+
+    monkeypatch.setattr(_release, "WITH_PR_3456", True)
+    reset_te()
+    yield
+    monkeypatch.undo()
+    reset_te()
+
+
+@pytest.fixture
 def patched():
     import fp8audit.te
 

@@ -17,17 +17,6 @@ from fp8audit.te import _targets
 
 
 @pytest.fixture
-def pr_3456(monkeypatch):
-    from transformer_engine.pytorch import _release
-
-    monkeypatch.setattr(_release, "WITH_PR_3456", True)
-    reset_te()
-    yield
-    monkeypatch.undo()
-    reset_te()
-
-
-@pytest.fixture
 def counts(monkeypatch):
     """Updates made, by direction, counted by wrapping the update under each name TE holds it by
     (the PR's new name, which TE calls, and the old, its alias)."""

@@ -1,13 +1,13 @@
 """Every state/scenarios/*.textproto run on the CPU stand-in of TE 2.20.2 with real torch autograd
 and checkpointing: unpatched, TE's update counts per microbatch equal the model's te-2.20
 prediction; patched with fp8audit.te (verify mode), they equal the fixed model's, microbatch by
-microbatch; following TE PR #3456's scheduling, the te-3456 model's."""
+microbatch; following TE PR #3456's scheduling, the te-3456 model's (several backward() calls per
+microbatch, its backward scope and torch's reentrant checkpoint included)."""
 
 from pathlib import Path
 
 import pytest
 
-from conftest import reset_te
 from fp8audit.te import _model
 from te_driver import Counter, ScenarioRun
 
@@ -40,18 +40,6 @@ def test_patched_standin_counts_equal_the_fixed_model(path, patched):
     assert patched.model.open_frames == 0
 
 
-@pytest.fixture
-def pr_3456(monkeypatch):
-    """The stand-in following TE PR #3456 (its backward update per autograd task)."""
-    from transformer_engine.pytorch import _release
-
-    monkeypatch.setattr(_release, "WITH_PR_3456", True)
-    reset_te()
-    yield
-    monkeypatch.undo()
-    reset_te()
-
-
 # A backward that raises in a recompute (microbatch 0 of these): the stand-in makes no backward
 # update there, the te-3456 model one; which one the PR makes is not read (docs/te-pr-3456.md §3).
 UNSETTLED_3456 = ("recompute_body_failure", "recompute_entry_failure")
@@ -63,6 +51,27 @@ UNSETTLED_3456 = ("recompute_body_failure", "recompute_entry_failure")
     else p for p in SCENARIOS], ids=[p.stem for p in SCENARIOS])
 def test_standin_following_pr_3456_counts_equal_the_te_3456_model(path, pr_3456):
     assert run_standin(path) == _model.run_scenario(str(path), "te-3456")
+
+
+# The backward's autograd tasks (issue 37): the driver runs `schedule_node` as one backward() per
+# node, `backward_scope` as TE's scope where TE has one (else nullcontext) and `torch: true` as
+# torch.utils.checkpoint(use_reentrant=True); the stand-in's own counts, stated outright.
+TASKS = {name: next(p for p in SCENARIOS if p.stem == name) for name in (
+    "combined_1f1b_nodes", "combined_1f1b_nodes_scope", "torch_reentrant_per_layer")}
+
+
+def test_following_pr_3456_several_backward_calls_update_per_call_unless_in_a_scope(pr_3456):
+    assert run_standin(TASKS["combined_1f1b_nodes"]) == [(1, 4), (1, 4)]
+    assert run_standin(TASKS["combined_1f1b_nodes_scope"]) == [(1, 1), (1, 1)]
+    assert run_standin(TASKS["torch_reentrant_per_layer"]) == [(1, 4), (1, 4)]
+
+
+def test_without_pr_3456_the_scope_is_a_nullcontext_and_tasks_change_nothing():
+    import transformer_engine.pytorch as te
+
+    assert not hasattr(te, "quantization_backward_scope")
+    for path in TASKS.values():
+        assert run_standin(path) == [(1, 1), (1, 1)], path.stem
 
 
 def test_every_scenario_is_driven():
