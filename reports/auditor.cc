@@ -266,6 +266,8 @@ void Auditor::Dispatch(const v1::Event& event) {
     CrossCheck(event);
     return;
   }
+  // Where the job entered it: the call-site mark before the entry's, which Assign below replaces.
+  if (kind == v1::BACKWARD_SCOPE) s.scope.On(event, s.next_index, segments.context().site);
   const bool markers = segments.markers();
   int dir = kFwd;
   bool inferred = false;
@@ -391,6 +393,7 @@ void Auditor::Close(bool complete) {
   const WeightRefresh& refresh = seg.refresh;
   row.set_weight_refreshes(Sat32(refresh.refreshes()));
   row.set_weight_refreshes_harmful(Sat32(refresh.harmful()));
+  row.set_backward_scope_exits(seg.scope_exits);
   s.refreshes = SatAdd(s.refreshes, refresh.refreshes());
   if (refresh.wasted() > 0) {
     s.wasted_refreshes = SatAdd(s.wasted_refreshes, refresh.wasted());
@@ -516,6 +519,7 @@ bool Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
       row.recompute_precision_changes() != last.recompute_precision_changes() ||
       row.weight_refreshes() != last.weight_refreshes() ||
       row.weight_refreshes_harmful() != last.weight_refreshes_harmful() ||
+      row.backward_scope_exits() != last.backward_scope_exits() ||
       row.harmful_forward() != last.harmful_forward() ||
       row.harmful_backward() != last.harmful_backward() ||
       row.wasted_forward() != last.wasted_forward() ||

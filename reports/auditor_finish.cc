@@ -121,6 +121,10 @@ void Auditor::Finish() {
         module, s.next_index,
         s.next_index == 0 ? "outside any microbatch: " : "after the last microbatch: "));
   }
+  // TE PR #3456's backward scope entered and never left (reports/backward_scope.h).
+  if (auto open = s.scope.OpenViolation(report_.rank(), s.footer_seen && !s.damaged)) {
+    AddViolation(std::move(*open));
+  }
   s.findings.WriteTo(&report_);
   s.places.WriteTo(&report_);
   SayMarkers();

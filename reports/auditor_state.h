@@ -6,6 +6,7 @@
 #include <string>
 
 #include "reports/auditor.h"
+#include "reports/backward_scope.h"
 #include "reports/extra_places.h"
 #include "reports/findings.h"
 #include "reports/probe_tally.h"
@@ -65,6 +66,7 @@ struct Auditor::State {
   // Of them the wasted ones, and the microbatches they were in.
   uint64_t wasted_refreshes = 0;
   uint64_t wasted_refresh_microbatches = 0;
+  OpenScope scope;  // TE PR #3456's quantization_backward_scope, open or not (BACKWARD_SCOPE)
 };
 
 }  // namespace fp8audit::reports

@@ -191,6 +191,8 @@ std::string KindName(v1::EventKind kind) {
       return "weight cache refresh";
     case v1::FROZEN_SCALE:
       return "frozen scale";
+    case v1::BACKWARD_SCOPE:
+      return "quantization_backward_scope";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }
@@ -231,6 +233,10 @@ std::string ViolationKindName(v1::Violation::Kind kind) {
       return "recompute weight refresh";
     case v1::Violation::FROZEN_SCALE:
       return "frozen scale";
+    case v1::Violation::BACKWARD_SCOPE_OPEN:
+      return "backward scope left open";
+    case v1::Violation::BACKWARD_SCOPE_RANKS:
+      return "backward scope not on every rank";
     default:
       return "violation";
   }
@@ -324,6 +330,7 @@ std::string EventLine(const v1::Event& e, uint64_t base_ns) {
   if (e.kind() == v1::WEIGHT_REFRESH && !e.context().empty()) {
     line += " scale " + Printable(e.context(), 32);
   }
+  if (e.kind() == v1::BACKWARD_SCOPE) line += " " + Printable(e.context(), 32);
   if (e.failed()) line += " (exception)";
   if (!e.detail().empty()) {
     line += " " + Printable(e.detail());

@@ -1,9 +1,13 @@
 #include "reports/next_step.h"
 
+#include <algorithm>
 #include <iterator>
 #include <string_view>
+#include <vector>
 
+#include "reports/backward_scope.h"
 #include "reports/event_text.h"
+#include "reports/recompute_precision.h"
 
 namespace fp8audit::reports {
 
@@ -79,20 +83,49 @@ std::string FixStep(const v1::AuditReport& report) {
   return line;
 }
 
+bool IsScopeKind(const v1::Violation& v) {
+  return v.kind() == v1::Violation::BACKWARD_SCOPE_OPEN ||
+         v.kind() == v1::Violation::BACKWARD_SCOPE_RANKS;
+}
+
 }  // namespace
 
 std::string NextStep(const v1::AuditReport& report) {
   if (report.outcome() != v1::AuditReport::OUTCOME_VIOLATIONS) return {};
   size_t frozen = 0;
   size_t other = 0;
+  // TE PR #3456's backward scope not entered or left on every rank: its own remedy.
+  bool scope = false;
+  // Recomputes called with other fp8_output / fp8_grad: the job's own arguments, its own remedy.
+  bool kwargs = false;
+  for (const v1::Violation& v : report.violations()) scope = scope || IsScopeKind(v);
   for (const v1::RankReport& r : report.ranks()) {
     for (const v1::Violation& v : r.violations()) {
-      ++(v.kind() == v1::Violation::FROZEN_SCALE ? frozen : other);
+      const bool recompute = v.kind() == v1::Violation::RECOMPUTE_PRECISION;
+      if (IsScopeKind(v)) {
+        scope = true;
+      } else if (recompute && RecomputePrecision::KwargsChanges(v.cause(), false)) {
+        kwargs = true;  // nothing else in it: no fix step for it
+      } else {
+        kwargs = kwargs || (recompute && RecomputePrecision::KwargsChanges(v.cause(), true));
+        ++(v.kind() == v1::Violation::FROZEN_SCALE ? frozen : other);
+      }
     }
   }
-  if (frozen == 0) return FixStep(report);
-  if (other == 0) return "next: " + std::string(kFrozenRemedy);
-  return FixStep(report) + "; " + std::string(kFrozenRemedy);
+  // On TE's own scheduling the fix step names the scope too: the scope's remedy says it all.
+  const bool scheduling = std::any_of(
+      report.ranks().begin(), report.ranks().end(),
+      [](const v1::RankReport& r) { return r.recording().semantics_from() == "scheduling"; });
+  std::vector<std::string> steps;
+  if ((other > 0 && !(scope && scheduling)) || (frozen == 0 && !scope && !kwargs)) {
+    steps.push_back(FixStep(report).substr(6));  // less its "next: "
+  }
+  if (scope) steps.emplace_back(kScopeRemedy);
+  if (kwargs) steps.emplace_back(RecomputePrecision::kKwargsRemedy);
+  if (frozen > 0) steps.emplace_back(kFrozenRemedy);
+  std::string line = "next: ";
+  for (size_t i = 0; i < steps.size(); ++i) line += (i > 0 ? "; " : "") + steps[i];
+  return line;
 }
 
 }  // namespace fp8audit::reports

@@ -268,6 +268,7 @@ void RankAgreement::OnMicrobatch(size_t trace, const v1::MicrobatchResult& row) 
   for (const std::string& e : row.explanations()) {
     if (e.rfind(kIncompletePrefix, 0) == 0) return;
   }
+  scope_.OnMicrobatch(trace, row);
   if (counts_.size() <= trace) counts_.resize(trace + 1);
   Counts& c = counts_[trace];
   if (c.stopped) return;
@@ -442,6 +443,12 @@ RankAgreement::Findings RankAgreement::Judge(std::vector<v1::RankReport>* traces
         "ranks also disagree in " + std::to_string(hidden_microbatches) + " more microbatches (" +
         std::to_string(hidden_ranges) + " more stretches, the last ending at microbatch " +
         std::to_string(last_hidden) + ")"));
+  }
+  // Ranks that did not all leave TE PR #3456's backward scope alike: a violation, as disagreeing
+  // counts are.
+  for (v1::Violation& v : scope_.Judge(*traces, speakers, max_violations)) {
+    f.violations.push_back(std::move(v));
+    f.disagree = true;
   }
   return f;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fp8audit/report.pb.h"
+#include "reports/backward_scope.h"
 
 namespace fp8audit::reports {
 
@@ -67,7 +68,9 @@ std::string RangeText(const v1::RankRange& range);
 std::string MoreMissingRanks(const v1::AuditReport& report);
 
 // Judged once per job, for AuditTraceFiles: each trace's standing among the ranks
-// (RankReport.standing: claimed twice, count or updates unlike most ranks') and the job's findings.
+// (RankReport.standing: claimed twice, count or updates unlike most ranks') and the job's findings,
+// among them ranks that did not all leave TE PR #3456's quantization_backward_scope in the same
+// microbatch (BACKWARD_SCOPE_RANKS).
 class RankAgreement {
  public:
   // Per-microbatch counts kept in all (runs of equal counts); beyond, the comparison stops.
@@ -103,6 +106,7 @@ class RankAgreement {
   };
   std::vector<Counts> counts_;
   size_t runs_ = 0;
+  ScopeAgreement scope_;  // TE PR #3456's scope exits per microbatch (reports/backward_scope.h)
 };
 
 // Lines about traces that pass one by one but do not look like one job's: several Transformer

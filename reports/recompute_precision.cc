@@ -1,26 +1,57 @@
 #include "reports/recompute_precision.h"
 
+#include <charconv>
+
 #include "fp8audit/nvtx_grammar.h"
 #include "reports/event_text.h"
 
 namespace fp8audit::reports {
+
+namespace {
+
+// The part of ViolationMessage() counting recomputes called with other kwargs, after its count;
+// always the last part.
+constexpr std::string_view kKwargsPart = " in FP8 called with another fp8_output or fp8_grad";
+
+// The kwargs a recompute's context names, as a reader says them; empty: not a kwargs context.
+std::string KwargsWords(const std::string& context) {
+  if (context == nvtx::kContextFp8Output || context == nvtx::kContextFp8Grad) return context;
+  if (context == nvtx::kContextFp8OutputAndGrad) {
+    return std::string(nvtx::kContextFp8Output) + " and " + nvtx::kContextFp8Grad;
+  }
+  return {};
+}
+
+}  // namespace
 
 void RecomputePrecision::Add(const v1::Event& e, const std::string& site) {
   ++recomputes_;
   const bool state = e.fp8() != v1::FP8_MODE_UNSPECIFIED &&
                      e.forward_fp8() != v1::FP8_MODE_UNSPECIFIED && e.fp8() != e.forward_fp8();
   const bool recipe = !state && e.context() == nvtx::kContextRecipe;
-  if (!state && !recipe) return;
+  std::string kwargs = state ? std::string() : KwargsWords(e.context());
+  if (!state && !recipe && kwargs.empty()) return;
   ++changes_;
   const bool fp8 = e.fp8() == v1::FP8_ON;
   if (state && !fp8) ++to_off_;
   if (recipe) ++other_recipe_;
+  if (!kwargs.empty()) ++other_kwargs_;
   if (kept_.size() < kKept) {
     kept_.push_back(
         {e.module().empty() ? std::string("a module") : Printable(e.module(), 64),
          e.detail().empty() ? std::string("unknown checkpoint") : Printable(e.detail(), 64),
-         site.empty() ? std::string() : Printable(site, 128), fp8, recipe});
+         site.empty() ? std::string() : Printable(site, 128), fp8, recipe, std::move(kwargs)});
   }
+}
+
+bool RecomputePrecision::KwargsChanges(std::string_view cause, bool any) {
+  const size_t at = cause.rfind(kKwargsPart);
+  if (at == std::string_view::npos || at + kKwargsPart.size() + 1 != cause.size()) return false;
+  if (any) return true;
+  uint64_t changes = 0;  // the message's first number: all of its changes
+  std::from_chars(cause.data(), cause.data() + cause.size(), changes);
+  const std::string all = "(" + std::to_string(changes);
+  return at >= all.size() && cause.substr(at - all.size(), all.size()) == all;
 }
 
 std::string RecomputePrecision::ViolationMessage() const {
@@ -32,6 +63,10 @@ std::string RecomputePrecision::ViolationMessage() const {
     parts += std::string(parts.empty() ? "" : "; ") + std::to_string(other_recipe_) +
              " in FP8 under another recipe";
   }
+  if (other_kwargs_ > 0) {  // the last part: KwargsChanges() reads it there
+    parts += std::string(parts.empty() ? "" : "; ") + std::to_string(other_kwargs_) +
+             std::string(kKwargsPart);
+  }
   if (!parts.empty()) line += " (" + parts + ")";
   return line;
 }
@@ -39,23 +74,40 @@ std::string RecomputePrecision::ViolationMessage() const {
 std::string RecomputePrecision::Explanation() const {
   if (changes_ == 0) return {};
   std::string line = ViolationMessage() + ": harmful (";
-  if (other_recipe_ < changes_) {
-    line +=
+  std::string causes;
+  const auto cause = [&causes](std::string_view text) {
+    causes += std::string(causes.empty() ? "" : "; ") + std::string(text);
+  };
+  if (other_recipe_ + other_kwargs_ < changes_) {
+    cause(
         "the checkpoint restored torch's autocast but not Transformer Engine's FP8 autocast, so "
         "the activations saved for backward were computed in another precision than the "
-        "forward's";
+        "forward's");
   }
   if (other_recipe_ > 0) {
-    line += std::string(other_recipe_ < changes_ ? "; " : "") +
-            "a recompute under another FP8 recipe (another class, or other parameters: the "
-            "autocast open where backward() ran, TE issue #1568) quantized the activations saved "
-            "for backward otherwise than the forward";
+    cause(
+        "a recompute under another FP8 recipe (another class, or other parameters: the autocast "
+        "open where backward() ran, TE issue #1568) quantized the activations saved for backward "
+        "otherwise than the forward");
   }
-  line += "; TE's own checkpoint, or fp8audit.te's fix, recomputes in the forward's FP8 state): ";
+  if (other_kwargs_ > 0) {
+    cause(
+        "a recompute called with another fp8_output or fp8_grad than its forward quantized the "
+        "module's output or its input's gradient otherwise than the forward the backward pairs "
+        "with");
+  }
+  line += causes;
+  if (other_kwargs_ < changes_) {
+    line += "; TE's own checkpoint, or fp8audit.te's fix, recomputes in the forward's FP8 state";
+  }
+  if (other_kwargs_ > 0) line += "; " + std::string(kKwargsRemedy);
+  line += "): ";
   for (size_t i = 0; i < kept_.size(); ++i) {
     if (i > 0) line += ", ";
     line += kept_[i].module + " FP8 " + (kept_[i].fp8 ? "on" : "off") +
-            (kept_[i].other_recipe ? " under another recipe" : "") + " in " + kept_[i].checkpoint;
+            (kept_[i].other_recipe ? " under another recipe" : "") +
+            (kept_[i].kwargs.empty() ? "" : " with another " + kept_[i].kwargs) + " in " +
+            kept_[i].checkpoint;
     if (!kept_[i].site.empty()) line += ", called at " + kept_[i].site;
   }
   if (changes_ > kept_.size()) line += ", and " + std::to_string(changes_ - kept_.size()) + " more";

@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "reports/backward_scope.h"
 #include "reports/event_text.h"
 
 namespace fp8audit::reports {
@@ -378,6 +379,9 @@ bool Segmenter::Assign(const v1::Event& event, uint32_t expect_forward, int* dir
   // A module's first frozen scale in the run (its later ones say nothing new): see Defer.
   if (kind == v1::FROZEN_SCALE && frozen_.First(event.module())) {
     seg_.frozen.push_back(TruncateUtf8(event.module(), kMaxStoredString));
+  }
+  if (IsScopeExit(event) && seg_.scope_exits < std::numeric_limits<uint32_t>::max()) {
+    ++seg_.scope_exits;
   }
   if (kind == v1::FIX_LOST_UPDATE && seg_.fix_lost++ == 0) {
     seg_.fix_lost_reason = TruncateUtf8(event.detail(), kMaxStoredString);

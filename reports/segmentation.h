@@ -150,6 +150,9 @@ struct Segment {
   // The modules whose first frozen scale in the run belongs to it (FROZEN_SCALE; the Segmenter's
   // frozen_modules() says which).
   std::vector<std::string> frozen;
+  // TE PR #3456's quantization_backward_scope left at its outermost level in it (BACKWARD_SCOPE
+  // exits), for the job's comparison of ranks (reports/backward_scope.h).
+  uint32_t scope_exits = 0;
   // Per direction: a module ran in it since its last update here (MODULE_FORWARD, a recompute in
   // FP8: forward; MODULE_BACKWARD: backward).
   std::array<bool, 2> module_ran{};

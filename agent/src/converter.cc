@@ -200,6 +200,12 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_pass(v1::FORWARD);  // sent before the module's forward, outside any backward
       e->set_module(KeyValue(raw.Text(), nvtx::kKeyModule));
       return true;
+    case RawKind::kBackwardScope:
+      e->set_kind(v1::BACKWARD_SCOPE);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::PASS_UNSPECIFIED);  // it opens no pass
+      e->set_context(KeyValue(raw.Text(), nvtx::kKeyAt));
+      return true;
     case RawKind::kHookAbsent:
       e->set_kind(v1::PYTHON_HOOK_ABSENT);
       e->set_pass(v1::PASS_UNSPECIFIED);

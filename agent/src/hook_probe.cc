@@ -26,6 +26,8 @@ bool IsRefreshMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHo
 
 bool IsFrozenMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookFrozenMark); }
 
+bool IsScopeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookScopeMark); }
+
 bool IsLostMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookLostMark); }
 
 bool IsSiteMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookSiteMark); }
@@ -63,8 +65,8 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 
 bool IsHookMark(std::string_view text) {
   return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text) ||
-         IsRefreshMark(text) || IsFrozenMark(text) || IsLostMark(text) || IsSiteMark(text) ||
-         IsRecipeMark(text);
+         IsRefreshMark(text) || IsFrozenMark(text) || IsScopeMark(text) || IsLostMark(text) ||
+         IsSiteMark(text) || IsRecipeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
@@ -73,6 +75,7 @@ bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
            : IsRefreshMark(text) ? RawKind::kWeightRefresh
            : IsFrozenMark(text)  ? RawKind::kFrozenScale
+           : IsScopeMark(text)   ? RawKind::kBackwardScope
            : IsLostMark(text)    ? RawKind::kFixLost
            : IsSiteMark(text)    ? RawKind::kCallSite
            : IsRecipeMark(text)  ? RawKind::kRecipe

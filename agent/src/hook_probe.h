@@ -6,7 +6,8 @@
 //   mark   "fp8audit.te.recompute module=<m> fp8=<0|1> forward_fp8=<0|1|?>[ context=recipe]
 //          [ checkpoint=<c>]"  a TE module ran again in backward (a checkpoint recompute), with FP8
 //          on or off, its original forward with it on or off, both in FP8 under other recipes
-//          (context=recipe) (MODULE_RECOMPUTE); keys in any order
+//          (context=recipe) or called with another fp8_output / fp8_grad (context=fp8_output,
+//          fp8_grad, fp8_output+fp8_grad) (MODULE_RECOMPUTE); keys in any order
 //   mark   "fp8audit.te.refresh module=<m> scale=<forward|live>[ checkpoint=<c>]"  in backward (a
 //          checkpoint recompute) a TE module re-quantized a weight into the cache its forward had
 //          filled, under the forward's scale or DelayedScaling's live one (WEIGHT_REFRESH); keys in
@@ -14,6 +15,8 @@
 //   mark   "fp8audit.te.frozen module=<m>"  a TE module is about to run a forward in FP8 under
 //          DelayedScaling with scales TE's update never reaches (its state is not the one TE
 //          registered in its global buffers), once per module and state (FROZEN_SCALE)
+//   mark   "fp8audit.te.scope at=enter|exit"  TE PR #3456's quantization_backward_scope() entered
+//          or left at its outermost level (BACKWARD_SCOPE, context enter or exit)
 //   range  "fp8audit.te.update pass=forward|backward count=<N> unfused=<U>"
 //          pushed before FP8GlobalStateManager.reduce_and_update_fp8_tensors runs and popped after
 //          it returns: N updates (autocast keys with amaxes to reduce in that direction), U of
@@ -61,7 +64,8 @@ struct HookUpdate {
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
 // A mark the hook sends (kHookTeMark, kHookPatchMark, kHookRecomputeMark, kHookRefreshMark,
-// kHookFrozenMark, kHookLostMark, kHookSiteMark or kHookRecipeMark, each with keys).
+// kHookFrozenMark, kHookScopeMark, kHookLostMark, kHookSiteMark or kHookRecipeMark, each with
+// keys).
 bool IsHookMark(std::string_view text);
 // The hook's mark that TE was imported (kHookTeMark with keys: "fp8audit.te te=<version>").
 inline bool IsTeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookTeMark); }

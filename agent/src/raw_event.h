@@ -48,6 +48,7 @@ enum class RawKind : uint8_t {
   kRecipe,             // text: the mark ("fp8audit.te.recipe recipe=<class>")
   kWeightRefresh,      // text: the mark ("fp8audit.te.refresh module=<m> scale=<s> ...")
   kFrozenScale,        // text: the mark ("fp8audit.te.frozen module=<m>")
+  kBackwardScope,      // text: the mark ("fp8audit.te.scope at=enter|exit")
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

@@ -86,7 +86,7 @@ def timed_call(own: Callable[..., Any], hook: Any, inside: List[int]) -> Callabl
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         t0 = clock()
-        check(self)
+        check(self, args, kwargs)
         inside[0] += clock() - t0
         inside[1] += 1
         return own(self, *args, **kwargs)

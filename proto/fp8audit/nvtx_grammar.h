@@ -140,9 +140,22 @@ inline constexpr char kScaleLive[] = "live";
 // registration), so its scales stay where they are for the rest of the run (python/fp8audit/hook),
 // one mark per module and state.
 inline constexpr char kHookFrozenMark[] = "fp8audit.te.frozen";
+// "fp8audit.te.scope at=enter|exit": TE PR #3456's quantization_backward_scope() was entered at
+// its outermost level (the site mark before it says where), or left at it (after TE's exit ran
+// the backward update), on the thread that entered or left it (python/fp8audit/hook/scope.py).
+inline constexpr char kHookScopeMark[] = "fp8audit.te.scope";
+inline constexpr char kKeyAt[] = "at";
+inline constexpr char kScopeEnter[] = "enter";
+inline constexpr char kScopeExit[] = "exit";
 // What else of a recomputed module's quantization context differs from its forward's.
 inline constexpr char kKeyContext[] = "context";
 inline constexpr char kContextRecipe[] = "recipe";  // another recipe class, or other parameters
+// Same recipe, but the module called with another fp8_output or fp8_grad (its forward's own
+// quantization kwargs, where its class takes them) than its forward: the kwarg's name, both
+// joined by '+'. One context per mark: FP8 on/off first (no context), then recipe, then these.
+inline constexpr char kContextFp8Output[] = "fp8_output";
+inline constexpr char kContextFp8Grad[] = "fp8_grad";
+inline constexpr char kContextFp8OutputAndGrad[] = "fp8_output+fp8_grad";
 
 // Whether `text` is message `name`, alone or followed by a space and keys.
 constexpr bool IsMessage(std::string_view text, std::string_view name) {

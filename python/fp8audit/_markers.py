@@ -34,6 +34,7 @@ HOOK_SITE_MARK = "fp8audit.te.site"  # where in the job's code the next hook eve
 HOOK_RECIPE_MARK = "fp8audit.te.recipe"  # a TE module ran under a recipe of a new class
 HOOK_REFRESH_MARK = "fp8audit.te.refresh"  # a recompute re-quantized a cached FP8 weight
 HOOK_FROZEN_MARK = "fp8audit.te.frozen"  # a module's DelayedScaling scales are never updated
+HOOK_SCOPE_MARK = "fp8audit.te.scope"  # TE PR #3456's backward scope: at=enter|exit
 
 _lib: Optional[ctypes.CDLL] = None
 _lib_tried = False

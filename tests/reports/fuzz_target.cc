@@ -147,6 +147,16 @@ std::vector<std::string> FuzzSeeds() {
     t.Forward().BackwardBegin().Backward().BackwardEnd().End().FrozenScale("").Footer();
     seeds.push_back(t.Bytes());
   }
+  {
+    // TE PR #3456's backward scope marks: one microbatch inside the scope, one that enters it
+    // twice and leaves it once, and an entry never left.
+    TraceBuilder t(0, 1, "nvtx");
+    t.Begin().Forward().Site("train.py:9 in step").Scope(true).BackwardBegin().Backward();
+    t.BackwardEnd().Scope(false).End();
+    t.Begin().Forward().Scope(true).Scope(true).BackwardBegin().Backward().BackwardEnd();
+    t.Scope(false).End().Scope(true).Footer();
+    seeds.push_back(t.Bytes());
+  }
   return seeds;
 }
 

@@ -6,6 +6,9 @@
 
 #include "fp8audit/nvtx_grammar.h"
 #include "reports/auditor.h"
+#include "reports/event_text.h"
+#include "reports/next_step.h"
+#include "reports/render.h"
 #include "tests/reports/report_fixtures.h"
 #include "tests/reports/trace_builder.h"
 
@@ -67,6 +70,115 @@ TEST(RecomputePrecision, ARecomputeInFp8UnderAnotherRecipeIsAChangeNamedSo) {
                        "(1 with FP8 off where it was on; 1 in FP8 under another recipe)"))
       << p.ViolationMessage();
   EXPECT_TRUE(Contains(p.Explanation(), "restored torch's autocast")) << p.Explanation();
+}
+
+v1::Event Kwargs(const std::string& module, const std::string& context) {
+  v1::Event e = Recompute(module, v1::FP8_ON, v1::FP8_ON, "te.distributed.checkpoint");
+  e.set_context(context);
+  return e;
+}
+
+// Issue 36 item 1: under its forward's recipe, a recompute called with another fp8_output or
+// fp8_grad quantizes otherwise than the forward; the job's arguments, which no fix changes.
+TEST(RecomputePrecision, ARecomputeCalledWithOtherKwargsIsAChangeNamedWithThem) {
+  RecomputePrecision p;
+  p.Add(Kwargs("Linear#1", nvtx::kContextFp8Output));
+  p.Add(Kwargs("Linear#2", nvtx::kContextFp8OutputAndGrad));
+  p.Add(Kwargs("LayerNormLinear#1", nvtx::kContextFp8Grad));
+  p.Add(Kwargs("Linear#3", "is_first_microbatch"));  // no context the hook sends: no change
+  EXPECT_EQ(p.recomputes(), 4u);
+  EXPECT_EQ(p.changes(), 3u);
+  EXPECT_EQ(p.ViolationMessage(),
+            "3 module recomputes of 4 ran in another FP8 state than the forward (3 in FP8 called "
+            "with another fp8_output or fp8_grad)");
+  EXPECT_TRUE(RecomputePrecision::KwargsChanges(p.ViolationMessage(), false));
+  const std::string why = p.Explanation();
+  EXPECT_TRUE(Contains(why,
+                       "harmful (a recompute called with another fp8_output or fp8_grad "
+                       "than its forward quantized the module's output or its input's "
+                       "gradient otherwise"))
+      << why;
+  EXPECT_TRUE(Contains(why, std::string(RecomputePrecision::kKwargsRemedy))) << why;
+  EXPECT_FALSE(Contains(why, "restored torch's autocast")) << why;  // not these causes
+  EXPECT_FALSE(Contains(why, "fp8audit.te's fix")) << why;
+  EXPECT_TRUE(Contains(why,
+                       "Linear#1 FP8 on with another fp8_output in te.distributed.checkpoint, "
+                       "Linear#2 FP8 on with another fp8_output and fp8_grad in "
+                       "te.distributed.checkpoint, LayerNormLinear#1 FP8 on with another "
+                       "fp8_grad in te.distributed.checkpoint"))
+      << why;
+  EXPECT_FALSE(Contains(why, "Linear#3")) << why;
+}
+
+TEST(RecomputePrecision, KwargsBesideOtherChangesAreCountedApartAndEachCauseSaid) {
+  RecomputePrecision p;
+  v1::Event state = Kwargs("Linear#1", nvtx::kContextFp8Output);
+  state.set_fp8(v1::FP8_OFF);  // FP8 on/off comes first: a state change, whatever its context
+  p.Add(state);
+  v1::Event recipe = Kwargs("Linear#2", nvtx::kContextRecipe);
+  p.Add(recipe);
+  p.Add(Kwargs("Linear#3", nvtx::kContextFp8Grad));
+  EXPECT_EQ(p.changes(), 3u);
+  const std::string message = p.ViolationMessage();
+  EXPECT_TRUE(Contains(message,
+                       "(1 with FP8 off where it was on; 1 in FP8 under another recipe; 1 in FP8 "
+                       "called with another fp8_output or fp8_grad)"))
+      << message;
+  EXPECT_FALSE(RecomputePrecision::KwargsChanges(message, false));
+  EXPECT_TRUE(RecomputePrecision::KwargsChanges(message, true));
+  const std::string why = p.Explanation();
+  EXPECT_TRUE(Contains(why, "restored torch's autocast")) << why;
+  EXPECT_TRUE(Contains(why, "another FP8 recipe")) << why;
+  EXPECT_TRUE(Contains(why, "fp8audit.te's fix, recomputes in the forward's FP8 state")) << why;
+  EXPECT_TRUE(Contains(why, std::string(RecomputePrecision::kKwargsRemedy))) << why;
+  EXPECT_TRUE(Contains(why, "Linear#1 FP8 off in te.distributed.checkpoint")) << why;
+  RecomputePrecision other;  // without kwargs changes the cause names none
+  other.Add(recipe);
+  EXPECT_FALSE(RecomputePrecision::KwargsChanges(other.ViolationMessage(), true));
+}
+
+// One microbatch under Float8CurrentScaling whose Linear#1 is recomputed by TE's checkpoint in
+// FP8 with `context`; `extra_update`: a DelayedScaling microbatch with 2 backward updates after.
+v1::AuditReport KwargsJob(const std::string& context, bool extra_update = false) {
+  TraceBuilder t(0, 4242, "nvtx");
+  t.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.20.2").Recipe("Float8CurrentScaling");
+  t.Begin().Autocast(true, 1).Module(true, "fc1").Autocast(false, 0).BackwardBegin();
+  v1::Event* e = t.Add(v1::MODULE_RECOMPUTE, TraceBuilder::kAutogradThread);
+  e->MergeFrom(Kwargs("Linear#1", context));  // its time and thread kept
+  e->set_source(v1::PYTHON_HOOK);
+  e->set_pass(v1::BACKWARD);
+  t.BackwardEnd().End();
+  if (extra_update) t.Recipe("DelayedScaling").MarkedMicrobatch(1, 2);
+  t.Footer();
+  return testing::Job({t.Audit()});
+}
+
+TEST(RecomputePrecision, AJobFailingOnKwargsAloneIsToldToPassTheSameNotToRerunUnderTheFix) {
+  const v1::AuditReport report = KwargsJob(nvtx::kContextFp8Grad);
+  ASSERT_EQ(report.outcome(), v1::AuditReport::OUTCOME_VIOLATIONS);
+  ASSERT_EQ(report.ranks_size(), 1);
+  ASSERT_EQ(report.ranks(0).violations_size(), 1);
+  EXPECT_EQ(report.ranks(0).violations(0).kind(), v1::Violation::RECOMPUTE_PRECISION);
+  EXPECT_EQ(report.next_step(), "next: " + std::string(RecomputePrecision::kKwargsRemedy));
+  const std::string text = RenderText(report, RenderOptions{});
+  EXPECT_TRUE(Contains(text, "(1 in FP8 called with another fp8_output or fp8_grad)")) << text;
+  EXPECT_TRUE(Contains(text, "\n" + report.next_step() + "\n")) << text;
+  std::string json;
+  std::string error;
+  ASSERT_TRUE(RenderJson(report, &json, &error)) << error;
+  EXPECT_TRUE(Contains(json, "Linear#1 FP8 on with another fp8_grad in te.distributed.checkpoint"))
+      << json;  // the microbatch's explanation
+  EXPECT_TRUE(Contains(json, "same fp8_output and fp8_grad in its recompute")) << json;
+  // Its event, as -v and the HTML report list events.
+  EXPECT_TRUE(
+      Contains(EventLine(Kwargs("Linear#1", nvtx::kContextFp8OutputAndGrad), 0),
+               "module Linear#1 FP8 on (forward: on) context differs: fp8_output+fp8_grad"));
+}
+
+TEST(RecomputePrecision, KwargsBesideExtraUpdatesAddTheirRemedyToTheFix) {
+  const std::string line = KwargsJob(nvtx::kContextFp8Output, true).next_step();
+  EXPECT_TRUE(Contains(line, "next: rerun under the fix")) << line;
+  EXPECT_TRUE(Contains(line, "; " + std::string(RecomputePrecision::kKwargsRemedy))) << line;
 }
 
 TEST(RecomputePrecision, DescribesTheFirstChangesAndCountsTheRest) {

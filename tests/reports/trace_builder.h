@@ -208,6 +208,14 @@ class TraceBuilder {
     e->set_pass(v1::FORWARD);
     return *this;
   }
+  // The Python hook's BACKWARD_SCOPE: TE PR #3456's quantization_backward_scope() entered
+  // (`enter`) or left at its outermost level.
+  TraceBuilder& Scope(bool enter, uint64_t thread = kMainThread) {
+    auto* e = Add(v1::BACKWARD_SCOPE, thread);
+    e->set_source(v1::PYTHON_HOOK);
+    e->set_context(enter ? "enter" : "exit");
+    return *this;
+  }
   // The Python hook's CALL_SITE: where in the job's code its next event on `thread` happened.
   TraceBuilder& Site(const std::string& site, uint64_t thread = kMainThread) {
     auto* e = Add(v1::CALL_SITE, thread);

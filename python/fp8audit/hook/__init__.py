@@ -8,7 +8,8 @@ te-version — one NVTX mark `fp8audit.te te=<version>[ semantics=te-3456]` when
 is imported (the agent records it as a TE_VERSION fact; the report models the run with the
 semantics of that release, or with te-3456 where TE's code has TE PR #3456's scheduling);
 te-count — wraps FP8GlobalStateManager.reduce_and_update_fp8_tensors (under TE PR #3456 also its
-new name, the same function: update_names) once, when transformer_engine.pytorch is imported,
+new name, the same function: update_names, and marks the outermost entry and exit of its
+quantization_backward_scope: hook/scope.py) once, when transformer_engine.pytorch is imported,
 in an NVTX range `fp8audit.te.update pass=forward|backward
 count=N unfused=U` around each call that updates something: N autocast keys with amaxes to reduce
 in that direction, U of them on TE's unfused path (NVTE_UNFUSED_FP8_UPDATE=1, or a callable
@@ -177,6 +178,19 @@ def _te_count(module: object) -> None:
     wrapped = classmethod(counting)
     for name in names:
         setattr(manager, name, wrapped)
+    _te_scope()
+
+
+def _te_scope() -> None:
+    """te-count's marks of TE PR #3456's quantization_backward_scope (hook/scope.py), where TE has
+    it; a failure says one line and leaves the scope as TE made it (the counting stays)."""
+    try:
+        from fp8audit.hook import scope
+
+        scope.install()
+    except Exception as e:  # a feature must never break the job
+        _say(f"python hook 'te-count' could not mark quantization_backward_scope "
+             f"({type(e).__name__}: {e}); continuing without its marks")
 
 
 def _te_recompute(module: object) -> None:

@@ -13,10 +13,22 @@ NVTX mark
 
 (n: the module's place among the TE modules of its class, in the order of their first call;
 context=recipe: both in FP8, but under recipes of another class or other parameters (TE issue
-#1568: a recompute under the backward's autocast); checkpoint, on a mismatch only: the checkpoint
-implementation found on the Python stack). A mismatch's mark follows a call-site mark
-(hook/callsite.py): the line of the job's code that called the module. The agent records it as a
-MODULE_RECOMPUTE event; the audit calls a mismatch harmful.
+#1568: a recompute under the backward's autocast); context=fp8_output, fp8_grad or
+fp8_output+fp8_grad: both in FP8 under the same recipe, but the module called with another value
+of that quantization kwarg of its forward (TE's Linear and LayerNormLinear take both,
+DotProductAttention fp8_output; a class whose forward takes neither is not compared), the
+recompute's output or its input's gradient then quantized otherwise than in the forward the
+backward pairs with; one context per mark, the first difference of FP8 on/off (no context),
+recipe, kwargs; checkpoint, on a mismatch only: the checkpoint implementation found on the Python
+stack). A mismatch's mark follows a call-site mark (hook/callsite.py): the line of the job's code
+that called the module. The agent records it as a MODULE_RECOMPUTE event; the audit calls a
+mismatch harmful.
+
+The kwargs are read from the call's own arguments (keyword, else positional by the class's forward
+signature, else its default), the signature read once per class; truth, as TE's: `if fp8_output`.
+`is_first_microbatch` is not compared here: a checkpoint replays it, and what it does in a
+recompute (re-quantizing a weight cache its forward filled) is judged by its effect, the
+weight-refresh check (hook/refresh.py).
 
 The same check also names the FP8 recipe each module runs under, once per recipe class:
 
@@ -30,7 +42,7 @@ import dataclasses
 import functools
 import operator
 import sys
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from fp8audit import _nvtx
 from fp8audit._markers import HOOK_RECIPE_MARK, HOOK_RECOMPUTE_MARK
@@ -56,6 +68,14 @@ def checkpoint_on_stack(frame: Optional[Any] = None) -> str:
 
 MARK_LIMIT = 119  # characters of a mark's text the agent keeps
 CONTEXT_RECIPE = "recipe"  # context=: the recompute's recipe is not its forward's
+# context=: same recipe, called with another fp8_output / fp8_grad / both than its forward
+CONTEXT_FP8_OUTPUT = "fp8_output"
+CONTEXT_FP8_GRAD = "fp8_grad"
+CONTEXT_FP8_OUTPUT_AND_GRAD = "fp8_output+fp8_grad"
+KWARGS = (CONTEXT_FP8_OUTPUT, CONTEXT_FP8_GRAD)  # compared where a class's forward takes them
+# A call's kwargs as bits (1: fp8_output, 2: fp8_grad); the context of the bits that differ.
+KWARGS_CONTEXT = ("", CONTEXT_FP8_OUTPUT, CONTEXT_FP8_GRAD, CONTEXT_FP8_OUTPUT_AND_GRAD)
+_NO_KWARGS: Dict[str, Any] = {}  # a call's kwargs where the caller passes none (never written)
 
 
 def mark_text(name: str, fp8: bool, forward_fp8: Optional[bool], checkpoint: str = "",
@@ -147,16 +167,76 @@ def state_reader(manager: Any) -> Callable[[], Tuple[bool, Any]]:
     return lambda: (manager.is_fp8_enabled(), None)
 
 
-def _entry(module: Any, ordinals: Dict[str, int]) -> List[Any]:
+KwargsReader = Callable[[Tuple[Any, ...], Dict[str, Any]], int]
+
+
+class KwargsBinding(NamedTuple):
+    """How a module class's calls carry KWARGS, read once per class (kwargs_binding)."""
+    first: int  # a call without keywords and at most this many positional arguments: `defaults`
+    defaults: int  # the bits of the forward's defaults
+    read: KwargsReader  # the bits of any call
+
+
+def kwargs_binding(cls: type) -> Optional[KwargsBinding]:
+    """For a module class, the reading of a call's (args, kwargs) into the bits of KWARGS_CONTEXT:
+    each of KWARGS its forward takes, by keyword, else by its place among the positional arguments
+    after self, else its default, true as TE tests it; None where its forward takes none of them
+    (or has no signature to read). Made once per class: a call reads a tuple, no signature; the
+    common call (none of them passed) needs no Python call at all (`first`, `defaults`)."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(cls.forward).parameters.values())[1:]  # type: ignore
+    except (AttributeError, TypeError, ValueError):
+        return None
+    spec = []
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    for bit, name in enumerate(KWARGS):
+        for index, param in enumerate(params):
+            if param.name == name and param.kind in (*positional,
+                                                     inspect.Parameter.KEYWORD_ONLY):
+                default = param.default if param.default is not inspect.Parameter.empty else False
+                where = index if param.kind in positional else sys.maxsize  # keyword only
+                spec.append((1 << bit, name, where, bool(default)))
+    if not spec:
+        return None
+    defaults = sum(bit for bit, _, _, default in spec if default)
+    first = min(where for _, _, where, _ in spec)
+    table = tuple(spec)
+
+    def read(args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> int:
+        if not kwargs and len(args) <= first:  # the common call: the defaults, nothing to look up
+            return defaults
+        bits = 0
+        for bit, name, where, default in table:
+            value = kwargs[name] if name in kwargs else args[where] if where < len(args) else \
+                default
+            if value:
+                bits |= bit
+        return bits
+
+    return KwargsBinding(first, defaults, read)
+
+
+def _entry(module: Any, ordinals: Dict[str, int],
+           bindings: Optional[Dict[type, Optional[KwargsBinding]]] = None) -> List[Any]:
     """A module's record, made at its first call: [name, FP8 state of its last forward, the mark
     of a recompute in FP8 as its forward, the mark of one without FP8 as its forward, the recipe
     of its last forward (None: not in FP8), its weight-refresh marks by scale (hook/refresh.py),
-    the forward FP8 state the frozen-scale check judged last (hook/frozen.py)]."""
+    the forward FP8 state the frozen-scale check judged last (hook/frozen.py), its class's
+    kwargs_binding (None: nothing to compare), the kwargs bits of its last forward in FP8, the
+    binding's first and defaults (read at each call without an attribute lookup)].
+    `bindings`: the kwargs bindings made so far, by class."""
     cls = type(module).__name__
     ordinals[cls] = ordinals.get(cls, 0) + 1
     name = f"{cls}#{ordinals[cls]}"
+    bindings = bindings if bindings is not None else {}
+    if type(module) not in bindings:
+        bindings[type(module)] = kwargs_binding(type(module))
+    binding = bindings[type(module)]
     entry: List[Any] = [name, None, mark_text(name, True, True), mark_text(name, False, False),
-                        None, {}, None]
+                        None, {}, None, binding, 0, binding.first if binding else 0,
+                        binding.defaults if binding else 0]
     module.__dict__[_ATTR] = entry
     return entry
 
@@ -167,7 +247,7 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
             read: Optional[Callable[[], Tuple[bool, Any]]] = None,
             current: Optional[List[Any]] = None,
             frozen: Optional[Callable[[Any, List[Any], Any, Any, Any], None]] = None
-            ) -> Callable[[Any], None]:
+            ) -> Callable[..., None]:
     """The check run before each TE module call (`module`): remembers whether its forward computed
     in FP8, and compares a recompute against it. FP8 state from `manager` (FP8GlobalStateManager,
     through `read`, default state_reader(manager)); a call computes in FP8 when FP8 is enabled and,
@@ -179,10 +259,13 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     it is not the previous call's. `current[0]` is set at each recompute, in one store, to
     (autograd task, the module's record, its recipe in FP8 or None), for the weight-refresh check.
     `frozen` (hook/frozen.py) is called at a forward in FP8 whose FP8 state object is not the one
-    it judged last, with the recipe of the module's previous forward and its own. Runs at
-    every module call: its common path reads the state once and, on a recompute, sends a mark made
-    at the module's first call."""
+    it judged last, with the recipe of the module's previous forward and its own. The returned
+    check takes the call's own (args, kwargs) too: a forward in FP8 keeps its fp8_output and
+    fp8_grad where the module's class takes them, a recompute in FP8 under the same recipe is
+    compared with them. Runs at every module call: its common path reads the state once and, on a
+    recompute, sends a mark made at the module's first call."""
     ordinals: Dict[str, int] = {}
+    bindings: Dict[type, Optional[KwargsBinding]] = {}
     current = current if current is not None else [(-1, None, None)]
     last: List[Any] = [None]
     read = read if read is not None else state_reader(manager)
@@ -195,10 +278,11 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
         full = bool(attention) and isinstance(module, attention)
         return recipe_key(a, full) == recipe_key(b, full)
 
-    def before_call(module: Any) -> None:
+    def before_call(module: Any, args: Tuple[Any, ...] = (),
+                    kwargs: Dict[str, Any] = _NO_KWARGS) -> None:
         entry = module.__dict__.get(_ATTR)
         if entry is None:
-            entry = _entry(module, ordinals)
+            entry = _entry(module, ordinals, bindings)
         enabled, recipe = read()
         fp8 = False
         if enabled:
@@ -215,6 +299,9 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
             previous = entry[4]
             entry[1] = fp8
             entry[4] = recipe if fp8 else None
+            if fp8 and entry[7] is not None:  # the common call: no Python call
+                entry[8] = entry[10] if not kwargs and len(args) <= entry[9] else \
+                    entry[7].read(args, kwargs)
             if fp8 and frozen is not None:  # one identity check while the module keeps its state
                 state = (module.__dict__.get("fp8_meta") or {}).get("scaling_fwd")
                 if state is not entry[6]:
@@ -224,10 +311,18 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
         forward_fp8 = entry[1]
         context = ""
         if forward_fp8 is fp8:
-            if not fp8 or same_recipe(recipe, entry[4], module):
-                send(entry[2] if fp8 else entry[3])
+            if not fp8:
+                send(entry[3])
                 return
-            context = CONTEXT_RECIPE
+            if not same_recipe(recipe, entry[4], module):
+                context = CONTEXT_RECIPE
+            else:
+                context = "" if entry[7] is None else KWARGS_CONTEXT[entry[8] ^ (
+                    entry[10] if not kwargs and len(args) <= entry[9] else
+                    entry[7].read(args, kwargs))]
+                if not context:
+                    send(entry[2])
+                    return
         mismatch = forward_fp8 is not None
         if mismatch:  # where the job's code called the module: one stack walk, on a mismatch only
             send(callsite.mark_text(callsite.user_site()))
@@ -278,7 +373,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             if switch._recording and not compiling():  # the flag itself: no call per module call
                 try:
-                    before_call(self)
+                    before_call(self, args, kwargs)
                 except Exception as e:  # the check must never break the job
                     if not failed:
                         failed.append(e)

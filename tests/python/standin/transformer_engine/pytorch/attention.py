@@ -10,7 +10,9 @@ from .module.base import TransformerEngineBaseModule, fake_fp8, record_amax
 class DotProductAttention(TransformerEngineBaseModule):
     FORWARD_TENSORS = 3
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                fp8_output=False) -> torch.Tensor:
+        del fp8_output  # TE's keyword and default (its place among TE's many arguments aside)
         query = self.prepare_forward(query, allow_non_contiguous=True)
         try:
             recipe = self.fp8_meta.get("recipe")

@@ -80,7 +80,8 @@ class LayerNormLinear(TransformerEngineBaseModule):
         self.weight = torch.nn.Parameter(torch.randn(out_features, in_features) / in_features**0.5)
         self.bias = torch.nn.Parameter(torch.zeros(out_features)) if bias else None
 
-    def forward(self, inp, is_first_microbatch=None):
+    def forward(self, inp, is_first_microbatch=None, fp8_output=False, fp8_grad=False):
+        del fp8_output, fp8_grad  # TE's signature and defaults: FP8 output / grad, not modelled
         is_grad_enabled = torch.is_grad_enabled()
         inp = self.prepare_forward(inp)
         try:
