@@ -142,8 +142,8 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       "model",
       "Predict global FP8 DelayedScaling state updates per logical microbatch for a scenario "
       "(Protobuf text format) or a generated checkpointing layout, under the fixed semantics "
-      "(always 1 forward, 1 backward) or a Transformer Engine release's (te-2.20: TE 2.20.x; "
-      "te-172bd93, aliases te-2.19 and te-legacy: TE at commit 172bd93, and TE 2.19.x).");
+      "(always 1 forward, 1 backward) or those of a Transformer Engine release or change "
+      "(--semantics lists them).");
   auto* scenario = sub->add_option("scenario", flags->scenarios, "Scenario file(s) (.textproto)")
                        ->check(CLI::ExistingFile);
   sub->add_flag("--compare", flags->compare,

@@ -3,8 +3,8 @@
 
 A plain training loop on public TE APIs only (te.Linear, te.autocast / te.fp8_autocast with
 DelayedScaling HYBRID, te.checkpoint). Ground truth comes from a counter wrapped around
-FP8GlobalStateManager.reduce_and_update_fp8_tensors in this process; it prints one JSON line per
-microbatch: {"layout", "microbatch", "forward", "backward"}.
+FP8GlobalStateManager.reduce_and_update_fp8_tensors (and its new name under TE PR #3456) in this
+process; it prints one JSON line per microbatch: {"layout", "microbatch", "forward", "backward"}.
 
 With --markers each logical microbatch is an NVTX range "fp8audit.microbatch" (one line in a real
 loop); without, the agent segments microbatches by the autograd thread.
@@ -36,7 +36,12 @@ LAYOUTS = [
 ]
 
 COUNTS = {"forward": 0, "backward": 0}
-_original = FP8GlobalStateManager.reduce_and_update_fp8_tensors
+# The update under every name TE holds it: TE PR #3456 calls reduce_and_update_quantization_state
+# and keeps reduce_and_update_fp8_tensors as the same classmethod; releases before it, the old only.
+UPDATE_NAMES = [name for name in ("reduce_and_update_quantization_state",
+                                  "reduce_and_update_fp8_tensors")
+                if hasattr(FP8GlobalStateManager, name)]
+_original = getattr(FP8GlobalStateManager, UPDATE_NAMES[0])
 
 
 def _counting(*args, **kwargs):
@@ -45,7 +50,8 @@ def _counting(*args, **kwargs):
     return _original(*args, **kwargs)
 
 
-FP8GlobalStateManager.reduce_and_update_fp8_tensors = _counting
+for _name in UPDATE_NAMES:
+    setattr(FP8GlobalStateManager, _name, _counting)
 autocast = getattr(te, "autocast", None)
 
 
@@ -55,7 +61,7 @@ def fp8_context(recipe):
     return te.fp8_autocast(enabled=True, fp8_recipe=recipe)
 
 
-def build(layout, hidden):
+def build(layout, hidden, device="cuda"):
     if layout == "decoder-28x7":
         layers = [torch.nn.Sequential(*[te.Linear(hidden, hidden) for _ in range(7)])
                   for _ in range(28)]
@@ -63,7 +69,7 @@ def build(layout, hidden):
         layers = [te.Linear(hidden, hidden)]
     else:
         layers = [te.Linear(hidden, hidden) for _ in range(3)]
-    return torch.nn.ModuleList(layers).cuda()
+    return torch.nn.ModuleList(layers).to(device)
 
 
 def run_layers(layers, x):
