@@ -151,6 +151,6 @@ def test_a_state_under_graph_capture_is_not_judged_until_an_eager_forward():
     delayed = _Recipe(True)
     frozen.judge(_Manager(capturing=True), sent.append)(_module(state), entry, state, delayed,
                                                          delayed)
-    assert (sent, entry[frozen.JUDGED]) == ([], None)
+    assert (sent, entry[frozen.AT_JUDGED]) == ([], None)
     frozen.judge(_Manager(), sent.append)(_module(state), entry, state, delayed, delayed)
-    assert sent == [frozen.mark_text("Linear#1")] and entry[frozen.JUDGED] is state
+    assert sent == [frozen.mark_text("Linear#1")] and entry[frozen.AT_JUDGED] is state

@@ -112,3 +112,38 @@ def test_a_failure_says_one_line_and_steps_aside(monkeypatch, capsys):
     assert capsys.readouterr().err == (
         "fp8audit: python hook 'te-count' could not mark quantization_backward_scope "
         "(RuntimeError: no scope today); continuing without its marks\n")
+
+
+def test_a_call_te_refuses_raises_at_the_call_as_without_the_hook_and_is_not_marked(monkeypatch):
+    fake_te(monkeypatch)
+
+    @contextlib.contextmanager
+    def strict() -> Iterator[None]:  # TE's scope takes no argument
+        yield
+
+    sys.modules[QUANTIZATION].quantization_backward_scope = strict  # type: ignore
+    sys.modules[PYTORCH].quantization_backward_scope = strict  # type: ignore
+    sent = marks(monkeypatch)
+    hook_scope.install()
+    wrapped: Any = sys.modules[PYTORCH].quantization_backward_scope  # type: ignore
+    with pytest.raises(TypeError):
+        with wrapped("unexpected"):
+            pass
+    assert sent == [] and hook_scope._depth == [0]
+
+
+def test_a_mark_that_fails_never_reaches_the_job_nor_replaces_its_exception(monkeypatch):
+    log = fake_te(monkeypatch)
+    hook_scope.install()
+    wrapped: Any = sys.modules[PYTORCH].quantization_backward_scope  # type: ignore
+
+    def broken(text: str) -> None:
+        raise OSError("nvtx is gone")
+
+    monkeypatch.setattr(fp8audit._nvtx, "mark", broken)
+    with wrapped() as value:
+        assert value == "te value"
+    with pytest.raises(KeyError, match="the job's own"):
+        with wrapped():
+            raise KeyError("the job's own")
+    assert log == ["te enter", "te exit"] * 2 and hook_scope._depth == [0]

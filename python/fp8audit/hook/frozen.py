@@ -31,11 +31,10 @@ import sys
 from typing import Any, Callable, List
 
 from fp8audit._markers import HOOK_FROZEN_MARK
-from fp8audit.hook.recompute import fitted_mark
+from fp8audit.hook.recompute import AT_JUDGED, AT_NAME, fitted_mark
 
 MARK = HOOK_FROZEN_MARK
 BUFFER_INFO = "buffer_index_and_autocast_key"  # TE's get_buffer_info(), 2.14 to 2.20
-JUDGED = 6  # a module's record (hook/recompute.py _entry): the forward FP8 state judged last
 
 
 def mark_text(name: str) -> str:
@@ -84,15 +83,15 @@ def judge(manager: Any,
             return
         try:
             if not hasattr(state, "scale"):
-                entry[JUDGED] = state
+                entry[AT_JUDGED] = state
                 return
             if not _delayed(previous):
                 if not _delayed(recipe):
-                    entry[JUDGED] = state  # under other recipes only: nothing to register
+                    entry[AT_JUDGED] = state  # under other recipes only: nothing to register
                 return
             if manager.fp8_graph_capturing():
                 return  # TE registers captured modules from their graphed replays
-            entry[JUDGED] = state
+            entry[AT_JUDGED] = state
             fine = registered(manager, module.fp8_meta, state)
         except Exception as e:  # the check must never break the job
             off[0] = True
@@ -100,6 +99,6 @@ def judge(manager: Any,
                   f"({type(e).__name__}: {e})", file=sys.stderr, flush=True)
             return
         if not fine:
-            send(mark_text(entry[0]))
+            send(mark_text(entry[AT_NAME]))
 
     return check

@@ -26,6 +26,9 @@ mismatch harmful.
 
 The kwargs are read from the call's own arguments (keyword, else positional by the class's forward
 signature, else its default), the signature read once per class; truth, as TE's: `if fp8_output`.
+A recompute is compared with its module's last forward, for the FP8 state, the recipe and these
+kwargs alike: a module called twice in one forward with other values (a layer shared between two
+places) is compared with its second call, so its first call's recompute would be named.
 `is_first_microbatch` is not compared here: a checkpoint replays it, and what it does in a
 recompute (re-quantizing a weight cache its forward filled) is judged by its effect, the
 weight-refresh check (hook/refresh.py).
@@ -218,6 +221,12 @@ def kwargs_binding(cls: type) -> Optional[KwargsBinding]:
     return KwargsBinding(first, defaults, read)
 
 
+# A module's record (_entry), by place: a list read at every module call (hook/frozen.py and
+# hook/refresh.py read it too), one name per place.
+(AT_NAME, AT_FORWARD_FP8, AT_SAME_MARK, AT_OFF_MARK, AT_RECIPE, AT_REFRESH_MARKS, AT_JUDGED,
+ AT_BINDING, AT_KWARGS, AT_FIRST, AT_DEFAULTS) = range(11)
+
+
 def _entry(module: Any, ordinals: Dict[str, int],
            bindings: Optional[Dict[type, Optional[KwargsBinding]]] = None) -> List[Any]:
     """A module's record, made at its first call: [name, FP8 state of its last forward, the mark
@@ -296,37 +305,38 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
                     recipe_seen(recipe)
         task = task_id()
         if task == -1:
-            previous = entry[4]
-            entry[1] = fp8
-            entry[4] = recipe if fp8 else None
-            if fp8 and entry[7] is not None:  # the common call: no Python call
-                entry[8] = entry[10] if not kwargs and len(args) <= entry[9] else \
-                    entry[7].read(args, kwargs)
+            previous = entry[AT_RECIPE]
+            entry[AT_FORWARD_FP8] = fp8
+            entry[AT_RECIPE] = recipe if fp8 else None
+            if fp8 and entry[AT_BINDING] is not None:  # the common call: no Python call
+                plain = not kwargs and len(args) <= entry[AT_FIRST]  # the defaults, no lookup
+                entry[AT_KWARGS] = entry[AT_DEFAULTS] if plain else entry[AT_BINDING].read(args,
+                                                                                       kwargs)
             if fp8 and frozen is not None:  # one identity check while the module keeps its state
                 state = (module.__dict__.get("fp8_meta") or {}).get("scaling_fwd")
-                if state is not entry[6]:
+                if state is not entry[AT_JUDGED]:
                     frozen(module, entry, state, previous, recipe)
             return
         current[0] = (task, entry, recipe if fp8 else None)
-        forward_fp8 = entry[1]
+        forward_fp8 = entry[AT_FORWARD_FP8]
         context = ""
         if forward_fp8 is fp8:
             if not fp8:
-                send(entry[3])
+                send(entry[AT_OFF_MARK])
                 return
-            if not same_recipe(recipe, entry[4], module):
+            if not same_recipe(recipe, entry[AT_RECIPE], module):
                 context = CONTEXT_RECIPE
             else:
-                context = "" if entry[7] is None else KWARGS_CONTEXT[entry[8] ^ (
-                    entry[10] if not kwargs and len(args) <= entry[9] else
-                    entry[7].read(args, kwargs))]
+                context = "" if entry[AT_BINDING] is None else KWARGS_CONTEXT[entry[AT_KWARGS] ^ (
+                    entry[AT_DEFAULTS] if not kwargs and len(args) <= entry[AT_FIRST] else
+                    entry[AT_BINDING].read(args, kwargs))]
                 if not context:
-                    send(entry[2])
+                    send(entry[AT_SAME_MARK])
                     return
         mismatch = forward_fp8 is not None
         if mismatch:  # where the job's code called the module: one stack walk, on a mismatch only
             send(callsite.mark_text(callsite.user_site()))
-        send(mark_text(entry[0], fp8, forward_fp8, checkpoint_on_stack() if mismatch else "",
+        send(mark_text(entry[AT_NAME], fp8, forward_fp8, checkpoint_on_stack() if mismatch else "",
                        context))
 
     return before_call

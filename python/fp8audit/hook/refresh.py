@@ -32,7 +32,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fp8audit._markers import HOOK_REFRESH_MARK
-from fp8audit.hook.recompute import fitted_mark
+from fp8audit.hook.recompute import AT_NAME, AT_REFRESH_MARKS, fitted_mark
 
 MARK = HOOK_REFRESH_MARK
 SCALE_FORWARD = "forward"  # the values are the forward's by construction
@@ -83,10 +83,11 @@ def reporter(current: List[Any], send: Callable[[str], None],
             entry, recipe = None, recipe_now()
         live = recipe is not None and recipe_class(recipe) == DELAYED and not in_recompute_phase()
         scale = SCALE_LIVE if live else SCALE_FORWARD
-        marks: Dict[str, str] = entry[5] if entry is not None else {}
+        marks: Dict[str, str] = entry[AT_REFRESH_MARKS] if entry is not None else {}
         text = marks.get(scale)
         if text is None:
-            text = mark_text(entry[0] if entry is not None else "?", scale, checkpoint_on_stack())
+            name = entry[AT_NAME] if entry is not None else "?"
+            text = mark_text(name, scale, checkpoint_on_stack())
             marks[scale] = text
         send(text)
 

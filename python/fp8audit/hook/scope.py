@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from typing import Any, Iterator, List
+from typing import Any, Callable, Iterator, List
 
 from fp8audit import _nvtx
 from fp8audit._markers import HOOK_SCOPE_MARK
@@ -33,6 +33,16 @@ EXIT = f"{HOOK_SCOPE_MARK} at=exit"
 _depth = [0]  # this process's open scopes, as TE's quantization_backward_scope_depth
 
 
+def _mark(first: Callable[[], str], *more: str) -> None:
+    """Sends the marks; a failure to make or send one never reaches the job (nor replaces the
+    exception its scope's body raised): the audit then sees the scope unbalanced, never the job."""
+    try:
+        for text in (first(), *more):
+            _nvtx.mark(text)
+    except Exception:
+        pass
+
+
 def wrap(scope: Any) -> Any:
     """A context manager that enters TE's `scope` and marks its outermost entry and exit."""
 
@@ -41,19 +51,20 @@ def wrap(scope: Any) -> Any:
     def marked(*args: Any, **kwargs: Any) -> Iterator[Any]:
         import fp8audit.hook
 
+        # TE's own context manager first: a call TE refuses raises as without the hook, unmarked.
+        inner = scope(*args, **kwargs)
         # Paused recording (fp8audit.hook.set_recording): no marks, for this scope's exit too.
         marks = _depth[0] == 0 and fp8audit.hook.recording()
         _depth[0] += 1
         try:
             if marks:
-                _nvtx.mark(callsite.mark_text(callsite.user_site(sys._getframe(1))))
-                _nvtx.mark(ENTER)
-            with scope(*args, **kwargs) as value:
+                _mark(lambda: callsite.mark_text(callsite.user_site(sys._getframe(3))), ENTER)
+            with inner as value:
                 yield value
         finally:
             _depth[0] -= 1
             if marks:
-                _nvtx.mark(EXIT)
+                _mark(lambda: EXIT)
 
     marked.__fp8audit_scope__ = True  # type: ignore[attr-defined]
     return marked
