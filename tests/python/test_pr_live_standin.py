@@ -1,7 +1,9 @@
 """The TE PR #3456 live check (tests/live_te/pr_3456/) rehearsed on the CPU stand-in following the
 PR: pr_live.py's layouts alone and under the agent, and pr_compare.py's table over them, every row
-agreeing with the te-3456 model; a row whose counts differ fails the table; apply.py refuses a TE
-that is not 2.20.2 and writes nothing."""
+agreeing with the te-3456 model; a row whose counts differ, or a layout that did not run, fails the
+table, a malformed line is one error line (exit 2); apply.py refuses a TE that is not 2.20.2 and
+writes nothing. (apply.py's edit of TE 2.20.2 itself and run.sh need TE's wheel and a GPU: not
+here.)"""
 
 from __future__ import annotations
 
@@ -32,8 +34,9 @@ JOB = textwrap.dedent("""
 """)
 
 
-def live_results(tmp_path: Path) -> Path:
-    """What run.sh leaves in OUT, made on the stand-in."""
+def live_results(tmp_path: Path, *inside: str) -> Path:
+    """What run.sh leaves in OUT, made on the stand-in; `inside`: more pr_live.py arguments for
+    the runs with the backward inside the autocast."""
     needs_agent()
     out = tmp_path / "out"
     out.mkdir()
@@ -41,7 +44,7 @@ def live_results(tmp_path: Path) -> Path:
     job.write_text(JOB)
     env = dict(os.environ, **ENV)
     for backward in ("after", "inside"):
-        args = SMALL + ["--backward", backward]
+        args = SMALL + ["--backward", backward] + (list(inside) if backward == "inside" else [])
         plain = subprocess.run([sys.executable, str(PR_DIR / "pr_live.py"), *args], env=env,
                                capture_output=True, text=True, timeout=300)
         assert plain.returncode == 0, plain.stderr
@@ -56,7 +59,8 @@ def live_results(tmp_path: Path) -> Path:
 
 def compare(out: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(PR_DIR / "pr_compare.py"), str(out), "--fp8audit",
-                           str(BIN)], capture_output=True, text=True, timeout=300)
+                           str(BIN), "--microbatches", "2"], capture_output=True, text=True,
+                          timeout=300)
 
 
 def rows(table: str) -> List[List[str]]:
@@ -87,6 +91,20 @@ def test_a_row_whose_counts_differ_fails_the_table(tmp_path: Path) -> None:
     result = compare(out)
     assert result.returncode == 1, result.stdout + result.stderr
     assert rows(result.stdout)[0][-1] == "NO", result.stdout
+
+
+def test_a_layout_that_did_not_run_fails_the_table_and_a_malformed_line_is_one_error(
+        tmp_path: Path) -> None:
+    out = live_results(tmp_path, "--layout", "none")  # as a run that died after its first layout
+    result = compare(out)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "| inside | two-backward | 0 of 2 microbatches | 0 of 2 | | | | NO |" in result.stdout
+    plain = out / "plain_after.jsonl"
+    plain.write_text(plain.read_text().replace('"pending"', '"other"', 1))
+    result = compare(out)
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.strip().splitlines() == [
+        f"pr_compare.py: {plain}:1: no pending"], result.stderr
 
 
 def test_apply_refuses_a_te_that_is_not_2_20_2_and_writes_nothing(tmp_path: Path) -> None:

@@ -130,7 +130,9 @@ EDITS: Dict[str, List[Tuple[str, str]]] = {
     ],
     "module/linear.py": [
         ("    reduce_and_update_bwd_fp8_tensors: bool = False\n",
-         "    reduce_and_update_bwd_fp8_tensors: Any = False  # PR #3456: the recipe to ask with\n"),
+         # Optional[Any], None by default: TE's torch.compile path packs these fields and takes
+         # an unsupported type only while it is None (dynamo/custom_op.py).
+         "    reduce_and_update_bwd_fp8_tensors: Optional[Any] = None  # PR #3456: the recipe\n"),
         ("                bwd_args.reduce_and_update_bwd_fp8_tensors = _check_fp8_reduce_and_update()",
          "                bwd_args.reduce_and_update_bwd_fp8_tensors = (\n"
          "                    FP8GlobalStateManager.get_fp8_recipe()\n"
