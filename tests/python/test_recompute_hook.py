@@ -451,3 +451,27 @@ def test_an_nvfp4_forward_recomputed_under_blackwells_default_is_another_recipe(
                    "--backward-in", "default") == [
         f"fp8audit.te.recompute module=Linear#{n} fp8=1 forward_fp8=1 context=recipe "
         "checkpoint=torch.utils.checkpoint" for n in (2, 1)]
+
+
+SAVE_AND_COPY = PRELUDE + textwrap.dedent("""
+    import copy, io, pickle
+    def step(layer):
+        x = torch.randn(4, 8, requires_grad=True)
+        with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
+            y = checkpoint(layer, x, use_reentrant=True)
+        y.float().pow(2).mean().backward()  # torch's recompute, outside TE's autocast
+    layer = te.Linear(8, 8)
+    step(layer)
+    assert not [k for k in vars(layer) if "fp8audit" in k], vars(layer)
+    pickle.dumps(layer)
+    torch.save(layer, io.BytesIO())
+    step(copy.deepcopy(layer))  # an EMA or teacher copy: a module of its own
+    print(json.dumps(fp8audit._nvtx.NVTX.marks))
+""")
+
+
+def test_a_watched_module_pickles_saves_and_copies_as_without_the_hook(tmp_path):
+    """torch.save(model) and pickle keep working and carry nothing of the hook's (its record is
+    not the module's attribute), and a deep copy is a module of its own to the check."""
+    marks = run_job(tmp_path, job=SAVE_AND_COPY)
+    assert [m.split(" ")[1] for m in marks] == ["module=Linear#1", "module=Linear#2"], marks

@@ -45,6 +45,7 @@ import dataclasses
 import functools
 import operator
 import sys
+import weakref
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from fp8audit import _nvtx
@@ -52,7 +53,6 @@ from fp8audit._markers import HOOK_RECIPE_MARK, HOOK_RECOMPUTE_MARK
 from fp8audit.hook import callsite
 
 MARK = HOOK_RECOMPUTE_MARK
-_ATTR = "_fp8audit_recompute"  # per module: [name, FP8 state of its last forward]
 
 CHECKPOINTS = callsite.CHECKPOINTS  # (suffix of a frame's file name, the checkpoint it names)
 
@@ -235,7 +235,9 @@ def _entry(module: Any, ordinals: Dict[str, int],
     the forward FP8 state the frozen-scale check judged last (hook/frozen.py), its class's
     kwargs_binding (None: nothing to compare), the kwargs bits of its last forward in FP8, the
     binding's first and defaults (read at each call without an attribute lookup)].
-    `bindings`: the kwargs bindings made so far, by class."""
+    `bindings`: the kwargs bindings made so far, by class. Kept by the check, never on the module:
+    a module pickles, saves and deep-copies as without the hook, and a copy is a module of its
+    own."""
     cls = type(module).__name__
     ordinals[cls] = ordinals.get(cls, 0) + 1
     name = f"{cls}#{ordinals[cls]}"
@@ -246,7 +248,6 @@ def _entry(module: Any, ordinals: Dict[str, int],
     entry: List[Any] = [name, None, mark_text(name, True, True), mark_text(name, False, False),
                         None, {}, None, binding, 0, binding.first if binding else 0,
                         binding.defaults if binding else 0]
-    module.__dict__[_ATTR] = entry
     return entry
 
 
@@ -275,6 +276,7 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     recompute, sends a mark made at the module's first call."""
     ordinals: Dict[str, int] = {}
     bindings: Dict[type, Optional[KwargsBinding]] = {}
+    records: Dict[int, List[Any]] = {}  # a module's record (_entry), by id(module)
     current = current if current is not None else [(-1, None, None)]
     last: List[Any] = [None]
     read = read if read is not None else state_reader(manager)
@@ -289,9 +291,13 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
 
     def before_call(module: Any, args: Tuple[Any, ...] = (),
                     kwargs: Dict[str, Any] = _NO_KWARGS) -> None:
-        entry = module.__dict__.get(_ATTR)
+        entry = records.get(id(module))
         if entry is None:
-            entry = _entry(module, ordinals, bindings)
+            entry = records[id(module)] = _entry(module, ordinals, bindings)
+            try:  # the record goes with the module (before its id can be another object's)
+                weakref.finalize(module, records.pop, id(module), None)
+            except TypeError:  # a module without weak references: its record stays
+                pass
         enabled, recipe = read()
         fp8 = False
         if enabled:
