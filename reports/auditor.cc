@@ -390,6 +390,9 @@ void Auditor::Close(bool complete) {
   row.set_recomputes(Sat32(recompute.recomputes()));
   s.recomputes = SatAdd(s.recomputes, recompute.recomputes());
   row.set_recompute_precision_changes(Sat32(recompute.changes()));
+  row.set_recompute_kwargs_changes(Sat32(recompute.kwargs_changes()));
+  s.recompute_changes = SatAdd(s.recompute_changes, recompute.changes());
+  s.recompute_kwargs = SatAdd(s.recompute_kwargs, recompute.kwargs_changes());
   const WeightRefresh& refresh = seg.refresh;
   row.set_weight_refreshes(Sat32(refresh.refreshes()));
   row.set_weight_refreshes_harmful(Sat32(refresh.harmful()));
@@ -517,6 +520,7 @@ bool Auditor::FoldIntoLastRow(const v1::MicrobatchResult& row) {
       row.expected_backward() != last.expected_backward() || row.verdict() != last.verdict() ||
       row.recomputes() != last.recomputes() ||
       row.recompute_precision_changes() != last.recompute_precision_changes() ||
+      row.recompute_kwargs_changes() != last.recompute_kwargs_changes() ||
       row.weight_refreshes() != last.weight_refreshes() ||
       row.weight_refreshes_harmful() != last.weight_refreshes_harmful() ||
       row.backward_scope_exits() != last.backward_scope_exits() ||

@@ -65,6 +65,8 @@ void Auditor::FinishRecording() {
   facts.unmarked_failures = !s.segments.markers() && report_.totals().failing_microbatches() > 0;
   AddRecordingNotes(facts, rec);
   rec->set_recomputes_checked(s.recomputes);
+  rec->set_recompute_precision_changes(s.recompute_changes);
+  rec->set_recompute_kwargs_changes(s.recompute_kwargs);
   if (rec->updates_not_expected()) {
     std::string recipes;
     for (const std::string& r : rec->recipes()) recipes += (recipes.empty() ? "" : ", ") + r;

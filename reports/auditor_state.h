@@ -63,6 +63,10 @@ struct Auditor::State {
   Expectation default_expect;    // the expectation before any RECIPE changed it
   uint64_t recomputes = 0;       // module recomputes checked (MODULE_RECOMPUTE), all microbatches
   uint64_t refreshes = 0;        // weight caches re-quantized in recompute (WEIGHT_REFRESH)
+  // Of the recomputes, those in another FP8 state than their forward; of those, the ones called
+  // with other fp8_output / fp8_grad (all microbatches).
+  uint64_t recompute_changes = 0;
+  uint64_t recompute_kwargs = 0;
   // Of them the wasted ones, and the microbatches they were in.
   uint64_t wasted_refreshes = 0;
   uint64_t wasted_refresh_microbatches = 0;

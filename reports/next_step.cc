@@ -42,13 +42,18 @@ constexpr std::string_view kFrozenRemedy =
     "for the frozen scales, keep each module under one recipe class: evaluate under the training "
     "recipe, or with FP8 off (te.autocast(enabled=False) keeps the module's state)";
 
+// The rank's audit took TE's own backward scheduling (TE PR #3456) from its trace.
+bool OnTeScheduling(const v1::RankReport& r) {
+  return r.recording().semantics_from() == "scheduling";
+}
+
 // The step for the job's other violations: the fix, where it applies.
 std::string FixStep(const v1::AuditReport& report) {
   std::string version;
   bool patched = false;
   bool hook = false;  // the Python hook was at work: it would have recorded TE's import
   for (const v1::RankReport& r : report.ranks()) {
-    if (r.recording().semantics_from() == "scheduling") {  // TE's own (PR #3456): no fix of ours
+    if (OnTeScheduling(r)) {  // no fix of ours
       return "next: run each microbatch's backward() calls inside `with "
              "te.quantization_backward_scope():`, entered on every rank (this Transformer Engine "
              "updates once per autograd task, its PR #3456; fp8audit.te leaves it alone)";
@@ -100,22 +105,22 @@ std::string NextStep(const v1::AuditReport& report) {
   bool kwargs = false;
   for (const v1::Violation& v : report.violations()) scope = scope || IsScopeKind(v);
   for (const v1::RankReport& r : report.ranks()) {
+    // A recompute's violation is decided from the rank's counts, not its (capped) violations.
+    const v1::Recording& rec = r.recording();
+    kwargs = kwargs || rec.recompute_kwargs_changes() > 0;
+    if (rec.recompute_precision_changes() > rec.recompute_kwargs_changes()) ++other;
     for (const v1::Violation& v : r.violations()) {
-      const bool recompute = v.kind() == v1::Violation::RECOMPUTE_PRECISION;
       if (IsScopeKind(v)) {
         scope = true;
-      } else if (recompute && RecomputePrecision::KwargsChanges(v.cause(), false)) {
-        kwargs = true;  // nothing else in it: no fix step for it
-      } else {
-        kwargs = kwargs || (recompute && RecomputePrecision::KwargsChanges(v.cause(), true));
-        ++(v.kind() == v1::Violation::FROZEN_SCALE ? frozen : other);
+      } else if (v.kind() == v1::Violation::FROZEN_SCALE) {
+        ++frozen;
+      } else if (v.kind() != v1::Violation::RECOMPUTE_PRECISION) {
+        ++other;
       }
     }
   }
   // On TE's own scheduling the fix step names the scope too: the scope's remedy says it all.
-  const bool scheduling = std::any_of(
-      report.ranks().begin(), report.ranks().end(),
-      [](const v1::RankReport& r) { return r.recording().semantics_from() == "scheduling"; });
+  const bool scheduling = std::any_of(report.ranks().begin(), report.ranks().end(), OnTeScheduling);
   std::vector<std::string> steps;
   if ((other > 0 && !(scope && scheduling)) || (frozen == 0 && !scope && !kwargs)) {
     steps.push_back(FixStep(report).substr(6));  // less its "next: "

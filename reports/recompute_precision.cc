@@ -1,17 +1,11 @@
 #include "reports/recompute_precision.h"
 
-#include <charconv>
-
 #include "fp8audit/nvtx_grammar.h"
 #include "reports/event_text.h"
 
 namespace fp8audit::reports {
 
 namespace {
-
-// The part of ViolationMessage() counting recomputes called with other kwargs, after its count;
-// always the last part.
-constexpr std::string_view kKwargsPart = " in FP8 called with another fp8_output or fp8_grad";
 
 // The kwargs a recompute's context names, as a reader says them; empty: not a kwargs context.
 std::string KwargsWords(const std::string& context) {
@@ -44,16 +38,6 @@ void RecomputePrecision::Add(const v1::Event& e, const std::string& site) {
   }
 }
 
-bool RecomputePrecision::KwargsChanges(std::string_view cause, bool any) {
-  const size_t at = cause.rfind(kKwargsPart);
-  if (at == std::string_view::npos || at + kKwargsPart.size() + 1 != cause.size()) return false;
-  if (any) return true;
-  uint64_t changes = 0;  // the message's first number: all of its changes
-  std::from_chars(cause.data(), cause.data() + cause.size(), changes);
-  const std::string all = "(" + std::to_string(changes);
-  return at >= all.size() && cause.substr(at - all.size(), all.size()) == all;
-}
-
 std::string RecomputePrecision::ViolationMessage() const {
   std::string line = Plural(changes_, "module recompute", "module recomputes") + " of " +
                      std::to_string(recomputes_) + " ran in another FP8 state than the forward";
@@ -63,9 +47,9 @@ std::string RecomputePrecision::ViolationMessage() const {
     parts += std::string(parts.empty() ? "" : "; ") + std::to_string(other_recipe_) +
              " in FP8 under another recipe";
   }
-  if (other_kwargs_ > 0) {  // the last part: KwargsChanges() reads it there
+  if (other_kwargs_ > 0) {
     parts += std::string(parts.empty() ? "" : "; ") + std::to_string(other_kwargs_) +
-             std::string(kKwargsPart);
+             " in FP8 called with another fp8_output or fp8_grad";
   }
   if (!parts.empty()) line += " (" + parts + ")";
   return line;

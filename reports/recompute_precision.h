@@ -38,16 +38,14 @@ class RecomputePrecision {
   // in FP8 as it did but under another recipe (context "recipe"), or under its recipe but called
   // with another fp8_output or fp8_grad (contexts nvtx::kContextFp8Output, ...).
   uint64_t changes() const { return changes_; }
+  // Of the changes, those in FP8 under the forward's recipe called with other kwargs.
+  uint64_t kwargs_changes() const { return other_kwargs_; }
 
   // The microbatch's explanation: "3 module recomputes ran with FP8 off where their forward ran
   // with it on (harmful: ...): Linear#2 (torch.utils.checkpoint), ..."; empty without changes.
   std::string Explanation() const;
   // The violation's message after "microbatch N (step S): ".
   std::string ViolationMessage() const;
-
-  // Whether a RECOMPUTE_PRECISION violation's cause (its ViolationMessage) counts recomputes
-  // called with other kwargs (`any`: some; else all of its changes are such).
-  static bool KwargsChanges(std::string_view cause, bool any);
 
  private:
   struct Change {

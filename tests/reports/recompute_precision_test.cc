@@ -91,7 +91,7 @@ TEST(RecomputePrecision, ARecomputeCalledWithOtherKwargsIsAChangeNamedWithThem) 
   EXPECT_EQ(p.ViolationMessage(),
             "3 module recomputes of 4 ran in another FP8 state than the forward (3 in FP8 called "
             "with another fp8_output or fp8_grad)");
-  EXPECT_TRUE(RecomputePrecision::KwargsChanges(p.ViolationMessage(), false));
+  EXPECT_EQ(p.kwargs_changes(), 3u);
   const std::string why = p.Explanation();
   EXPECT_TRUE(Contains(why,
                        "harmful (a recompute called with another fp8_output or fp8_grad "
@@ -124,8 +124,7 @@ TEST(RecomputePrecision, KwargsBesideOtherChangesAreCountedApartAndEachCauseSaid
                        "(1 with FP8 off where it was on; 1 in FP8 under another recipe; 1 in FP8 "
                        "called with another fp8_output or fp8_grad)"))
       << message;
-  EXPECT_FALSE(RecomputePrecision::KwargsChanges(message, false));
-  EXPECT_TRUE(RecomputePrecision::KwargsChanges(message, true));
+  EXPECT_EQ(p.kwargs_changes(), 1u);
   const std::string why = p.Explanation();
   EXPECT_TRUE(Contains(why, "restored torch's autocast")) << why;
   EXPECT_TRUE(Contains(why, "another FP8 recipe")) << why;
@@ -134,7 +133,7 @@ TEST(RecomputePrecision, KwargsBesideOtherChangesAreCountedApartAndEachCauseSaid
   EXPECT_TRUE(Contains(why, "Linear#1 FP8 off in te.distributed.checkpoint")) << why;
   RecomputePrecision other;  // without kwargs changes the cause names none
   other.Add(recipe);
-  EXPECT_FALSE(RecomputePrecision::KwargsChanges(other.ViolationMessage(), true));
+  EXPECT_EQ(other.kwargs_changes(), 0u);
 }
 
 // One microbatch under Float8CurrentScaling whose Linear#1 is recomputed by TE's checkpoint in
@@ -177,6 +176,38 @@ TEST(RecomputePrecision, AJobFailingOnKwargsAloneIsToldToPassTheSameNotToRerunUn
 
 TEST(RecomputePrecision, KwargsBesideExtraUpdatesAddTheirRemedyToTheFix) {
   const std::string line = KwargsJob(nvtx::kContextFp8Output, true).next_step();
+  EXPECT_TRUE(Contains(line, "next: rerun under the fix")) << line;
+  EXPECT_TRUE(Contains(line, "; " + std::string(RecomputePrecision::kKwargsRemedy))) << line;
+}
+
+// The next step is decided from the rank's counts of recompute changes, kept violations or not:
+// a trace keeping only its first violation (a kwargs change) still has its later FP8-off
+// recompute told the fix.
+TEST(RecomputePrecision, TheNextStepCountsEveryRecomputeChangeNotOnlyTheViolationsKept) {
+  TraceBuilder t(0, 4242, "nvtx");
+  t.Probes("auto", {"te-call", "python-hook"}).TeVersion("2.20.2").Recipe("Float8CurrentScaling");
+  t.Begin().Autocast(true, 1).Module(true, "fc1").Autocast(false, 0).BackwardBegin();
+  v1::Event* e = t.Add(v1::MODULE_RECOMPUTE, TraceBuilder::kAutogradThread);
+  e->MergeFrom(Kwargs("Linear#1", nvtx::kContextFp8Output));
+  e->set_source(v1::PYTHON_HOOK);
+  t.BackwardEnd().End();
+  t.Begin().Autocast(true, 1).Module(true, "fc1").Autocast(false, 0).BackwardBegin();
+  t.Recompute("Linear#1", v1::FP8_OFF, v1::FP8_ON, "torch.utils.checkpoint");
+  t.BackwardEnd().End().Footer();
+  AuditorOptions options;
+  options.max_violations = 1;
+  Auditor auditor(options);
+  t.Feed(&auditor);
+  const v1::RankReport r = auditor.report();
+  ASSERT_EQ(r.violations_size(), 1);  // the kwargs one alone kept
+  EXPECT_TRUE(Contains(r.violations(0).message(), "called with another fp8_output"))
+      << r.violations(0).message();
+  ASSERT_EQ(r.microbatches_size(), 2);
+  EXPECT_EQ(r.microbatches(0).recompute_kwargs_changes(), 1u);
+  EXPECT_EQ(r.microbatches(1).recompute_kwargs_changes(), 0u);
+  EXPECT_EQ(r.recording().recompute_precision_changes(), 2u);
+  EXPECT_EQ(r.recording().recompute_kwargs_changes(), 1u);
+  const std::string line = testing::Job({r}).next_step();
   EXPECT_TRUE(Contains(line, "next: rerun under the fix")) << line;
   EXPECT_TRUE(Contains(line, "; " + std::string(RecomputePrecision::kKwargsRemedy))) << line;
 }
