@@ -8,6 +8,9 @@ from typing import Any
 
 PR_3456_SCOPE = "quantization_backward_scope"  # in transformer_engine.pytorch.quantization
 PR_3456_REQUEST = "request_backward_quantization_update"  # on FP8GlobalStateManager
+# Its ownership semantics, as the model names it (state/semantics_registry.h): what the hook
+# reports for such a TE, and fp8audit.te's word for the fix that TE carries itself.
+PR_3456_SEMANTICS = "te-3456"
 
 
 def has_pr_3456(quantization: Any) -> bool:

@@ -475,3 +475,29 @@ def test_a_watched_module_pickles_saves_and_copies_as_without_the_hook(tmp_path)
     not the module's attribute), and a deep copy is a module of its own to the check."""
     marks = run_job(tmp_path, job=SAVE_AND_COPY)
     assert [m.split(" ")[1] for m in marks] == ["module=Linear#1", "module=Linear#2"], marks
+
+
+def test_delayed_scaling_is_told_by_te_s_own_predicate_for_subclasses_and_failing_recipes():
+    # One predicate for the frozen-scale and weight-refresh checks: TE's Recipe.delayed(), a
+    # subclass (Megatron-core's TEDelayedScaling) included; a recipe whose delayed() raises is
+    # judged by its TE class's name, never raising into the job.
+    from fp8audit.hook.recompute import delayed_scaling
+    from transformer_engine.common import recipe
+
+    class TEDelayedScaling(recipe.DelayedScaling):
+        pass
+
+    class Broken(recipe.DelayedScaling):
+        def delayed(self) -> bool:
+            raise RuntimeError("a job's recipe")
+
+    class BrokenCurrent(recipe.Float8CurrentScaling):
+        def delayed(self) -> bool:
+            raise RuntimeError("a job's recipe")
+
+    assert delayed_scaling(recipe.DelayedScaling())
+    assert delayed_scaling(TEDelayedScaling())
+    assert delayed_scaling(Broken())
+    assert not delayed_scaling(BrokenCurrent())
+    assert not delayed_scaling(recipe.Float8CurrentScaling())
+    assert not delayed_scaling(None)

@@ -64,18 +64,15 @@ def _te_fix(module: object) -> None:
         _say(f"--fix-te: {e}; the job runs with Transformer Engine unpatched")
 
 
-# The semantics a TE's own code shows, whatever its version says: TE PR #3456's backward update
-# at the end of each autograd task, told by its `quantization_backward_scope` (docs/te-pr-3456.md).
-SEMANTICS_PR_3456 = "te-3456"
-
-
 def scheduling_semantics() -> str:
-    """SEMANTICS_PR_3456 where TE's quantization module (already imported: TE's __init__ imports
-    its PyTorch part first) has PR #3456's scheduling; "" otherwise or where it is not imported."""
-    from fp8audit._te_scheduling import has_pr_3456
+    """The semantics a TE's own code shows, whatever its version says: PR_3456_SEMANTICS where TE's
+    quantization module (already imported: TE's __init__ imports its PyTorch part first) has TE PR
+    #3456's backward update at the end of each autograd task (docs/te-pr-3456.md); "" otherwise or
+    where it is not imported."""
+    from fp8audit._te_scheduling import PR_3456_SEMANTICS, has_pr_3456
 
     quantization = sys.modules.get("transformer_engine.pytorch.quantization")
-    return SEMANTICS_PR_3456 if quantization is not None and has_pr_3456(quantization) else ""
+    return PR_3456_SEMANTICS if quantization is not None and has_pr_3456(quantization) else ""
 
 
 def _te_version(module: object) -> None:

@@ -31,7 +31,7 @@ import sys
 from typing import Any, Callable, List
 
 from fp8audit._markers import HOOK_FROZEN_MARK
-from fp8audit.hook.recompute import AT_JUDGED, AT_NAME, fitted_mark
+from fp8audit.hook.recompute import AT_JUDGED, AT_NAME, delayed_scaling, fitted_mark
 
 MARK = HOOK_FROZEN_MARK
 BUFFER_INFO = "buffer_index_and_autocast_key"  # TE's get_buffer_info(), 2.14 to 2.20
@@ -64,10 +64,6 @@ def registered(manager: Any, fp8_meta: Any, state: Any) -> bool:
     return kept is not None and 0 <= position < len(kept) and kept[position] is state.scale
 
 
-def _delayed(recipe: Any) -> bool:
-    return recipe is not None and bool(recipe.delayed())
-
-
 def judge(manager: Any,
           send: Callable[[str], None]) -> Callable[[Any, List[Any], Any, Any, Any], None]:
     """The check for a module (its record `entry`) about to compute in FP8 under `recipe`, called
@@ -85,8 +81,8 @@ def judge(manager: Any,
             if not hasattr(state, "scale"):
                 entry[AT_JUDGED] = state
                 return
-            if not _delayed(previous):
-                if not _delayed(recipe):
+            if not delayed_scaling(previous):
+                if not delayed_scaling(recipe):
                     entry[AT_JUDGED] = state  # under other recipes only: nothing to register
                 return
             if manager.fp8_graph_capturing():

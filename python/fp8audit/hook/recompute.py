@@ -124,6 +124,18 @@ def recipe_key(recipe: Any, attention: bool = True) -> str:
         return name
 
 
+def delayed_scaling(recipe: Any) -> bool:
+    """Whether `recipe` is DelayedScaling, the one recipe whose scales are global state, by TE's
+    own predicate (Recipe.delayed(): true for a subclass too, as Megatron-core's TEDelayedScaling);
+    a job's recipe whose delayed() fails is judged by its TE class's name."""
+    if recipe is None:
+        return False
+    try:
+        return bool(recipe.delayed())
+    except Exception:
+        return recipe_class(recipe) == "DelayedScaling"
+
+
 def recipe_class(recipe: Any) -> str:
     """The name of TE's own class of `recipe`: the first class in its method resolution order that
     Transformer Engine defines (Megatron-core's TEDelayedScaling is DelayedScaling), else its own."""
@@ -376,7 +388,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
             enabled, recipe = read()
             return (recipe or manager.get_fp8_recipe()) if enabled else None
 
-        refreshed = refresh.reporter(current, send, recipe_class, in_phase, checkpoint_on_stack,
+        refreshed = refresh.reporter(current, send, delayed_scaling, in_phase, checkpoint_on_stack,
                                      graph_task, recipe_now)
         refresh.install(refreshed, graph_task, lambda: switch._recording and not compiling())
     else:  # a feature that cannot run says so

@@ -37,7 +37,6 @@ from fp8audit.hook.recompute import AT_NAME, AT_REFRESH_MARKS, fitted_mark
 MARK = HOOK_REFRESH_MARK
 SCALE_FORWARD = "forward"  # the values are the forward's by construction
 SCALE_LIVE = "live"  # DelayedScaling outside TE's recompute phase: the scale of the moment
-DELAYED = "DelayedScaling"  # the recipe class whose weight scale is global state
 # The TE module files that look quantize_weight up as a global of their own (TE 2.20.2).
 MODULES = ("linear", "layernorm_linear", "layernorm_mlp", "grouped_linear")
 _PACKAGE = "transformer_engine.pytorch.module."
@@ -68,7 +67,7 @@ def method_refreshes(args: Tuple[Any, ...], call: Dict[str, Any]) -> bool:
 
 
 def reporter(current: List[Any], send: Callable[[str], None],
-             recipe_class: Callable[[Any], str], in_recompute_phase: Callable[[], bool],
+             delayed_scaling: Callable[[Any], bool], in_recompute_phase: Callable[[], bool],
              checkpoint_on_stack: Callable[[], str], task_id: Callable[[], int],
              recipe_now: Callable[[], Any]) -> Callable[[], None]:
     """Called for each refresh in a backward pass: sends the mark of the module the te-recompute
@@ -81,7 +80,7 @@ def reporter(current: List[Any], send: Callable[[str], None],
         task, entry, recipe = current[0]
         if task != task_id():
             entry, recipe = None, recipe_now()
-        live = recipe is not None and recipe_class(recipe) == DELAYED and not in_recompute_phase()
+        live = delayed_scaling(recipe) and not in_recompute_phase()
         scale = SCALE_LIVE if live else SCALE_FORWARD
         marks: Dict[str, str] = entry[AT_REFRESH_MARKS] if entry is not None else {}
         text = marks.get(scale)

@@ -8,7 +8,7 @@ import inspect
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from .._te_scheduling import has_pr_3456
+from .._te_scheduling import PR_3456_SEMANTICS, has_pr_3456
 from . import _fingerprint, _targets, releases
 
 
@@ -48,7 +48,7 @@ def te_version() -> str:
     return str(version)
 
 
-PR_3456 = "pr-3456"  # upstream_fix's answer for a TE that schedules its backward update per task
+PR_3456 = PR_3456_SEMANTICS  # upstream_fix's answer for a TE that schedules its update per task
 
 # check()'s line for such a TE (`fp8audit: --fix-te: fp8audit.te: not patched: <this>; the job runs
 # with Transformer Engine unpatched` under `fp8audit run --fix-te`).
