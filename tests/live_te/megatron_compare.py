@@ -10,9 +10,17 @@ per microbatch the TE modules recomputed and those recomputed in another FP8 sta
 forward, which must match, and the verdict (FAIL exactly where a state changed). Exit 1 when a row
 disagrees, 2 on bad input.
 
+--semantics te-3456 (tests/live_te/pr_3456/run.sh: rows run on TE with PR #3456's scheduling,
+megatron_live.py --mode unpatched, since fp8audit.te.patch() refuses such a TE): the Megatron rows
+alone, TE's counts against `fp8audit model --semantics te-3456` and the agent's, plain and under
+--fix-te (NAME containing 'fix'), where the fix must stand aside: no run patched, and each report
+chose te-3456 from TE's scheduling; TE's PR state healthy after every microbatch that did not
+fail. A row without a scenario agrees only where TE raised, as without the option.
+
     megatron_compare.py OUT --fp8audit BIN [--agent NAME.jsonl=NAME.json ...]
                         [--hf-agent NAME.jsonl=NAME.json[=EXIT] ...]
-                        [--precision-agent ROW=NAME.json=EXIT ...]"""
+                        [--precision-agent ROW=NAME.json=EXIT ...]
+    megatron_compare.py OUT --fp8audit BIN --semantics te-3456 [--agent NAME.jsonl=NAME.json ...]"""
 
 from __future__ import annotations
 
@@ -21,7 +29,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from live_tables import fail, report_counts
 
@@ -45,7 +53,7 @@ def collapse(texts: List[str]) -> str:
     return " ".join(out) or "-"
 
 
-def cell(counts: List[Optional[Counts]]) -> str:
+def cell(counts: Sequence[Optional[Tuple[Optional[int], Optional[int]]]]) -> str:
     return collapse(["-" if c is None or None in c else f"{c[0]}/{c[1]}" for c in counts])
 
 
@@ -53,13 +61,16 @@ def model(binary: str, row: str, semantics: str, n: int) -> Optional[List[Counts
     scenario = HERE / "scenarios" / "megatron" / f"{row}.textproto"
     if not scenario.is_file():
         return None
-    done = subprocess.run([binary, "model", str(scenario), "--semantics", semantics,
-                           "--microbatches", str(n), "--format", "json"],
-                          capture_output=True, text=True, timeout=60)
-    if done.returncode != 0 and not done.stdout.strip():
-        fail(f"fp8audit model {scenario.name}: {done.stderr.strip()}")
-    return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
-            for m in json.loads(done.stdout)["microbatches"]]
+    try:
+        done = subprocess.run([binary, "model", str(scenario), "--semantics", semantics,
+                               "--microbatches", str(n), "--format", "json"],
+                              capture_output=True, text=True, timeout=60)
+        if done.returncode != 0 and not done.stdout.strip():
+            fail(f"fp8audit model {scenario.name}: {done.stderr.strip()}")
+        return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
+                for m in json.loads(done.stdout)["microbatches"]]
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
+        fail(f"fp8audit model {scenario.name}: {e}")
 
 
 def megatron_rows(out: Path, binary: str, agents: Dict[str, List[Counts]]) -> bool:
@@ -211,6 +222,137 @@ def precision_rows(out: Path, specs: List[str]) -> bool:
     return ok
 
 
+PR_SEMANTICS = "te-3456"
+PR_CHOSEN = "te-3456 (from scheduling)"  # what each agent's report must have chosen under the PR
+PR_STATE = ("pending", "depth", "slot")  # megatron_live.py's record of TE's PR #3456 state
+
+
+class PrAgent(NamedTuple):
+    """One megatron_live.py --mode hook run under `fp8audit run` on TE with PR #3456."""
+    name: str
+    counts: List[Counts]
+    patched: bool  # fp8audit.te.is_patched() in the job: the fix applied
+    chosen: str  # the report's semantics and where it took them from
+
+
+def records(path: Path) -> List[Dict[str, Any]]:
+    """megatron_live.py's lines, checked: each a JSON object with a kind; a microbatch or run line
+    names its mode; errors, where given, are objects."""
+    out: List[Dict[str, Any]] = []
+    try:
+        text = path.read_text()
+    except OSError as e:
+        fail(f"{path}: {e}")
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            x = json.loads(line)
+        except ValueError as e:
+            fail(f"{path}:{number}: {e}")
+        if not isinstance(x, dict) or not isinstance(x.get("kind"), str):
+            fail(f"{path}:{number}: not a JSON object with a kind")
+        if x["kind"] in ("microbatch", "run") and not isinstance(x.get("mode"), str):
+            fail(f"{path}:{number}: a {x['kind']} line without a mode")
+        errors = x.get("errors") or []
+        if not isinstance(errors, list) or not all(isinstance(e, dict) for e in errors):
+            fail(f"{path}:{number}: errors is not a list of objects")
+        out.append(x)
+    return out
+
+
+def pr_agents(pairs: List[str]) -> Dict[str, PrAgent]:
+    """--agent pairs under --semantics te-3456, keyed ROW:fix where NAME contains 'fix' (run under
+    `fp8audit run --fix-te`), else ROW:plain: the fix stands aside under the PR, so the script's
+    own `patched` cannot tell the two apart."""
+    out: Dict[str, PrAgent] = {}
+    for pair in pairs:
+        script, sep, report = pair.partition("=")
+        if not sep or not script or not report:
+            fail(f"--agent {pair}: not NAME.jsonl=NAME.json")
+        run = next((x for x in records(Path(script)) if x["kind"] == "run"), None)
+        if run is None or not isinstance(run.get("row"), str):
+            fail(f"{script}: no run line with a row")
+        try:
+            (rank,) = json.loads(Path(report).read_text())["ranks"]
+            recording = rank.get("recording", {})
+            chosen = (f"{recording.get('semantics') or 'none'} "
+                      f"(from {recording.get('semantics_from') or '?'})")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            fail(f"{report}: {e}")
+        name = Path(script).stem
+        key = f"{run['row']}:{'fix' if 'fix' in name else 'plain'}"
+        out[key] = PrAgent(name, report_counts(Path(report)), run.get("patched") is True, chosen)
+    return out
+
+
+def pr_healthy(mbs: List[Dict[str, Any]]) -> Optional[bool]:
+    """Whether TE's PR state was healthy after every microbatch that did not fail (no update
+    pending, no scope open, no callback slot held); None where megatron_live.py recorded none
+    (a TE without the PR's scheduling)."""
+    if not mbs or any(k not in x for x in mbs for k in PR_STATE):
+        return None
+    return all(not x["pending"] and x["depth"] == 0 and x["slot"] is None
+               for x in mbs if not x.get("failed"))
+
+
+def pr_rows(out: Path, binary: str, agents: Dict[str, PrAgent]) -> bool:
+    """--semantics te-3456: the Megatron rows run on TE with PR #3456's scheduling."""
+    print("| row | TE (PR #3456) | model te-3456 | agent | agent --fix-te | PR state healthy | "
+          "stash left | = twin | agree |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ok = True
+    notes: List[str] = []
+    rows = set()
+    for path in sorted(out.glob("mc_*.jsonl")):
+        if path.name.startswith("mc_timing"):
+            continue
+        row = path.stem[3:]
+        rows.add(row)
+        got = records(path)
+        runs = [x for x in got if x["kind"] == "run"]
+        run = next((x for x in runs if x["mode"] == "unpatched"), None)
+        mbs = [x for x in got if x["kind"] == "microbatch" and x["mode"] == "unpatched"]
+        if run is None or not mbs:
+            print(f"| {row} | not run | | | | | | | NO |")
+            ok = False
+            continue
+        te = [(x.get("forward"), x.get("backward")) for x in mbs]
+        error = (run.get("errors") or [{}])[0].get("error")
+        predicted = model(binary, row, PR_SEMANTICS, len(te))
+        te_ok = (predicted is not None and te == predicted) or (error is not None and
+                                                              predicted is None)
+        plain, fix = agents.get(f"{row}:plain"), agents.get(f"{row}:fix")
+        agent_ok = all(a is None or (error is None and a.counts == te and not a.patched and
+                                     a.chosen == PR_CHOSEN) for a in (plain, fix))
+        applied = [x for x in runs if x.get("patched")]
+        if applied:
+            notes.append(f"- {row}: fp8audit.te applied in its {applied[0]['mode']} run "
+                         "(under the PR it must stand aside)")
+        healthy = pr_healthy(mbs)
+        agree = te_ok and agent_ok and not applied and healthy is True
+        ok = ok and agree
+        twin = run.get("bitwise_equal_to_twin")
+        shown = f"raises {error.split(':')[0]}" if error else cell(te)
+        print(f"| {row} | {shown} | "
+              f"{cell(predicted) if predicted else 'no scenario'} | "
+              f"{cell(plain.counts) if plain else 'not run'} | "
+              f"{cell(fix.counts) if fix else 'not run'} | "
+              f"{'no state' if healthy is None else 'yes' if healthy else 'NO'} | "
+              f"{max(x.get('stash_left') or 0 for x in mbs)} | "
+              f"{'-' if twin is None else 'yes' if twin else 'no'} | {'yes' if agree else 'NO'} |")
+    for key, a in sorted(agents.items()):
+        row = key.rsplit(":", 1)[0]
+        applied = "applied" if a.patched else "not applied"
+        notes.append(f"- {a.name} ({'--fix-te' if key.endswith(':fix') else 'plain'}): "
+                     f"semantics {a.chosen}, fp8audit.te {applied}"
+                     + ("" if row in rows else f"; no mc_{row}.jsonl"))
+        ok = ok and row in rows
+    if notes:
+        print("\n" + "\n".join(notes))
+    return ok
+
+
 def main(argv: List[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path)
@@ -223,9 +365,18 @@ def main(argv: List[str]) -> int:
     p.add_argument("--precision-agent", action="append", default=[],
                    help="ROW=NAME.json=EXIT: megatron_live.py --mode hook of ROW under fp8audit "
                         "run (NAME containing 'fix': under --fix-te), its report and exit status")
+    p.add_argument("--semantics", choices=["te-2.20", PR_SEMANTICS], default="te-2.20",
+                   help="te-2.20: TE 2.20 unpatched (model te-2.20) and patched (model fixed); "
+                        "te-3456: rows run on TE with PR #3456's scheduling (model te-3456), the "
+                        "fix standing aside; Megatron rows only")
     args = p.parse_args(argv)
     if not args.out.is_dir():
         fail(f"{args.out}: not a directory")
+    if args.semantics == PR_SEMANTICS:
+        if args.hf_agent or args.precision_agent:
+            fail("--semantics te-3456 tables the Megatron rows only (--hf-agent and "
+                 "--precision-agent table the fix's runs)")
+        return 0 if pr_rows(args.out, args.fp8audit, pr_agents(args.agent)) else 1
     agents: Dict[str, List[Counts]] = {}
     for pair in args.agent:
         script, _, report = pair.partition("=")

@@ -6,10 +6,11 @@ through forward_backward_no_pipelining on one GPU, per recompute layout.
 
 One JSON line per microbatch and per run on stdout. Per microbatch: TE's update counts (the
 counter of te_driver.py around reduce_and_update_fp8_tensors), recompute stash entries left, the
-error if the microbatch failed. Per run: whether every step's FP8 state (all modules' amax
-histories and scales), every microbatch's loss and every step's gradients equal the same model's
-without recompute (the twin: the row's config with recompute off), bitwise, and where they first
-differ. --mode patched applies fp8audit.te.patch() first; --mode hook leaves patching to the
+error if the microbatch failed; on TE with PR #3456's scheduling (pr_3456/apply.py) also its state
+after the microbatch: pending, depth, slot. Per run: whether every step's FP8 state (all modules'
+amax histories and scales), every microbatch's loss and every step's gradients equal the same
+model's without recompute (the twin: the row's config with recompute off), bitwise, and where they
+first differ. --mode patched applies fp8audit.te.patch() first; --mode hook leaves patching to the
 environment (`fp8audit run --fix-te` or not) and only counts: the agent's route.
 
   python3 tests/live_te/megatron_live.py --row full-uniform --mode both > out/mc_full.jsonl
@@ -172,6 +173,19 @@ def batches(args, seed: int, count: int) -> List[Dict[str, Any]]:
     return out
 
 
+def pr_state(manager: Any) -> Dict[str, Any]:
+    """TE PR #3456's state (pr_3456/apply.py's TE): update pending, scope depth, the task holding
+    the callback slot (healthy between microbatches: False, 0, None); {} on a TE without it."""
+    from te_driver import global_state
+
+    state = global_state(manager)
+    if not hasattr(state, "quantization_backward_scope_depth"):
+        return {}
+    return {"pending": state.pending_backward_quantization_update,
+            "depth": state.quantization_backward_scope_depth,
+            "slot": state.backward_quantization_update_callback_task_id}
+
+
 class Microbatches:
     """forward_step_func for Megatron's schedule that also cuts TE's update counts per logical
     microbatch: no_pipelining runs forward i, then backward i, then forward i+1, so the counts
@@ -194,7 +208,7 @@ class Microbatches:
         from te_fix import stash_entries
 
         self.records[-1].update(forward=fwd, backward=bwd,
-                                stash_left=stash_entries(self.manager))
+                                stash_left=stash_entries(self.manager), **pr_state(self.manager))
         self.open = False
 
     def step(self, data_iterator, model):

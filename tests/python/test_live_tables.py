@@ -1,13 +1,21 @@
 """tests/live_te/megatron_compare.py on synthetic results (no GPU, no Megatron): rows that agree
 with the ownership model's prediction (the build's fp8audit on scenarios/megatron/*.textproto)
 exit 0; a TE count the model does not predict, a patched run that leaves its twin, and an HF
-recompute outside FP8 under the patch each make their row NO and exit 1."""
+recompute outside FP8 under the patch each make their row NO and exit 1. Under --semantics te-3456
+(rows run on TE with PR #3456's scheduling, pr_3456/run.sh): counts the te-3456 model predicts,
+with TE's PR state healthy and the fix standing aside in the agent's runs, agree; a count of
+te-2.20, an unhealthy or missing PR state, an agent that differs, applied the fix or chose other
+semantics disagree (exit 1); malformed input is one line, exit 2."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -162,3 +170,161 @@ def test_an_fp8_change_flagged_where_the_numerics_equal_the_twin_disagrees(tmp_p
     _fp8_dpa_row(tmp_path, unpatched_equal=False)  # and a change the audit misses
     ok, text = _compare_precision(tmp_path, [_precision(tmp_path, "agent_u", [0, 0], 0)], capsys)
     assert not ok and "| NO |" in text
+
+
+# --semantics te-3456: megatron_live.py --mode unpatched on TE with PR #3456's scheduling.
+HEALTHY = {"pending": False, "depth": 0, "slot": None}
+PR_COUNTS = {"none": [(1, 1)] * 8, "full-uniform": [(3, 1)] * 8,
+             "full-uniform-all": [(2, 1)] * 8, "moe-selective-moe": [(3, 1)] * 8}
+
+
+def _pr_row(out: Path, row: str, counts: List[Tuple[int, int]],
+            state: Optional[Dict[str, Any]] = None, error: Optional[str] = None,
+            patched_run: bool = False) -> None:
+    state = HEALTHY if state is None else state
+    lines: List[Dict[str, Any]] = [
+        {"kind": "microbatch", "row": row, "mode": "unpatched", "microbatch": i, "forward": f,
+         "backward": b, "stash_left": 0, **state} for i, (f, b) in enumerate(counts)]
+    if error:  # the failed microbatch's state is left as TE's exception left it
+        lines[-1].update(failed=error, pending=True, slot=12)
+    lines.append({"kind": "run", "row": row, "mode": "unpatched", "patched": False,
+                  "errors": [{"error": error}] if error else [], "bitwise_equal_to_twin": False})
+    if patched_run:
+        lines.append({"kind": "run", "row": row, "mode": "patched", "patched": True,
+                      "errors": []})
+    (out / f"mc_{row}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+def _pr_agent(out: Path, name: str, row: str, counts: List[Tuple[int, int]],
+              patched: bool = False, chosen: Tuple[str, str] = ("te-3456", "scheduling")) -> str:
+    """megatron_live.py --mode hook --no-twin under fp8audit run [--fix-te]: its run line and the
+    report."""
+    run = {"kind": "run", "row": row, "mode": "hook", "patched": patched, "errors": []}
+    (out / f"{name}.jsonl").write_text(json.dumps(run) + "\n")
+    rows = [{"forward_updates": f, "backward_updates": b} for f, b in counts]
+    recording = {"semantics": chosen[0], "semantics_from": chosen[1]}
+    (out / f"{name}.json").write_text(json.dumps(
+        {"ranks": [{"microbatches": rows, "recording": recording}]}))
+    return f"{out / name}.jsonl={out / name}.json"
+
+
+def _pr_results(out: Path) -> List[str]:
+    """pr_3456/run.sh's Megatron rows as the te-3456 model counts them, selective-mlp raising as on
+    TE 2.20.2, and its three agents."""
+    for row, counts in PR_COUNTS.items():
+        _pr_row(out, row, counts)
+    _pr_row(out, "selective-core-attn-te", [(1, 1)] * 8)
+    _pr_row(out, "selective-mlp", [(1, 0)], error="IndexError: pop from an empty deque")
+    return [_pr_agent(out, "agent_full_uniform", "full-uniform", PR_COUNTS["full-uniform"]),
+            _pr_agent(out, "agent_full_uniform_fix", "full-uniform", PR_COUNTS["full-uniform"]),
+            _pr_agent(out, "agent_moe_fix", "moe-selective-moe", PR_COUNTS["moe-selective-moe"])]
+
+
+def _compare_pr(out: Path, agents: List[str], capsys) -> tuple:
+    import megatron_compare
+
+    argv = [str(out), "--fp8audit", BIN, "--semantics", "te-3456"]
+    for agent in agents:
+        argv += ["--agent", agent]
+    code = megatron_compare.main(argv)
+    return code, capsys.readouterr().out
+
+
+def _pr_line(text: str, row: str) -> List[str]:
+    (line,) = [x for x in text.splitlines() if x.startswith(f"| {row} |")]
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_pr_rows_the_te_3456_model_predicts_with_the_fix_standing_aside_agree(tmp_path, capsys):
+    code, text = _compare_pr(tmp_path, _pr_results(tmp_path), capsys)
+    assert code == 0, text
+    assert _pr_line(text, "full-uniform") == ["full-uniform", "3/1", "3/1", "3/1", "3/1", "yes",
+                                              "0", "no", "yes"]
+    assert _pr_line(text, "moe-selective-moe")[1:5] == ["3/1", "3/1", "not run", "3/1"]
+    assert _pr_line(text, "selective-mlp")[1:3] == ["raises IndexError", "no scenario"]
+    assert "- agent_full_uniform_fix (--fix-te): semantics te-3456 (from scheduling), " \
+        "fp8audit.te not applied" in text
+
+
+def test_pr_te_2_20_counts_disagree_with_the_te_3456_model(tmp_path, capsys):
+    _pr_row(tmp_path, "full-uniform", [(3, 8)] + [(3, 9)] * 7)  # TE 2.20.2's own counts
+    code, text = _compare_pr(tmp_path, [], capsys)
+    assert code == 1, text
+    assert _pr_line(text, "full-uniform")[1:3] == ["3/8 3/9", "3/1"]
+    assert _pr_line(text, "full-uniform")[-1] == "NO"
+
+
+@pytest.mark.parametrize("state, shown", [
+    (dict(HEALTHY, pending=True), "NO"), (dict(HEALTHY, depth=1), "NO"),
+    (dict(HEALTHY, slot=3), "NO"), ({}, "no state")])  # {}: a TE without the PR's scheduling
+def test_pr_an_unhealthy_or_missing_pr_state_disagrees(tmp_path, capsys, state, shown):
+    _pr_row(tmp_path, "none", PR_COUNTS["none"], state=state)
+    code, text = _compare_pr(tmp_path, [], capsys)
+    assert code == 1, text
+    assert _pr_line(text, "none")[5] == shown and _pr_line(text, "none")[-1] == "NO"
+
+
+@pytest.mark.parametrize("change", [
+    {"counts": [(3, 2)] * 8}, {"patched": True}, {"chosen": ("fixed", "patch")},
+    {"chosen": ("te-2.20", "te_version")}])
+def test_pr_an_agent_that_differs_applied_the_fix_or_chose_other_semantics_disagrees(
+        tmp_path, capsys, change):
+    _pr_row(tmp_path, "full-uniform", PR_COUNTS["full-uniform"])
+    kwargs: Dict[str, Any] = dict(counts=PR_COUNTS["full-uniform"])
+    kwargs.update(change)
+    agent = _pr_agent(tmp_path, "agent_full_uniform_fix", "full-uniform", **kwargs)
+    code, text = _compare_pr(tmp_path, [agent], capsys)
+    assert code == 1 and _pr_line(text, "full-uniform")[-1] == "NO", text
+
+
+def test_pr_a_patched_run_or_an_agent_without_its_row_disagrees(tmp_path, capsys):
+    _pr_row(tmp_path, "none", PR_COUNTS["none"], patched_run=True)
+    code, text = _compare_pr(tmp_path, [], capsys)
+    assert code == 1 and "- none: fp8audit.te applied in its patched run" in text, text
+    (tmp_path / "mc_none.jsonl").unlink()
+    _pr_row(tmp_path, "none", PR_COUNTS["none"])
+    agent = _pr_agent(tmp_path, "agent_full_uniform", "full-uniform", PR_COUNTS["full-uniform"])
+    code, text = _compare_pr(tmp_path, [agent], capsys)
+    assert code == 1 and "; no mc_full-uniform.jsonl" in text, text
+
+
+def _script(out: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "live_te" /
+                                               "megatron_compare.py"), str(out), "--fp8audit",
+                           BIN, "--semantics", "te-3456", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("case", ["json", "mode", "errors", "pair", "report", "hf"])
+def test_pr_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    _pr_row(tmp_path, "none", PR_COUNTS["none"])
+    row = tmp_path / "mc_none.jsonl"
+    agent = _pr_agent(tmp_path, "agent_none", "none", PR_COUNTS["none"])
+    args: List[str] = ["--agent", agent]
+    if case == "json":
+        row.write_text(row.read_text() + "{not json\n")
+    elif case == "mode":
+        row.write_text(row.read_text().replace('"mode": "unpatched", ', "", 1))
+    elif case == "errors":
+        row.write_text(row.read_text().replace('"errors": []', '"errors": "IndexError"'))
+    elif case == "pair":
+        args = ["--agent", agent.split("=")[0]]
+    elif case == "report":
+        (tmp_path / "agent_none.json").write_text("{")
+    else:
+        args += ["--hf-agent", agent]
+    done = _script(tmp_path, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("megatron_compare.py: "), done.stderr
+
+
+def test_megatron_live_records_the_pr_state_only_on_a_te_with_it():
+    import megatron_live
+
+    state = SimpleNamespace(pending_backward_quantization_update=True,
+                            quantization_backward_scope_depth=1,
+                            backward_quantization_update_callback_task_id=5)
+    manager = SimpleNamespace(quantization_state=state)
+    assert megatron_live.pr_state(manager) == {"pending": True, "depth": 1, "slot": 5}
+    assert megatron_live.pr_state(SimpleNamespace(quantization_state=SimpleNamespace())) == {}

@@ -2,19 +2,26 @@
 PR: pr_live.py's layouts alone and under the agent, and pr_compare.py's table over them, every row
 agreeing with the te-3456 model; a row whose counts differ, or a layout that did not run, fails the
 table, a malformed line is one error line (exit 2); apply.py refuses a TE that is not 2.20.2 and
-writes nothing. (apply.py's edit of TE 2.20.2 itself and run.sh need TE's wheel and a GPU: not
-here.)"""
+writes nothing. run.sh's Megatron-core rows are megatron_live.py's, each modelled by a scenario
+but selective-mlp (TE 2.20.2 raises there), and the te-3456 model counts each as docs/te-pr-3456.md
+§5 says: the forward as te-2.20, one backward update per microbatch (one backward() call, TE's
+reentrant checkpoint inside the scope). (apply.py's edit of TE 2.20.2 itself, run.sh and the
+Megatron rows need TE's wheel, megatron-core and a GPU: not here; megatron_compare.py's te-3456
+table is rehearsed in test_live_tables.py.)"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import List
+
+import pytest
 
 from pkgutil_fp8audit import (BIN, MARK_STANDIN_UPDATES, PYTHON_DIR, ROOT, STANDIN, audit,
                               needs_agent, report)
@@ -116,3 +123,46 @@ def test_apply_refuses_a_te_that_is_not_2_20_2_and_writes_nothing(tmp_path: Path
     assert result.returncode == 1, result.stderr
     assert "not TE 2.20.2" in result.stderr
     assert {p: p.read_bytes() for p in site.rglob("*.py")} == before
+
+
+MEGATRON = ROOT / "tests" / "live_te" / "scenarios" / "megatron"
+
+
+def run_sh_megatron() -> tuple:
+    """run.sh's Megatron rows and its agents' (name, flags, row)."""
+    text = (PR_DIR / "run.sh").read_text()
+    (rows,) = re.findall(r"^mc_rows=\(([^)]*)\)", text, re.M)
+    agents = re.findall(r'"(agent_\w+)\|([^|"]*)\|([\w-]+)"', text)
+    return rows.split(), agents
+
+
+def test_run_sh_parses_and_names_megatron_rows_with_scenarios() -> None:
+    assert subprocess.run(["bash", "-n", str(PR_DIR / "run.sh")]).returncode == 0
+    import megatron_live
+
+    rows, agents = run_sh_megatron()
+    assert rows and set(rows) <= set(megatron_live.ROWS), rows
+    assert [r for r in rows if not (MEGATRON / f"{r}.textproto").is_file()] == ["selective-mlp"]
+    assert {row for _, _, row in agents} <= set(rows) and len(agents) == 3, agents
+    assert all(("fix" in name) == (flags == "--fix-te") for name, flags, _ in agents), agents
+
+
+def model(scenario: Path, semantics: str) -> List[tuple]:
+    done = subprocess.run([str(BIN), "model", str(scenario), "--semantics", semantics,
+                           "--microbatches", "8", "--format", "json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 or done.stdout.strip(), done.stderr
+    return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
+            for m in json.loads(done.stdout)["microbatches"]]
+
+
+def test_the_te_3456_model_of_run_sh_megatron_rows_updates_backward_once() -> None:
+    if not BIN.is_file():
+        pytest.skip(f"{BIN} is not built")
+    for row in run_sh_megatron()[0]:
+        scenario = MEGATRON / f"{row}.textproto"
+        if not scenario.is_file():
+            continue
+        pr, before = model(scenario, "te-3456"), model(scenario, "te-2.20")
+        assert [f for f, _ in pr] == [f for f, _ in before], row
+        assert [b for _, b in pr] == [1] * 8, (row, pr)
