@@ -92,9 +92,10 @@ def test_in_a_healthy_job_the_check_adds_a_few_python_calls_per_module_call(tmp_
     # check's, one dictionary lookup without a cache).
     assert added["off"]["python"] == 2.0
     # The wrappers, torch's compile check (two), the check, half a mark (one per recompute) and
-    # te-count at each recompute's autocast exit: no stack walk, no lookup per mark. The check as
-    # it was before reading TE's state in one call took 20.6 here.
-    assert added["on"]["python"] <= 8, added
+    # te-count at each recompute's autocast exit: no stack walk, no lookup per mark, no recipe
+    # comparison where the recompute's recipe is its forward's object (7.67 with that call). The
+    # check as it was before reading TE's state in one call took 20.6 here.
+    assert added["on"]["python"] <= 7.5, added
 
 
 def test_a_recompute_in_another_fp8_state_costs_the_check_its_stack_walk(tmp_path):

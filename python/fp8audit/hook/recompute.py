@@ -294,10 +294,8 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
     read = read if read is not None else state_reader(manager)
 
     def same_recipe(a: Any, b: Any, module: Any) -> bool:
-        """The same object, or equal keys, made afresh (no table to fill or go stale); only for a
-        recompute under another recipe object than its forward's."""
-        if a is b:
-            return True
+        """Equal keys, made afresh (no table to fill or go stale); only for a recompute under
+        another recipe object than its forward's (the caller checks identity first)."""
         full = bool(attention) and isinstance(module, attention)
         return recipe_key(a, full) == recipe_key(b, full)
 
@@ -342,7 +340,8 @@ def watcher(manager: Any, attention: Tuple[type, ...], task_id: Callable[[], int
             if not fp8:
                 send(entry[AT_OFF_MARK])
                 return
-            if not same_recipe(recipe, entry[AT_RECIPE], module):
+            if recipe is not entry[AT_RECIPE] and not same_recipe(recipe, entry[AT_RECIPE],
+                                                                  module):  # the same: no call
                 context = CONTEXT_RECIPE
             else:
                 context = "" if entry[AT_BINDING] is None else KWARGS_CONTEXT[entry[AT_KWARGS] ^ (
