@@ -114,6 +114,19 @@ def test_a_te_with_the_upstream_fix_is_left_alone(monkeypatch):
     assert "already carries an upstream ownership fix" in str(e.value)
 
 
+def test_a_te_with_the_earlier_pending_update_design_is_left_alone(monkeypatch):
+    # docs/te-pr-3456.md §3: a TE that marks its backward update pending and runs it at the next
+    # autocast entry owns its update; the fix must not patch it, whatever its version says.
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager
+
+    monkeypatch.setattr(FP8GlobalStateManager, "schedule_backward_quantization_update",
+                        classmethod(lambda cls: None), raising=False)
+    with pytest.raises(fp8audit.te.PatchRefused) as e:
+        fp8audit.te.patch()
+    assert "already carries an upstream ownership fix " \
+        "(FP8GlobalStateManager.schedule_backward_quantization_update)" in str(e.value)
+
+
 def test_patch_and_unpatch_are_refused_inside_an_autocast():
     import transformer_engine.pytorch as te
 

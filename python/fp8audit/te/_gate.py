@@ -76,6 +76,10 @@ def upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
         return PR_3456
     if hasattr(dist, "_ActivationRecomputeState"):
         return "distributed._ActivationRecomputeState"
+    # An earlier design of TE's own per-step backward update (docs/te-pr-3456.md §3): the update
+    # marked pending and run at the next autocast entry; its ownership is TE's too.
+    if hasattr(quant.FP8GlobalStateManager, "schedule_backward_quantization_update"):
+        return "FP8GlobalStateManager.schedule_backward_quantization_update"
     params = inspect.signature(dist.activation_recompute_forward.__init__).parameters
     if "reserve_first_fp8_module" in params:
         return "activation_recompute_forward(reserve_first_fp8_module=...)"
