@@ -1,14 +1,20 @@
 """Recompute parity per recipe on real TE (issue 36): LAYERS te.Linear, each under
 torch.utils.checkpoint, the forward inside te.autocast(recipe=RECIPE) and the backward after it
 (the HF / Lightning pattern); with --backward-recipe the backward inside an autocast of that
-recipe (TE issue #1568: torch's reentrant recompute runs under it). The script's own truth: a
-forward pre-hook on each module records whether FP8 was on in its forward and in its recompute,
-and under which recipe (TE's class and repr); per microbatch it prints the recomputes and how many
-ran in another FP8 state or under another recipe, as JSON, for comparison with `fp8audit
-report`'s rows.
+recipe (TE issue #1568: torch's reentrant recompute runs under it). --checkpoint te: TE's own
+checkpoint instead (each recompute in its forward's FP8 state and recipe). --kwargs K: each Linear
+called with K (fp8_output, fp8_grad or both) from a flag that is False in the forward and, with
+--flip, True once the forward is done (a flag for the next step set too early): its recompute is
+called with other kwargs than its forward (issue 36 item 1). The script's own truth: a forward
+pre-hook on each module records whether FP8 was on in its forward and in its recompute, under which
+recipe (TE's class and repr) and with which fp8_output / fp8_grad; per microbatch it prints the
+recomputes, how many ran in another FP8 state, under another recipe or with other kwargs
+(`changes`), and of those the kwargs-only ones (`kwargs_changes`), as JSON, for recipes_compare.py
+against `fp8audit report`'s rows. --device cpu: on TE's CPU stand-in (tests/python/standin).
 
     python recipes_live.py --recipe current|block|delayed [--backward-recipe R]
-        [--non-reentrant | --no-checkpoint] [--markers]
+        [--non-reentrant | --no-checkpoint] [--checkpoint torch|te] [--kwargs K [--flip]]
+        [--markers] [--device cuda|cpu]
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from transformer_engine.pytorch.quantization import FP8GlobalStateManager
 
 RECIPES = {"current": recipes.Float8CurrentScaling, "block": recipes.Float8BlockScaling,
            "delayed": recipes.DelayedScaling}
+KWARGS = {"fp8_output": ("fp8_output",), "fp8_grad": ("fp8_grad",),
+          "both": ("fp8_output", "fp8_grad")}
 
 
 def main() -> int:
@@ -40,24 +48,48 @@ def main() -> int:
     p.add_argument("--non-reentrant", action="store_true")
     p.add_argument("--no-checkpoint", action="store_true", help="the layers called directly")
     p.add_argument("--markers", action="store_true", help="fp8audit.microbatch() around each")
+    p.add_argument("--checkpoint", choices=["torch", "te"], default="torch")
+    p.add_argument("--kwargs", choices=[*KWARGS], help="the Linears called with these from a flag")
+    p.add_argument("--flip", action="store_true", help="the flag True once the forward is done")
+    p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = p.parse_args()
+    if args.flip and not args.kwargs:
+        p.error("--flip needs --kwargs")
     torch.manual_seed(0)
-    layers = [te.Linear(args.hidden, args.hidden).cuda() for _ in range(args.layers)]
+    layers = [te.Linear(args.hidden, args.hidden).to(args.device) for _ in range(args.layers)]
     seen: Dict[int, Any] = {}
     mb: Dict[str, int] = {}
+    names = KWARGS.get(args.kwargs or "", ())
+    flag = {"value": False}
 
-    def pre_hook(module: Any, _inputs: Any) -> None:
+    def pre_hook(module: Any, _inputs: Any, kwargs: Dict[str, Any]) -> None:
         fp8 = FP8GlobalStateManager.is_fp8_enabled()
         recipe = FP8GlobalStateManager.get_fp8_recipe() if fp8 else None
         state = (fp8, f"{type(recipe).__name__}:{recipe!r}" if fp8 else "")
+        passed = tuple(bool(kwargs.get(name, False)) for name in ("fp8_output", "fp8_grad"))
         if torch._C._current_graph_task_id() == -1:  # the original forward
-            seen[id(module)] = state
+            seen[id(module)] = (state, passed)
             return
         mb["recomputes"] += 1
-        mb["changes"] += int(seen.get(id(module), state) != state)
+        forward_state, forward_passed = seen.get(id(module), (state, passed))
+        if forward_state != state:
+            mb["changes"] += 1
+        elif fp8 and forward_passed != passed:  # in FP8 under its recipe, other kwargs
+            mb["changes"] += 1
+            mb["kwargs_changes"] += 1
 
     for layer in layers:
-        layer.register_forward_pre_hook(pre_hook)
+        layer.register_forward_pre_hook(pre_hook, with_kwargs=True)
+
+    def call(layer: Any, x: Any) -> Any:
+        return layer(x, **{name: flag["value"] for name in names})
+
+    def run(layer: Any, x: Any) -> Any:
+        if args.no_checkpoint:
+            return call(layer, x)
+        if args.checkpoint == "te":
+            return te.checkpoint(call, layer, x, use_reentrant=not args.non_reentrant)
+        return checkpoint(call, layer, x, use_reentrant=not args.non_reentrant)
     rows: List[Dict[str, Any]] = []
     marker: Any = None
     if args.markers:
@@ -65,26 +97,30 @@ def main() -> int:
         marker = fp8audit.microbatch
     error = ""
     for i in range(args.microbatches):
-        mb.update(recomputes=0, changes=0)
+        mb.update(recomputes=0, changes=0, kwargs_changes=0)
         ctx = marker() if marker else contextlib.nullcontext()
         try:
             with ctx:
-                x = torch.randn(args.hidden, args.hidden, device="cuda", requires_grad=True)
+                flag["value"] = False
+                x = torch.randn(args.hidden, args.hidden, device=args.device, requires_grad=True)
                 with te.autocast(enabled=True, recipe=RECIPES[args.recipe]()):
                     for layer in layers:
-                        x = layer(x) if args.no_checkpoint else checkpoint(
-                            layer, x, use_reentrant=not args.non_reentrant)
+                        x = run(layer, x)
+                flag["value"] = args.flip
                 backward = te.autocast(enabled=True, recipe=RECIPES[args.backward_recipe]()) \
                     if args.backward_recipe else contextlib.nullcontext()
                 with backward:
                     x.float().pow(2).mean().backward()
         except Exception as e:  # TE refuses some layouts (CheckpointError): the truth says so
-            error = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            error = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+            rows.append(dict(mb, failed=True))  # what it saw before, as the agent saw it
             break
         rows.append(dict(mb))
-    torch.cuda.synchronize()
+    if args.device == "cuda":
+        torch.cuda.synchronize()
     print(json.dumps({"recipe": args.recipe, "backward_recipe": args.backward_recipe,
-                      "reentrant": not args.non_reentrant, "rows": rows, "error": error}))
+                      "reentrant": not args.non_reentrant, "checkpoint": args.checkpoint,
+                      "kwargs": args.kwargs, "flip": args.flip, "rows": rows, "error": error}))
     return 0
 
 

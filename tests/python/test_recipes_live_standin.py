@@ -1,0 +1,85 @@
+"""tests/live_te/recipes_live.py and recipes_compare.py (issue 36 item 1's live rows) rehearsed on
+TE's CPU stand-in: the script's truth (a forward pre-hook reading FP8's state, the recipe and the
+fp8_output / fp8_grad each Linear was called with) equals the audit's rows and verdicts, for a
+recompute called with other kwargs under TE's checkpoint, with the same kwargs, and in another FP8
+state under torch's; a run whose counts differ is a NO (exit 1), bad input one line (exit 2).
+(The same scripts on the GPU: tests/live_te/RESULTS.md.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from pkgutil_fp8audit import PYTHON_DIR, ROOT, STANDIN, audit, needs_agent, report
+
+LIVE = ROOT / "tests" / "live_te"
+ENV = {"PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]), "CUDA_VISIBLE_DEVICES": ""}
+SMALL = ["--device", "cpu", "--hidden", "16", "--microbatches", "3", "--markers"]
+
+
+def run_pair(tmp_path: Path, name: str, *args: str) -> str:
+    """recipes_live.py ARGS under the agent: its line and its report, as SCRIPT=REPORT."""
+    needs_agent()
+    out = tmp_path / name
+    r = audit(out, [str(LIVE / "recipes_live.py"), *SMALL, *args], **ENV)
+    assert r.returncode in (0, 3), r.stderr
+    (tmp_path / f"{name}.json").write_text(r.stdout)
+    (tmp_path / f"{name}.report.json").write_text(json.dumps(report(out)))
+    return f"{tmp_path / name}.json={tmp_path / name}.report.json"
+
+
+def compare(*pairs: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(LIVE / "recipes_compare.py"), *pairs],
+                          capture_output=True, text=True, timeout=60)
+
+
+def rows(table: str) -> List[List[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
+            if line.startswith("| recipe=")]
+
+
+@pytest.mark.parametrize("args, truth, verdicts", [
+    (["--checkpoint", "te", "--kwargs", "fp8_output", "--flip"], "3, 3, 3", "FAIL"),
+    (["--recipe", "block", "--checkpoint", "te", "--kwargs", "fp8_grad", "--flip"], "3, 3, 3",
+     "FAIL"),
+    (["--checkpoint", "te", "--kwargs", "both"], "3, 0, 0", "PASS"),
+    ([], "3, 3, 0", "FAIL"),  # torch's checkpoint: each recompute with FP8 off
+])
+def test_the_audit_sees_what_the_script_sees(tmp_path: Path, args: List[str], truth: str,
+                                             verdicts: str) -> None:
+    result = compare(run_pair(tmp_path, "run", *args))
+    assert result.returncode == 0, result.stdout + result.stderr
+    [row] = rows(result.stdout)
+    assert row[1] == truth and row[2] == truth and row[3] == verdicts and row[5] == "yes", row
+
+
+def test_a_run_whose_counts_differ_is_a_no(tmp_path: Path) -> None:
+    pair = run_pair(tmp_path, "run", "--checkpoint", "te", "--kwargs", "fp8_output", "--flip")
+    script = Path(pair.split("=")[0])
+    line = json.loads(script.read_text())
+    line["rows"][1]["kwargs_changes"] = 2  # the script saw one fewer other-kwargs recompute
+    script.write_text(json.dumps(line) + "\n")
+    result = compare(pair)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert rows(result.stdout)[0][5] == "NO"
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_text("not json\n")
+    (tmp_path / "r.json").write_text("{}")
+    for args in (["nopair"], [f"{tmp_path / 's.json'}={tmp_path / 'r.json'}"]):
+        result = compare(*args)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_flip_without_kwargs_is_refused() -> None:
+    result = subprocess.run([sys.executable, str(LIVE / "recipes_live.py"), "--device", "cpu",
+                             "--flip"], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, **ENV))
+    assert result.returncode == 2 and "--flip needs --kwargs" in result.stderr
