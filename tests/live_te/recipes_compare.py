@@ -33,9 +33,11 @@ def script_rows(path: Path) -> Tuple[Dict[str, Any], List[Row]]:
     return run, rows
 
 
-def report_rows(path: Path) -> Tuple[List[Row], List[str]]:
+def report_rows(path: Path) -> Tuple[List[Row], List[str], bool]:
+    """The report's rows, their verdicts, and whether fp8audit.te's fix was in force."""
     try:
         (rank,) = json.loads(path.read_text())["ranks"]
+        patched = bool(rank.get("recording", {}).get("te_patched", False))
         mbs = rank.get("microbatches", [])
         rows = [(int(m.get("recomputes", 0)), int(m.get("recompute_precision_changes", 0)),
                  int(m.get("recompute_kwargs_changes", 0))) for m in mbs]
@@ -44,7 +46,7 @@ def report_rows(path: Path) -> Tuple[List[Row], List[str]]:
         fail(f"{path}: not a single-rank `fp8audit report --format json` ({e})")
     if any("through_index" in m for m in mbs):
         fail(f"{path}: folded rows (run under `fp8audit run --max-rows 0`)")
-    return rows, verdicts
+    return rows, verdicts, patched
 
 
 def cell(rows: List[Row]) -> str:
@@ -61,14 +63,14 @@ def compare(pair: str) -> bool:
     if not sep or not script or not report:
         fail(f"{pair}: not SCRIPT.json=REPORT.json")
     run, truth = script_rows(Path(script))
-    seen, verdicts = report_rows(Path(report))
+    seen, verdicts, patched = report_rows(Path(report))
     delayed = run.get("recipe") == "delayed"
     verdicts_ok = delayed or all(v == ("FAIL" if t[1] > 0 else "PASS")
                                  for t, v in zip(truth, verdicts))
     agree = bool(truth) and truth == seen and verdicts_ok
     args = " ".join(f"{k}={run[k]}" for k in ("recipe", "checkpoint", "kwargs", "flip")
-                    if run.get(k) not in (None, False))
-    print(f"| {args} | {cell(truth)} | {cell(seen)} | {' '.join(sorted(set(verdicts))) or '-'} | "
+                    if run.get(k) not in (None, False)) + (" --fix-te" if patched else "")
+    print(f"| {Path(script).stem}: {args} | {cell(truth)} | {cell(seen)} | {' '.join(sorted(set(verdicts))) or '-'} | "
           f"{run.get('error') or '-'} | {'yes' if agree else 'NO'} |")
     return agree
 

@@ -16,7 +16,7 @@ from typing import List
 
 import pytest
 
-from pkgutil_fp8audit import PYTHON_DIR, ROOT, STANDIN, audit, needs_agent, report
+from pkgutil_fp8audit import BIN, PYTHON_DIR, ROOT, STANDIN, audit, needs_agent, report
 
 LIVE = ROOT / "tests" / "live_te"
 ENV = {"PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]), "CUDA_VISIBLE_DEVICES": ""}
@@ -41,7 +41,7 @@ def compare(*pairs: str) -> subprocess.CompletedProcess:
 
 def rows(table: str) -> List[List[str]]:
     return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
-            if line.startswith("| recipe=")]
+            if ": recipe=" in line]
 
 
 @pytest.mark.parametrize("args, truth, verdicts", [
@@ -76,6 +76,21 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     for args in (["nopair"], [f"{tmp_path / 's.json'}={tmp_path / 'r.json'}"]):
         result = compare(*args)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_the_one_call_script_runs_each_layout_plain_and_under_the_fix(tmp_path: Path) -> None:
+    # run_recipes_live.sh as the GPU machine runs it, on the stand-in: every run tabled, all
+    # agreeing; the stand-in's TE is no release the fix patches, so --fix-te runs unpatched.
+    needs_agent()
+    env = dict(os.environ, **ENV, RECIPES="current", DEVICE="cpu", PYTHON=sys.executable)
+    result = subprocess.run(["bash", str(LIVE / "run_recipes_live.sh"), str(BIN.parent.parent),
+                             str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    table = rows(result.stdout)
+    assert len(table) == 8 and all(row[5] == "yes" for row in table), table
+    assert [row[3] for row in table] == ["FAIL"] * 6 + ["PASS"] * 2
+    assert not any("--fix-te" in row[0] for row in table)
 
 
 def test_flip_without_kwargs_is_refused() -> None:
