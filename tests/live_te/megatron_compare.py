@@ -14,8 +14,12 @@ disagrees, 2 on bad input.
 megatron_live.py --mode unpatched, since fp8audit.te.patch() refuses such a TE): the Megatron rows
 alone, TE's counts against `fp8audit model --semantics te-3456` and the agent's, plain and under
 --fix-te (NAME containing 'fix'), where the fix must stand aside: no run patched, and each report
-chose te-3456 from TE's scheduling; TE's PR state healthy after every microbatch that did not
-fail. A row without a scenario agrees only where TE raised, as without the option.
+chose te-3456 from TE's scheduling, and no agent's job raised; TE's PR state healthy after every
+microbatch that did not fail (none succeeding: nothing checked, agreeing only in a row that raised
+as expected). A row with a scenario agrees only where no microbatch failed; one without, only
+where TE raised the exception PR_RAISES expects of it (selective-mlp: IndexError, as on TE
+2.20.2; a row that now runs says it needs a scenario). Two --agent runs of one row and mode:
+exit 2.
 
     megatron_compare.py OUT --fp8audit BIN [--agent NAME.jsonl=NAME.json ...]
                         [--hf-agent NAME.jsonl=NAME.json[=EXIT] ...]
@@ -65,8 +69,9 @@ def model(binary: str, row: str, semantics: str, n: int) -> Optional[List[Counts
         done = subprocess.run([binary, "model", str(scenario), "--semantics", semantics,
                                "--microbatches", str(n), "--format", "json"],
                               capture_output=True, text=True, timeout=60)
-        if done.returncode != 0 and not done.stdout.strip():
-            fail(f"fp8audit model {scenario.name}: {done.stderr.strip()}")
+        if done.returncode != 0:  # its first stderr line alone: one line, whatever it printed
+            said = next((x.strip() for x in done.stderr.splitlines() if x.strip()), "")
+            fail(f"fp8audit model {scenario.name}: {said or f'exit {done.returncode}'}")
         return [(m.get("forward_updates", 0), m.get("backward_updates", 0))
                 for m in json.loads(done.stdout)["microbatches"]]
     except (OSError, ValueError, KeyError, subprocess.TimeoutExpired) as e:
@@ -98,8 +103,10 @@ def megatron_rows(out: Path, binary: str, agents: Dict[str, List[Counts]]) -> bo
                       and not runs.get("patched", {}).get("errors")
                       and all(x.get("stash_left") == 0 for x in mbs["patched"])
                       and runs.get("patched", {}).get("bitwise_equal_to_twin") is True)
-        unpatched_ok = (predicted is not None and te["unpatched"] == predicted) or \
-            (error is not None and predicted is None)
+        # A row the model predicts must have run through: counts cut short by an error could
+        # equal the prediction for as many microbatches (no wrong pass).
+        unpatched_ok = (predicted is not None and error is None and
+                        te["unpatched"] == predicted) or (error is not None and predicted is None)
         agent_u = agents.get(f"{row}:unpatched")
         agent_p = agents.get(f"{row}:fix")
         agent_ok = (agent_u is None or (error is None and agent_u == te["unpatched"])) and \
@@ -225,6 +232,9 @@ def precision_rows(out: Path, specs: List[str]) -> bool:
 PR_SEMANTICS = "te-3456"
 PR_CHOSEN = "te-3456 (from scheduling)"  # what each agent's report must have chosen under the PR
 PR_STATE = ("pending", "depth", "slot")  # megatron_live.py's record of TE's PR #3456 state
+# Rows without a scenario and the exception TE raises in them (the type, before the ':'): such a
+# row agrees only where TE raised exactly that; any other exception, or none, is NO.
+PR_RAISES = {"selective-mlp": "IndexError"}  # TE 2.20.2, microbatch 0's first recompute
 
 
 class PrAgent(NamedTuple):
@@ -233,6 +243,7 @@ class PrAgent(NamedTuple):
     counts: List[Counts]
     patched: bool  # fp8audit.te.is_patched() in the job: the fix applied
     chosen: str  # the report's semantics and where it took them from
+    error: Optional[str]  # the first exception the job raised under the agent (its run's errors)
 
 
 def records(path: Path) -> List[Dict[str, Any]]:
@@ -282,18 +293,42 @@ def pr_agents(pairs: List[str]) -> Dict[str, PrAgent]:
             fail(f"{report}: {e}")
         name = Path(script).stem
         key = f"{run['row']}:{'fix' if 'fix' in name else 'plain'}"
-        out[key] = PrAgent(name, report_counts(Path(report)), run.get("patched") is True, chosen)
+        if key in out:
+            fail(f"--agent {pair}: a second {key} run (the first: {out[key].name})")
+        out[key] = PrAgent(name, report_counts(Path(report)), run.get("patched") is True, chosen,
+                           first_error(run, []))
     return out
+
+
+def first_error(run: Dict[str, Any], mbs: List[Dict[str, Any]]) -> Optional[str]:
+    """The first error megatron_live.py recorded in a run (its run line's errors, else a
+    microbatch marked failed), as "Type: message"; None where it recorded none."""
+    for e in run.get("errors") or []:
+        return str(e.get("error") or "an error without a message")
+    return next((str(x["failed"]) for x in mbs if x.get("failed")), None)
+
+
+def raised(error: str) -> str:
+    """The exception's type in megatron_live.py's "Type: message" (one line, for a cell)."""
+    return (error.strip().splitlines() or [""])[0].split(":")[0].strip()[:60] or "?"
 
 
 def pr_healthy(mbs: List[Dict[str, Any]]) -> Optional[bool]:
     """Whether TE's PR state was healthy after every microbatch that did not fail (no update
     pending, no scope open, no callback slot held); None where megatron_live.py recorded none
-    (a TE without the PR's scheduling)."""
+    (a TE without the PR's scheduling) or where no microbatch succeeded (nothing to check)."""
     if not mbs or any(k not in x for x in mbs for k in PR_STATE):
         return None
-    return all(not x["pending"] and x["depth"] == 0 and x["slot"] is None
-               for x in mbs if not x.get("failed"))
+    done = [x for x in mbs if not x.get("failed")]
+    if not done:
+        return None
+    return all(not x["pending"] and x["depth"] == 0 and x["slot"] is None for x in done)
+
+
+def pr_agent_cell(agent: Optional[PrAgent]) -> str:
+    if agent is None:
+        return "not run"
+    return cell(agent.counts) + (f", raises {raised(agent.error)}" if agent.error else "")
 
 
 def pr_rows(out: Path, binary: str, agents: Dict[str, PrAgent]) -> bool:
@@ -318,34 +353,48 @@ def pr_rows(out: Path, binary: str, agents: Dict[str, PrAgent]) -> bool:
             ok = False
             continue
         te = [(x.get("forward"), x.get("backward")) for x in mbs]
-        error = (run.get("errors") or [{}])[0].get("error")
+        error = first_error(run, mbs)
         predicted = model(binary, row, PR_SEMANTICS, len(te))
-        te_ok = (predicted is not None and te == predicted) or (error is not None and
-                                                              predicted is None)
+        expected = PR_RAISES.get(row)
+        if predicted is not None:  # counts of a run cut short never stand for the prediction
+            te_ok = error is None and te == predicted
+            shown = cell(te) if error is None else f"raises {raised(error)} ({cell(te)})"
+        elif error is None:
+            te_ok = False
+            shown = f"ran {cell(te)}: " + (f"expected {expected}; " if expected else "") + \
+                "needs a scenario"
+        else:
+            te_ok = raised(error) == expected
+            shown = f"raises {raised(error)}" + ("" if te_ok else f", expected {expected}"
+                                                  if expected else "; needs a scenario")
         plain, fix = agents.get(f"{row}:plain"), agents.get(f"{row}:fix")
-        agent_ok = all(a is None or (error is None and a.counts == te and not a.patched and
-                                     a.chosen == PR_CHOSEN) for a in (plain, fix))
+        agent_ok = all(a is None or (error is None and a.error is None and a.counts == te and
+                                     not a.patched and a.chosen == PR_CHOSEN)
+                       for a in (plain, fix))
         applied = [x for x in runs if x.get("patched")]
         if applied:
             notes.append(f"- {row}: fp8audit.te applied in its {applied[0]['mode']} run "
                          "(under the PR it must stand aside)")
         healthy = pr_healthy(mbs)
-        agree = te_ok and agent_ok and not applied and healthy is True
+        stated = all(k in x for x in mbs for k in PR_STATE)
+        # only a row that raised as PR_RAISES expects may have no microbatch to check the state of
+        succeeded = any(not x.get("failed") for x in mbs)
+        health_ok = healthy is True or (predicted is None and te_ok and stated and not succeeded)
+        agree = te_ok and agent_ok and not applied and health_ok
         ok = ok and agree
         twin = run.get("bitwise_equal_to_twin")
-        shown = f"raises {error.split(':')[0]}" if error else cell(te)
+        state = "no state" if not stated else "none succeeded" if not succeeded else \
+            "yes" if healthy else "NO"
         print(f"| {row} | {shown} | "
               f"{cell(predicted) if predicted else 'no scenario'} | "
-              f"{cell(plain.counts) if plain else 'not run'} | "
-              f"{cell(fix.counts) if fix else 'not run'} | "
-              f"{'no state' if healthy is None else 'yes' if healthy else 'NO'} | "
+              f"{pr_agent_cell(plain)} | {pr_agent_cell(fix)} | {state} | "
               f"{max(x.get('stash_left') or 0 for x in mbs)} | "
               f"{'-' if twin is None else 'yes' if twin else 'no'} | {'yes' if agree else 'NO'} |")
     for key, a in sorted(agents.items()):
         row = key.rsplit(":", 1)[0]
-        applied = "applied" if a.patched else "not applied"
         notes.append(f"- {a.name} ({'--fix-te' if key.endswith(':fix') else 'plain'}): "
-                     f"semantics {a.chosen}, fp8audit.te {applied}"
+                     f"semantics {a.chosen}, fp8audit.te {'' if a.patched else 'not '}applied"
+                     + (f"; the job raised {a.error.splitlines()[0][:120]}" if a.error else "")
                      + ("" if row in rows else f"; no mc_{row}.jsonl"))
         ok = ok and row in rows
     if notes:

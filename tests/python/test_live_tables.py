@@ -4,8 +4,11 @@ exit 0; a TE count the model does not predict, a patched run that leaves its twi
 recompute outside FP8 under the patch each make their row NO and exit 1. Under --semantics te-3456
 (rows run on TE with PR #3456's scheduling, pr_3456/run.sh): counts the te-3456 model predicts,
 with TE's PR state healthy and the fix standing aside in the agent's runs, agree; a count of
-te-2.20, an unhealthy or missing PR state, an agent that differs, applied the fix or chose other
-semantics disagree (exit 1); malformed input is one line, exit 2."""
+te-2.20, an unhealthy or missing PR state, an agent that differs, applied the fix, chose other
+semantics or whose job raised, a row cut short by an exception (whatever its counts), and a row
+without a scenario that raised another exception than expected or none disagree (exit 1);
+malformed input, two agent runs of one row and mode, or a failing `fp8audit model` is one line,
+exit 2."""
 
 from __future__ import annotations
 
@@ -67,6 +70,20 @@ def test_a_count_the_model_does_not_predict_disagrees(tmp_path, capsys):
     _row(tmp_path, "full-uniform", [(3, 8)] * 8)  # the final norm's extra update is missing
     code, text = _compare(tmp_path, capsys)
     assert code == 1 and "| NO |" in text
+
+
+def test_an_unpatched_row_cut_short_by_an_error_disagrees_where_the_model_predicts_it(
+        tmp_path, capsys):
+    # The one microbatch it recorded equals te-2.20's first: without the error check, a pass.
+    _row(tmp_path, "full-uniform", [(3, 8)])
+    path = tmp_path / "mc_full-uniform.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for x in lines:
+        if x["kind"] == "run" and x["mode"] == "unpatched":
+            x["errors"] = [{"step": 0, "microbatch": 0, "error": "RuntimeError: CUDA error"}]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    code, text = _compare(tmp_path, capsys)
+    assert code == 1 and "| full-uniform | raises RuntimeError |" in text and "| NO |" in text
 
 
 def test_a_patched_run_that_leaves_its_twin_disagrees(tmp_path, capsys):
@@ -196,10 +213,12 @@ def _pr_row(out: Path, row: str, counts: List[Tuple[int, int]],
 
 
 def _pr_agent(out: Path, name: str, row: str, counts: List[Tuple[int, int]],
-              patched: bool = False, chosen: Tuple[str, str] = ("te-3456", "scheduling")) -> str:
-    """megatron_live.py --mode hook --no-twin under fp8audit run [--fix-te]: its run line and the
-    report."""
-    run = {"kind": "run", "row": row, "mode": "hook", "patched": patched, "errors": []}
+              patched: bool = False, chosen: Tuple[str, str] = ("te-3456", "scheduling"),
+              error: Optional[str] = None) -> str:
+    """megatron_live.py --mode hook --no-twin under fp8audit run [--fix-te]: its run line (error:
+    the job's exception, which the script catches, exiting 0) and the report."""
+    run = {"kind": "run", "row": row, "mode": "hook", "patched": patched,
+           "errors": [{"step": 0, "microbatch": 0, "error": error}] if error else []}
     (out / f"{name}.jsonl").write_text(json.dumps(run) + "\n")
     rows = [{"forward_updates": f, "backward_updates": b} for f, b in counts]
     recording = {"semantics": chosen[0], "semantics_from": chosen[1]}
@@ -242,6 +261,7 @@ def test_pr_rows_the_te_3456_model_predicts_with_the_fix_standing_aside_agree(tm
                                               "0", "no", "yes"]
     assert _pr_line(text, "moe-selective-moe")[1:5] == ["3/1", "3/1", "not run", "3/1"]
     assert _pr_line(text, "selective-mlp")[1:3] == ["raises IndexError", "no scenario"]
+    assert _pr_line(text, "selective-mlp")[5:] == ["none succeeded", "0", "no", "yes"]
     assert "- agent_full_uniform_fix (--fix-te): semantics te-3456 (from scheduling), " \
         "fp8audit.te not applied" in text
 
@@ -295,7 +315,8 @@ def _script(out: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("case", ["json", "mode", "errors", "pair", "report", "hf"])
+@pytest.mark.parametrize("case", ["json", "mode", "errors", "pair", "report", "hf",
+                                  "duplicate"])
 def test_pr_bad_input_is_one_line_and_exit_2(tmp_path, case):
     _pr_row(tmp_path, "none", PR_COUNTS["none"])
     row = tmp_path / "mc_none.jsonl"
@@ -311,6 +332,8 @@ def test_pr_bad_input_is_one_line_and_exit_2(tmp_path, case):
         args = ["--agent", agent.split("=")[0]]
     elif case == "report":
         (tmp_path / "agent_none.json").write_text("{")
+    elif case == "duplicate":  # a second plain run of row none: one would hide the other
+        args += ["--agent", _pr_agent(tmp_path, "agent_none_again", "none", PR_COUNTS["none"])]
     else:
         args += ["--hf-agent", agent]
     done = _script(tmp_path, *args)
@@ -328,3 +351,92 @@ def test_megatron_live_records_the_pr_state_only_on_a_te_with_it():
     manager = SimpleNamespace(quantization_state=state)
     assert megatron_live.pr_state(manager) == {"pending": True, "depth": 1, "slot": 5}
     assert megatron_live.pr_state(SimpleNamespace(quantization_state=SimpleNamespace())) == {}
+
+
+@pytest.mark.parametrize("case", ["error", "failed", "no message", "all failed"])
+def test_pr_a_row_cut_short_never_agrees_with_the_model_asked_for_as_many(tmp_path, capsys, case):
+    """megatron_live.py stops at the failed microbatch and the model is asked for that many: the
+    truncated counts equal the prediction, the row must still be NO."""
+    counts = PR_COUNTS["full-uniform"][:1 if case == "all failed" else 2]
+    _pr_row(tmp_path, "full-uniform", counts, error="RuntimeError: boom")
+    path = tmp_path / "mc_full-uniform.jsonl"
+    got = [json.loads(x) for x in path.read_text().splitlines()]
+    if case == "failed":  # a microbatch marked failed, the run line's errors empty
+        got[-1]["errors"] = []
+    elif case == "no message":  # an error without its text, no microbatch marked
+        got[-1]["errors"] = [{"step": 0}]
+        got[-2].update(failed=None, pending=False, slot=None)
+    path.write_text("\n".join(json.dumps(x) for x in got) + "\n")
+    code, text = _compare_pr(tmp_path, [], capsys)
+    assert code == 1, text
+    line = _pr_line(text, "full-uniform")
+    assert line[1].startswith("raises ") and line[2] == "3/1" and line[-1] == "NO", text
+    if case == "all failed":
+        assert line[5] == "none succeeded"
+
+
+def test_pr_healthy_is_none_where_no_microbatch_succeeded():
+    import megatron_compare
+
+    failed = dict(HEALTHY, failed="IndexError: pop from an empty deque")
+    assert megatron_compare.pr_healthy([failed]) is None
+    assert megatron_compare.pr_healthy([dict(HEALTHY), failed]) is True
+
+
+@pytest.mark.parametrize("row, error, shown", [
+    ("selective-mlp", "RuntimeError: boom", "raises RuntimeError, expected IndexError"),
+    ("selective-mlp", "IndexErrorX: boom", "raises IndexErrorX, expected IndexError"),
+    ("cuda-graph-te", "IndexError: pop", "raises IndexError; needs a scenario")])
+def test_pr_a_row_without_a_scenario_agrees_only_on_the_exception_expected(
+        tmp_path, capsys, row, error, shown):
+    _pr_row(tmp_path, row, [(1, 0)], error=error)
+    code, text = _compare_pr(tmp_path, [], capsys)
+    assert code == 1, text
+    assert _pr_line(text, row)[1] == shown and _pr_line(text, row)[-1] == "NO", text
+
+
+def test_pr_selective_mlp_that_runs_says_it_needs_a_scenario(tmp_path, capsys):
+    _pr_row(tmp_path, "selective-mlp", [(1, 1)] * 8)  # the edited TE no longer raises there
+    code, text = _compare_pr(tmp_path, [], capsys)
+    assert code == 1, text
+    assert _pr_line(text, "selective-mlp")[1] == "ran 1/1: expected IndexError; needs a scenario"
+    assert _pr_line(text, "selective-mlp")[-1] == "NO"
+
+
+def test_pr_an_agent_whose_job_raised_disagrees(tmp_path, capsys):
+    """megatron_live.py catches the job's exception (the hook's, say) and exits 0: the run line's
+    errors are all that tell."""
+    _pr_row(tmp_path, "full-uniform", PR_COUNTS["full-uniform"])
+    agent = _pr_agent(tmp_path, "agent_full_uniform_fix", "full-uniform",
+                      PR_COUNTS["full-uniform"], error="RuntimeError: raised by the hook")
+    code, text = _compare_pr(tmp_path, [agent], capsys)
+    assert code == 1, text
+    assert _pr_line(text, "full-uniform")[4] == "3/1, raises RuntimeError"
+    assert _pr_line(text, "full-uniform")[-1] == "NO"
+    assert "; the job raised RuntimeError: raised by the hook" in text
+
+
+@pytest.mark.parametrize("binary", ["two lines", "false", "a prediction"])
+def test_pr_a_failing_fp8audit_model_is_one_line_and_exit_2(tmp_path, binary):
+    """Its first non-empty stderr line, or its exit status where it printed none; a prediction on
+    stdout from a run that failed is not used."""
+    path = tmp_path / "fp8audit"
+    shown = "fp8audit model none.textproto: first: bad scenario"
+    if binary == "two lines":
+        path.write_text("#!/bin/sh\necho >&2\necho 'first: bad scenario' >&2\n"
+                        "echo 'second line' >&2\nexit 1\n")
+    elif binary == "a prediction":  # what the row counted, exit 1
+        mbs = [{"forward_updates": 1, "backward_updates": 1}] * 8
+        path.write_text(f"#!/bin/sh\necho '{json.dumps({'microbatches': mbs})}'\n"
+                        "echo 'first: bad scenario' >&2\nexit 1\n")
+    else:
+        path, shown = Path("/bin/false"), "fp8audit model none.textproto: exit 1"
+    if path != Path("/bin/false"):
+        path.chmod(0o755)
+    _pr_row(tmp_path, "none", PR_COUNTS["none"])
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "live_te" /
+                                               "megatron_compare.py"), str(tmp_path),
+                           "--fp8audit", str(path), "--semantics", "te-3456"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [f"megatron_compare.py: {shown}"], done.stderr

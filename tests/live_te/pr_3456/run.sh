@@ -5,9 +5,11 @@
 # per layout (pr_live.py), then the table (pr_compare.py). Beside them, on the same edited TE,
 # Megatron-core rows (../megatron_live.py --mode unpatched: fp8audit.te.patch() refuses
 # the PR's TE, which would stop the script's patched mode) and the agent on some, plain and under
-# --fix-te (where the fix stands aside), each process killed after MC_TIMEOUT s (default 200);
-# then `megatron_compare.py OUT/megatron --semantics te-3456`: TE's counter = the agent = model
-# te-3456. Both tables go to stdout and OUT/table.md, OUT/megatron_table.md.
+# --fix-te (where the fix stands aside), nine processes sharing the GPU at once, each killed after
+# MC_TIMEOUT s (default 420, as run_megatron_live.sh's ROW_TIMEOUT); then `megatron_compare.py
+# OUT/megatron --semantics te-3456`: TE's counter = the agent = model te-3456, no run raising
+# (selective-mlp, without a scenario, must raise IndexError as on 2.20.2). Both tables go to
+# stdout and OUT/table.md, OUT/megatron_table.md.
 # Usage: run.sh BUILD OUT
 # Exit: 0 every row agrees; 1 a row disagrees or a run failed; 2 bad arguments or set-up.
 set -uo pipefail
@@ -45,13 +47,13 @@ mc=$out/megatron
 mkdir -p "$mc"
 mc_live=$here/../megatron_live.py
 mc_row() {  # ROW
-  timeout "${MC_TIMEOUT:-200}" python3 "$mc_live" --row "$1" --mode unpatched --diagnose \
+  timeout "${MC_TIMEOUT:-420}" python3 "$mc_live" --row "$1" --mode unpatched --diagnose \
     >"$mc/mc_$1.jsonl" 2>"$mc/mc_$1.err"
   echo $? >"$mc/mc_$1.rc"
 }
 mc_agent() {  # NAME FLAGS ROW: the unmodified script under fp8audit run FLAGS
   # shellcheck disable=SC2086
-  timeout "${MC_TIMEOUT:-200}" "$fp8audit" run $2 --max-rows 0 --out "$mc/$1" -- \
+  timeout "${MC_TIMEOUT:-420}" "$fp8audit" run $2 --max-rows 0 --out "$mc/$1" -- \
     python3 "$mc_live" --row "$3" --mode hook --no-twin >"$mc/$1.jsonl" 2>"$mc/$1.err"
   echo $? >"$mc/$1.rc"
   "$fp8audit" report "$mc/$1" --format json -o "$mc/$1.json" 2>>"$mc/$1.err"
