@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 from typing import Any, Dict, List
 
 import torch
@@ -120,7 +121,10 @@ def main() -> int:
         torch.cuda.synchronize()
     print(json.dumps({"recipe": args.recipe, "backward_recipe": args.backward_recipe,
                       "reentrant": not args.non_reentrant, "checkpoint": args.checkpoint,
-                      "kwargs": args.kwargs, "flip": args.flip, "rows": rows, "error": error}))
+                      "no_checkpoint": args.no_checkpoint, "kwargs": args.kwargs,
+                      "flip": args.flip, "layers": args.layers,
+                      "microbatches": args.microbatches, "argv": sys.argv[1:], "rows": rows,
+                      "error": error}))
     return 0
 
 

@@ -6,10 +6,11 @@
 # fp8_grad flipped after the forward: other kwargs, which no fix changes; the same kwargs: none),
 # then recipes_compare.py's table (the script's truth = the agent's rows and verdicts).
 #   tests/live_te/run_recipes_live.sh BUILD OUT
-# RECIPES (default "current block delayed"), DEVICE (default cuda; cpu on TE's CPU stand-in,
-# as CI rehearses it) and PYTHON (default python3) choose the runs; the table's label says
-# --fix-te where the fix was in force (the stand-in's TE is not a release it patches). Exit: the
-# table's (0 all agree, 1 a run differs), 1 when a run failed, 2 bad arguments.
+# RECIPES (default "current block delayed": 24 runs; one or two recipes per call where device
+# time is short), DEVICE (default cuda; cpu on TE's CPU stand-in, as CI rehearses it, where a
+# --fix-te run may run unpatched: no release the fix patches), PYTHON (default python3) and
+# RUN_TIMEOUT (default 120 s a run) choose the runs. Exit: the table's (0 all agree, 1 a run
+# differs or was not checked in full), 1 when a run failed, 2 bad arguments.
 set -uo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: run_recipes_live.sh BUILD OUT" >&2
@@ -31,8 +32,9 @@ for recipe in ${RECIPES:-current block delayed}; do
     for flags in "" "--fix-te"; do
       n=$((n + 1))
       name=$out/run$n
+      rm -rf "$name" "$name".*  # nothing of an earlier run into the same OUT
       # shellcheck disable=SC2086
-      timeout "${RUN_TIMEOUT:-300}" "$fp8audit" run $flags --max-rows 0 --out "$name" -- \
+      timeout "${RUN_TIMEOUT:-120}" "$fp8audit" run $flags --max-rows 0 --out "$name" -- \
         "${PYTHON:-python3}" "$here/recipes_live.py" --device "${DEVICE:-cuda}" --markers \
         --recipe "$recipe" --checkpoint "$checkpoint" $kwargs >"$name.json" 2>"$name.err"
       rc=$?
@@ -40,7 +42,7 @@ for recipe in ${RECIPES:-current block delayed}; do
       # The report exits as the run did (3: violations); its file is what counts.
       "$fp8audit" report "$name" --format json -o "$name.report.json" 2>>"$name.err"
       if [[ ($rc -eq 0 || $rc -eq 3) && -s $name.report.json ]]; then
-        pairs+=("$name.json=$name.report.json")
+        pairs+=("$name.json=$name.report.json${flags:+=fix}")
       else
         failed=1
       fi
@@ -48,7 +50,10 @@ for recipe in ${RECIPES:-current block delayed}; do
   done
 done
 [[ ${#pairs[@]} -gt 0 ]] || { echo "run_recipes_live.sh: no run finished" >&2; exit 1; }
-"${PYTHON:-python3}" "$here/recipes_compare.py" "${pairs[@]}" | tee "$out/table.md"
+may_refuse=()
+[[ ${DEVICE:-cuda} == cpu ]] && may_refuse=(--fix-may-refuse)
+"${PYTHON:-python3}" "$here/recipes_compare.py" ${may_refuse[@]+"${may_refuse[@]}"} "${pairs[@]}" \
+  | tee "$out/table.md"
 rc=${PIPESTATUS[0]}
 [[ $rc -ne 0 ]] && exit "$rc"
 exit "$failed"

@@ -2,7 +2,9 @@
 TE's CPU stand-in: the script's truth (a forward pre-hook reading FP8's state, the recipe and the
 fp8_output / fp8_grad each Linear was called with) equals the audit's rows and verdicts, for a
 recompute called with other kwargs under TE's checkpoint, with the same kwargs, and in another FP8
-state under torch's; a run whose counts differ is a NO (exit 1), bad input one line (exit 2).
+state under torch's; a run whose counts differ, that raised or was cut short, that the audit did
+not judge, whose report is another run's, or that ran under --fix-te without the fix in force is a
+NO (exit 1); bad input is one line (exit 2).
 (The same scripts on the GPU: tests/live_te/RESULTS.md.)"""
 
 from __future__ import annotations
@@ -23,18 +25,19 @@ ENV = {"PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), str(STANDIN)]), "CUDA_VIS
 SMALL = ["--device", "cpu", "--hidden", "16", "--microbatches", "3", "--markers"]
 
 
-def run_pair(tmp_path: Path, name: str, *args: str) -> str:
+def run_pair(tmp_path: Path, name: str, *args: str, codes: tuple = (0, 3)) -> str:
     """recipes_live.py ARGS under the agent: its line and its report, as SCRIPT=REPORT."""
     needs_agent()
     out = tmp_path / name
     r = audit(out, [str(LIVE / "recipes_live.py"), *SMALL, *args], **ENV)
-    assert r.returncode in (0, 3), r.stderr
+    assert r.returncode in codes, r.stderr
     (tmp_path / f"{name}.json").write_text(r.stdout)
     (tmp_path / f"{name}.report.json").write_text(json.dumps(report(out)))
     return f"{tmp_path / name}.json={tmp_path / name}.report.json"
 
 
 def compare(*pairs: str) -> subprocess.CompletedProcess:
+    """recipes_compare.py over the pairs (options may come first)."""
     return subprocess.run([sys.executable, str(LIVE / "recipes_compare.py"), *pairs],
                           capture_output=True, text=True, timeout=60)
 
@@ -70,10 +73,47 @@ def test_a_run_whose_counts_differ_is_a_no(tmp_path: Path) -> None:
     assert rows(result.stdout)[0][5] == "NO"
 
 
+def test_a_run_that_raised_or_was_cut_short_is_a_no(tmp_path: Path) -> None:
+    # A job that raised in microbatch 1 of 3: what both saw before agrees, the run does not.
+    pair = run_pair(tmp_path, "run", "--checkpoint", "te", "--kwargs", "fp8_output", "--flip")
+    script = Path(pair.split("=")[0])
+    line = json.loads(script.read_text())
+    line["rows"][1]["failed"] = True
+    line["error"] = "RuntimeError: raised in the recompute"
+    script.write_text(json.dumps(line) + "\n")
+    result = compare(pair)
+    assert result.returncode == 1 and "the script raised: RuntimeError" in result.stdout
+    line["error"], line["rows"] = "", line["rows"][:2]  # two of three, no error said
+    del line["rows"][1]["failed"]
+    script.write_text(json.dumps(line) + "\n")
+    result = compare(pair)
+    assert result.returncode == 1 and "2 of 3 microbatches ran" in result.stdout
+
+
+def test_a_run_the_audit_did_not_judge_is_a_no(tmp_path: Path) -> None:
+    # DelayedScaling on the stand-in without its updates marked: NOTHING AUDITED (exit 2), the
+    # recomputes seen alike; no verdict, so no agreement.
+    pair = run_pair(tmp_path, "run", "--recipe", "delayed", codes=(2,))
+    result = compare(pair)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "the audit did not judge it (OUTCOME_NOTHING_AUDITED" in result.stdout
+
+
+def test_a_report_of_another_run_or_a_fix_not_in_force_is_a_no(tmp_path: Path) -> None:
+    flipped = run_pair(tmp_path, "a", "--checkpoint", "te", "--kwargs", "fp8_grad", "--flip")
+    same = run_pair(tmp_path, "b", "--checkpoint", "te", "--kwargs", "fp8_grad")
+    result = compare(flipped.split("=")[0] + "=" + same.split("=")[1])
+    assert result.returncode == 1 and "the report is another run's" in result.stdout
+    result = compare(same + "=fix")  # said to run under --fix-te: the fix must have been in force
+    assert result.returncode == 1 and "the fix was not in force" in result.stdout
+    assert compare("--fix-may-refuse", same + "=fix").returncode == 0
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     (tmp_path / "s.json").write_text("not json\n")
     (tmp_path / "r.json").write_text("{}")
-    for args in (["nopair"], [f"{tmp_path / 's.json'}={tmp_path / 'r.json'}"]):
+    for args in (["nopair"], [f"{tmp_path / 's.json'}={tmp_path / 'r.json'}"],
+                 [f"{tmp_path / 's.json'}={tmp_path / 'r.json'}=other"]):
         result = compare(*args)
         assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
 
@@ -90,7 +130,8 @@ def test_the_one_call_script_runs_each_layout_plain_and_under_the_fix(tmp_path: 
     table = rows(result.stdout)
     assert len(table) == 8 and all(row[5] == "yes" for row in table), table
     assert [row[3] for row in table] == ["FAIL"] * 6 + ["PASS"] * 2
-    assert not any("--fix-te" in row[0] for row in table)
+    # Each --fix-te run says the fix was refused (the stand-in is no release it patches).
+    assert sum(row[0].endswith("--fix-te (refused)") for row in table) == 4, table
 
 
 def test_flip_without_kwargs_is_refused() -> None:
