@@ -102,3 +102,26 @@ def test_a_checkpoint_recomputing_a_library_module_directly_falls_through_to_the
     recompute = Frame("torch.utils.checkpoint", "/v/torch/utils/checkpoint.py", 1, "recompute_fn",
                       job, local={"fn": LibraryModule()})
     assert callsite.user_site(recompute) == "u/train.py:80 in <module>"
+
+
+class JobBlock:  # the job's own module, recomputed directly (checkpoint(block, x)); like
+    misses = 0  # torch.nn.Module, an attribute it lacks goes through __getattr__, which raises
+
+    def __getattr__(self, name):
+        JobBlock.misses += 1
+        raise AttributeError(name)
+
+    def forward(self, x):
+        return x
+
+
+def test_a_jobs_module_recomputed_directly_is_named_by_its_forward_without_attribute_misses():
+    # The recompute's function asked of its type: a module's __getattr__ (a Python call and an
+    # exception each) is never reached on the way to its forward.
+    recompute = Frame("torch.utils.checkpoint", "/v/torch/utils/checkpoint.py", 1, "recompute_fn",
+                      local={"fn": JobBlock()})
+    JobBlock.misses = 0
+    first = JobBlock.forward.__code__.co_firstlineno
+    assert callsite.user_site(recompute) == \
+        f"python/test_callsite.py:{first} in JobBlock.forward (checkpointed)"
+    assert JobBlock.misses == 0

@@ -151,6 +151,7 @@ def _te_count(module: object) -> None:
     func, names = update_names(manager)
     if getattr(func, "__fp8audit_count__", False):
         return
+    send = _nvtx.sender()  # the site's mark, resolved once: an update per autocast exit
 
     @functools.wraps(func)  # __wrapped__: fp8audit.te's fingerprints still see TE's source
     def counting(cls: Any, *args: Any, **kwargs: Any) -> Any:
@@ -161,7 +162,7 @@ def _te_count(module: object) -> None:
         if count == 0:
             return func(cls, *args, **kwargs)
         # Skipping the job's own wrappers of this function (a job that counts TE's updates).
-        _nvtx.mark(callsite.mark_text(callsite.user_site(sys._getframe(1), wrappers=True)))
+        send(callsite.mark_text(callsite.user_site(sys._getframe(1), wrappers=True)))
         pushed = _nvtx.call("range_push",
                             f"{HOOK_UPDATE_RANGE} pass={'forward' if forward else 'backward'}"
                             f" count={count} unfused={unfused}")

@@ -65,12 +65,13 @@ def _cut(site: str) -> str:
 def _code_of(target: Any) -> Optional[Any]:
     """The code object a checkpoint recomputes through `target` (a function, a bound method, a
     functools.partial or a module, whose forward), where it is the job's own; else None."""
-    for _ in range(4):
+    for _ in range(4):  # asked of the type: a module's __getattr__ would raise for each miss
         if isinstance(target, functools.partial):
             target = target.func
-        elif hasattr(target, "__func__"):
+        elif hasattr(type(target), "__func__"):  # a bound method
             target = target.__func__
-        elif not hasattr(target, "__code__") and callable(getattr(type(target), "forward", None)):
+        elif not hasattr(type(target), "__code__") and \
+                callable(getattr(type(target), "forward", None)):
             target = type(target).forward
         else:
             break
@@ -98,7 +99,14 @@ def _past_wrappers(frame: Any) -> Any:
     frames before it wrap the hooked function itself (a job counting TE's updates); else `frame`
     (the job called the function directly, or runpy ran the job)."""
     start = frame
-    while frame is not None and not is_library(str(frame.f_globals.get("__name__", ""))):
+    known = _library.get  # is_library() inlined where the module was seen before: no call a frame
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        library = known(module)
+        if library is None:
+            library = is_library(str(module))
+        if library:
+            break
         frame = frame.f_back
     module = str(frame.f_globals.get("__name__", "")) if frame is not None else ""
     if module.partition(".")[0] != "transformer_engine":
@@ -115,8 +123,13 @@ def user_site(frame: Optional[Any] = None, wrappers: bool = False) -> str:
     frame = frame if frame is not None else sys._getframe(1)
     if wrappers:
         frame = _past_wrappers(frame)
+    known = _library.get  # is_library() inlined where the module was seen before: no call a frame
     while frame is not None:
-        if not is_library(str(frame.f_globals.get("__name__", ""))):
+        module = frame.f_globals.get("__name__", "")
+        library = known(module)
+        if library is None:
+            library = is_library(str(module))
+        if not library:
             code = frame.f_code
             name = getattr(code, "co_qualname", code.co_name)
             return _cut(f"{short_path(code.co_filename)}:{frame.f_lineno} in {name}")
