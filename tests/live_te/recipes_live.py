@@ -14,16 +14,17 @@ against `fp8audit report`'s rows. --device cpu: on TE's CPU stand-in (tests/pyth
 
     python recipes_live.py --recipe current|block|delayed [--backward-recipe R]
         [--non-reentrant | --no-checkpoint] [--checkpoint torch|te] [--kwargs K [--flip]]
-        [--markers] [--device cuda|cpu]
+        [--positional] [--markers] [--device cuda|cpu]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -36,6 +37,15 @@ RECIPES = {"current": recipes.Float8CurrentScaling, "block": recipes.Float8Block
            "delayed": recipes.DelayedScaling}
 KWARGS = {"fp8_output": ("fp8_output",), "fp8_grad": ("fp8_grad",),
           "both": ("fp8_output", "fp8_grad")}
+
+
+def passed_kwargs(module: Any, inputs: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[bool, ...]:
+    """fp8_output and fp8_grad as the module's forward receives them, positional or keyword, its
+    defaults where not passed: bound by the forward's signature as Python binds the call (the
+    truth, apart from the hook's own binding)."""
+    bound = inspect.signature(type(module).forward).bind(module, *inputs, **kwargs)
+    bound.apply_defaults()
+    return tuple(bool(bound.arguments.get(name)) for name in ("fp8_output", "fp8_grad"))
 
 
 def main() -> int:
@@ -52,6 +62,7 @@ def main() -> int:
     p.add_argument("--checkpoint", choices=["torch", "te"], default="torch")
     p.add_argument("--kwargs", choices=[*KWARGS], help="the Linears called with these from a flag")
     p.add_argument("--flip", action="store_true", help="the flag True once the forward is done")
+    p.add_argument("--positional", action="store_true", help="the kwargs passed positionally")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     args = p.parse_args()
     if args.flip and not args.kwargs:
@@ -67,7 +78,7 @@ def main() -> int:
         fp8 = FP8GlobalStateManager.is_fp8_enabled()
         recipe = FP8GlobalStateManager.get_fp8_recipe() if fp8 else None
         state = (fp8, f"{type(recipe).__name__}:{recipe!r}" if fp8 else "")
-        passed = tuple(bool(kwargs.get(name, False)) for name in ("fp8_output", "fp8_grad"))
+        passed = passed_kwargs(module, _inputs, kwargs)
         if torch._C._current_graph_task_id() == -1:  # the original forward
             seen[id(module)] = (state, passed)
             return
@@ -83,6 +94,9 @@ def main() -> int:
         layer.register_forward_pre_hook(pre_hook, with_kwargs=True)
 
     def call(layer: Any, x: Any) -> Any:
+        if args.positional:  # (inp, is_first_microbatch, fp8_output, fp8_grad), TE 2.20's order
+            return layer(x, None, *(flag["value"] and name in names
+                                    for name in ("fp8_output", "fp8_grad")))
         return layer(x, **{name: flag["value"] for name in names})
 
     def run(layer: Any, x: Any) -> Any:

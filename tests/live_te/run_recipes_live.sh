@@ -21,7 +21,8 @@ fp8audit=$(realpath "$1")/bin/fp8audit
 out=$(realpath -m "$2")
 [[ -x $fp8audit ]] || { echo "run_recipes_live.sh: no $fp8audit (build first)" >&2; exit 2; }
 mkdir -p "$out"
-layouts=("torch|" "te|--kwargs fp8_output --flip" "te|--kwargs fp8_grad --flip"
+# fp8_output by keyword, fp8_grad positionally: both ways the hook binds a call.
+layouts=("torch|" "te|--kwargs fp8_output --flip" "te|--kwargs fp8_grad --flip --positional"
          "te|--kwargs both")
 failed=0
 pairs=()

@@ -51,6 +51,7 @@ def rows(table: str) -> List[List[str]]:
     (["--checkpoint", "te", "--kwargs", "fp8_output", "--flip"], "3, 3, 3", "FAIL"),
     (["--recipe", "block", "--checkpoint", "te", "--kwargs", "fp8_grad", "--flip"], "3, 3, 3",
      "FAIL"),
+    (["--checkpoint", "te", "--kwargs", "fp8_grad", "--flip", "--positional"], "3, 3, 3", "FAIL"),
     (["--checkpoint", "te", "--kwargs", "both"], "3, 0, 0", "PASS"),
     ([], "3, 3, 0", "FAIL"),  # torch's checkpoint: each recompute with FP8 off
 ])
