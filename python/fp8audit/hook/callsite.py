@@ -27,17 +27,25 @@ MARK = HOOK_SITE_MARK
 LIMIT = 96  # characters of a site: the agent keeps 119 of a mark's text
 _LIBRARIES = ("torch", "transformer_engine", "fp8audit", "torchvision", "triton", "importlib")
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"contextlib", "functools"}
-_library: Dict[str, bool] = {}  # module name -> whether its frames are skipped
+
+
+class _Libraries(Dict[str, bool]):
+    """Module name -> whether its frames are skipped, decided on a module's first lookup: a seen
+    module's `_library[name]` is one dictionary lookup, no Python call (the stack walks below ask
+    it of every frame)."""
+
+    def __missing__(self, module: str) -> bool:
+        top = str(module).partition(".")[0]
+        known = self[module] = top in _LIBRARIES or top in _STDLIB
+        return known
+
+
+_library = _Libraries()
 
 
 def is_library(module: str) -> bool:
     """Whether frames of `module` (a frame's __name__) belong to a library rather than the job."""
-    known = _library.get(module)
-    if known is None:
-        top = module.partition(".")[0]
-        known = top in _LIBRARIES or top in _STDLIB
-        _library[module] = known
-    return known
+    return _library[module]
 
 
 def short_path(filename: str) -> str:
@@ -99,14 +107,7 @@ def _past_wrappers(frame: Any) -> Any:
     frames before it wrap the hooked function itself (a job counting TE's updates); else `frame`
     (the job called the function directly, or runpy ran the job)."""
     start = frame
-    known = _library.get  # is_library() inlined where the module was seen before: no call a frame
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        library = known(module)
-        if library is None:
-            library = is_library(str(module))
-        if library:
-            break
+    while frame is not None and not _library[frame.f_globals.get("__name__", "")]:
         frame = frame.f_back
     module = str(frame.f_globals.get("__name__", "")) if frame is not None else ""
     if module.partition(".")[0] != "transformer_engine":
@@ -123,13 +124,8 @@ def user_site(frame: Optional[Any] = None, wrappers: bool = False) -> str:
     frame = frame if frame is not None else sys._getframe(1)
     if wrappers:
         frame = _past_wrappers(frame)
-    known = _library.get  # is_library() inlined where the module was seen before: no call a frame
     while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        library = known(module)
-        if library is None:
-            library = is_library(str(module))
-        if not library:
+        if not _library[frame.f_globals.get("__name__", "")]:
             code = frame.f_code
             name = getattr(code, "co_qualname", code.co_name)
             return _cut(f"{short_path(code.co_filename)}:{frame.f_lineno} in {name}")
