@@ -1,6 +1,7 @@
-"""What the live-TE comparison scripts (compare.py, probes_compare.py, te_fix_compare.py) share:
-one-line errors with exit 2, the per-microbatch counts of a single-rank `fp8audit report --format
-json`, and cutting the agent's flat microbatch list into the script's runs."""
+"""What the live-TE comparison scripts (compare.py, probes_compare.py, te_fix_compare.py,
+megatron_compare.py, recipes_compare.py) share: one-line errors with exit 2, the per-microbatch
+counts of a single-rank `fp8audit report --format json`, cutting the agent's flat microbatch list
+into the script's runs, and a cell of per-microbatch values with each distinct run once."""
 
 from __future__ import annotations
 
@@ -18,6 +19,16 @@ def fail(message: str) -> NoReturn:
     """Bad or missing input: one line on stderr, exit 2."""
     print(f"{Path(sys.argv[0]).name}: {message}", file=sys.stderr)
     sys.exit(2)
+
+
+def collapse(texts: Sequence[str], sep: str = " ") -> str:
+    """Per-microbatch values as one cell: each distinct run of values once ("3/8 3/9"); "-" for
+    none."""
+    out: list[str] = []
+    for text in texts:
+        if not out or out[-1] != text:
+            out.append(text)
+    return sep.join(out) or "-"
 
 
 def report_counts(path: Path) -> list[Counts]:

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from live_tables import fail, report_counts
+from live_tables import collapse, fail, report_counts
 
 HERE = Path(__file__).resolve().parent
 Counts = Tuple[int, int]
@@ -46,15 +46,6 @@ def lines(path: Path) -> List[Dict[str, Any]]:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as e:
         fail(f"{path}: {e}")
-
-
-def collapse(texts: List[str]) -> str:
-    """Per-microbatch values as one cell: each distinct run of values once ("3/8 3/9")."""
-    out: List[str] = []
-    for text in texts:
-        if not out or out[-1] != text:
-            out.append(text)
-    return " ".join(out) or "-"
 
 
 def cell(counts: Sequence[Optional[Tuple[Optional[int], Optional[int]]]]) -> str:

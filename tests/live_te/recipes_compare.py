@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from live_tables import fail
+from live_tables import collapse, fail
 
 Row = Tuple[int, int, int]  # recomputes, changes, kwargs-only changes
 JUDGED = ("OUTCOME_PASS", "OUTCOME_VIOLATIONS")
@@ -56,12 +56,7 @@ def report_of(path: Path) -> Tuple[Dict[str, Any], Dict[str, Any]]:
 
 
 def cell(rows: List[Row]) -> str:
-    out: List[str] = []
-    for r in rows:
-        text = f"{r[0]}, {r[1]}, {r[2]}"
-        if not out or out[-1] != text:
-            out.append(text)
-    return "; ".join(out) or "-"
+    return collapse([f"{r[0]}, {r[1]}, {r[2]}" for r in rows], "; ")
 
 
 def problems(run: Dict[str, Any], truth: List[Row], report: Dict[str, Any],
