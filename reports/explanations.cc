@@ -247,19 +247,20 @@ std::string ProbeNote(int dir, const std::string& disagreement, uint64_t counted
 ChosenSemantics ChooseSemantics(const std::string& flag, const v1::Recording& rec) {
   if (!flag.empty()) {
     const auto given = state::ParseSemantics(flag);
-    return {given ? std::string(state::SemanticsName(*given)) : flag, "flag"};
+    return {given ? std::string(state::SemanticsName(*given)) : flag,
+            std::string(kSemanticsFromFlag)};
   }
   if (rec.te_patched()) {
-    if (rec.patched_semantics().empty()) return {"fixed", "patch"};
+    if (rec.patched_semantics().empty()) return {"fixed", std::string(kSemanticsFromPatch)};
     if (const auto applied = state::ParseSemantics(rec.patched_semantics())) {
-      return {std::string(state::SemanticsName(*applied)), "patch"};
+      return {std::string(state::SemanticsName(*applied)), std::string(kSemanticsFromPatch)};
     }
   }
   if (const auto shown = state::ParseSemantics(rec.scheduling_semantics())) {
-    return {std::string(state::SemanticsName(*shown)), "scheduling"};
+    return {std::string(state::SemanticsName(*shown)), std::string(kSemanticsFromScheduling)};
   }
   if (const auto te = state::SemanticsForTeVersion(rec.te_version())) {
-    return {std::string(state::SemanticsName(*te)), "te_version"};
+    return {std::string(state::SemanticsName(*te)), std::string(kSemanticsFromTeVersion)};
   }
   return {};
 }
@@ -267,16 +268,16 @@ ChosenSemantics ChooseSemantics(const std::string& flag, const v1::Recording& re
 std::string SemanticsLine(const ChosenSemantics& chosen, const std::string& te) {
   if (chosen.name.empty()) return {};
   std::string line = "model semantics " + chosen.name;
-  if (chosen.from == "flag") {
+  if (chosen.from == kSemanticsFromFlag) {
     line += " (--semantics)";
-  } else if (chosen.from == "patch") {
+  } else if (chosen.from == kSemanticsFromPatch) {
     line += " (TE " + (te.empty() ? std::string() : te + " ") + "patched by fp8audit.te)";
-  } else if (chosen.from == "scheduling") {
+  } else if (chosen.from == kSemanticsFromScheduling) {
     line += " (from TE " + te + "'s scheduling: its backward update runs per autograd task)";
   } else {
     line += " (from TE " + te + ")";
   }
-  if (chosen.from == "scheduling") {
+  if (chosen.from == kSemanticsFromScheduling) {
     return line +
            ": this Transformer Engine (its PR #3456) updates once at the end of each autograd "
            "task, so a logical microbatch whose backward runs as several backward() calls (a "
@@ -292,7 +293,7 @@ std::string SemanticsLine(const ChosenSemantics& chosen, const std::string& te) 
            chosen.name +
            "` predicts a layout's counts, `fp8audit run --fix-te` applies the fixed ownership";
   }
-  if (chosen.from == "patch") {
+  if (chosen.from == kSemanticsFromPatch) {
     return line +
            ": the patched ownership makes one forward and one backward update per logical "
            "microbatch, so the model does not explain these extra ones (check the microbatch "

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "fp8audit/report.pb.h"
 #include "reports/auditor.h"
@@ -47,10 +48,17 @@ std::string Where(const Context& ctx, const v1::Event& event, bool recompute, bo
 // "probes disagree on forward updates: te-call 1, kernel 2 (counted 2)".
 std::string ProbeNote(int dir, const std::string& disagreement, uint64_t counted);
 
+// Where the chosen semantics came from (Recording.semantics_from), one spelling each: decided
+// here, said by the renderers and the next step.
+inline constexpr std::string_view kSemanticsFromFlag = "flag";
+inline constexpr std::string_view kSemanticsFromPatch = "patch";
+inline constexpr std::string_view kSemanticsFromScheduling = "scheduling";
+inline constexpr std::string_view kSemanticsFromTeVersion = "te_version";
+
 // The ownership model's semantics that explain extra updates (Recording.semantics, _from).
 struct ChosenSemantics {
   std::string name;  // "" none
-  std::string from;  // "flag", "patch", "te_version"
+  std::string from;  // one of kSemanticsFrom*; "" none
 };
 // `flag` (--semantics) when given, else fp8audit.te's patch, else TE's version, else none.
 ChosenSemantics ChooseSemantics(const std::string& flag, const v1::Recording& rec);

@@ -7,6 +7,7 @@
 
 #include "reports/backward_scope.h"
 #include "reports/event_text.h"
+#include "reports/explanations.h"
 #include "reports/recompute_precision.h"
 
 namespace fp8audit::reports {
@@ -44,7 +45,7 @@ constexpr std::string_view kFrozenRemedy =
 
 // The rank's audit took TE's own backward scheduling (TE PR #3456) from its trace.
 bool OnTeScheduling(const v1::RankReport& r) {
-  return r.recording().semantics_from() == "scheduling";
+  return r.recording().semantics_from() == kSemanticsFromScheduling;
 }
 
 // The step for the job's other violations: the fix, where it applies.

@@ -5,6 +5,7 @@
 
 #include "fp8audit/vocabulary.h"
 #include "reports/event_text.h"
+#include "reports/explanations.h"
 #include "reports/verdicts.h"
 #include "state/semantics.h"
 
@@ -234,17 +235,17 @@ std::string SemanticsText(const v1::Recording& rec) {
     return "none: no semantics models TE " + te +
            " (--semantics chooses one: " + std::string(state::kSemanticsNames) + ")";
   }
-  if (rec.semantics_from() == "flag") return name + " (--semantics)";
-  if (rec.semantics_from() == "patch") {
+  if (rec.semantics_from() == kSemanticsFromFlag) return name + " (--semantics)";
+  if (rec.semantics_from() == kSemanticsFromPatch) {
     return name + " (TE " + (te.empty() ? std::string("of a version not recorded") : te) +
            " patched by fp8audit.te)";
   }
-  if (rec.semantics_from() == "scheduling") {
+  if (rec.semantics_from() == kSemanticsFromScheduling) {
     return name + " (chosen from TE " + te +
            "'s scheduling: its backward update runs per autograd task, TE PR #3456; --semantics "
            "chooses another)";
   }
-  if (rec.semantics_from() == "te_version") {
+  if (rec.semantics_from() == kSemanticsFromTeVersion) {
     return name + " (chosen from TE " + te + "; --semantics chooses another)";
   }
   return name;
