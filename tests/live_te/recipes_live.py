@@ -7,7 +7,9 @@ called with K (fp8_output, fp8_grad or both) from a flag that is False in the fo
 --flip, True once the forward is done (a flag for the next step set too early): its recompute is
 called with other kwargs than its forward (issue 36 item 1). The script's own truth: a forward
 pre-hook on each module records whether FP8 was on in its forward and in its recompute, under which
-recipe (TE's class and repr) and with which fp8_output / fp8_grad; per microbatch it prints the
+recipe (TE's class and repr) and with which fp8_output / fp8_grad. A call is a recompute when the
+script's own backward() is running (its phase, not autograd's graph task, which the audit's hook
+reads: a fault there would not be shared). Per microbatch it prints the
 recomputes, how many ran in another FP8 state, under another recipe or with other kwargs
 (`changes`), and of those the kwargs-only ones (`kwargs_changes`), as JSON, for recipes_compare.py
 against `fp8audit report`'s rows. --device cpu: on TE's CPU stand-in (tests/python/standin).
@@ -73,13 +75,14 @@ def main() -> int:
     mb: Dict[str, int] = {}
     names = KWARGS.get(args.kwargs or "", ())
     flag = {"value": False}
+    in_backward = {"value": False}  # the script's phase: set around its own backward()
 
     def pre_hook(module: Any, _inputs: Any, kwargs: Dict[str, Any]) -> None:
         fp8 = FP8GlobalStateManager.is_fp8_enabled()
         recipe = FP8GlobalStateManager.get_fp8_recipe() if fp8 else None
         state = (fp8, f"{type(recipe).__name__}:{recipe!r}" if fp8 else "")
         passed = passed_kwargs(module, _inputs, kwargs)
-        if torch._C._current_graph_task_id() == -1:  # the original forward
+        if not in_backward["value"]:  # the original forward
             seen[id(module)] = (state, passed)
             return
         mb["recomputes"] += 1
@@ -125,7 +128,12 @@ def main() -> int:
                 backward = te.autocast(enabled=True, recipe=RECIPES[args.backward_recipe]()) \
                     if args.backward_recipe else contextlib.nullcontext()
                 with backward:
-                    x.float().pow(2).mean().backward()
+                    loss = x.float().pow(2).mean()
+                    in_backward["value"] = True
+                    try:
+                        loss.backward()
+                    finally:
+                        in_backward["value"] = False
         except Exception as e:  # TE refuses some layouts (CheckpointError): the truth says so
             error = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
             rows.append(dict(mb, failed=True))  # what it saw before, as the agent saw it
