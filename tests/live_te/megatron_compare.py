@@ -7,7 +7,9 @@ stash left, and whether the patched run equals its no-recompute twin bitwise; th
 Accelerate rows (hf_accelerate_live.py); then, per HF run under `fp8audit run` (--hf-agent), the
 audit's recompute check against the script's own view (forward pre-hooks reading TE's FP8 state):
 per microbatch the TE modules recomputed and those recomputed in another FP8 state than their
-forward, which must match, and the verdict (FAIL exactly where a state changed). Exit 1 when a row
+forward, which must match, and the verdict (FAIL exactly where a state changed). A Megatron row
+the model predicts agrees only where it ran through unpatched; one without a scenario, only where
+TE raised the exception RAISES records for it (selective-mlp: IndexError). Exit 1 when a row
 disagrees, 2 on bad input.
 
 --semantics te-3456 (tests/live_te/pr_3456/run.sh: rows run on TE with PR #3456's scheduling,
@@ -17,7 +19,7 @@ alone, TE's counts against `fp8audit model --semantics te-3456` and the agent's,
 chose te-3456 from TE's scheduling, and no agent's job raised; TE's PR state healthy after every
 microbatch that did not fail (none succeeding: nothing checked, agreeing only in a row that raised
 as expected). A row with a scenario agrees only where no microbatch failed; one without, only
-where TE raised the exception PR_RAISES expects of it (selective-mlp: IndexError, as on TE
+where TE raised the exception RAISES expects of it (selective-mlp: IndexError, as on TE
 2.20.2; a row that now runs says it needs a scenario). Two --agent runs of one row and mode:
 exit 2.
 
@@ -38,6 +40,11 @@ from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 from live_tables import collapse, fail, report_counts
 
 HERE = Path(__file__).resolve().parent
+# Rows without a scenario and the exception TE raises in them unpatched (the type, before the
+# ':'), in both tables: such a row agrees only where TE raised exactly that; any other exception,
+# or none, is NO (RESULTS.md, "Megatron-core": TE 2.18.0 and 2.20.2, microbatch 0's first
+# recompute).
+RAISES = {"selective-mlp": "IndexError"}
 Counts = Tuple[int, int]
 
 
@@ -50,6 +57,19 @@ def lines(path: Path) -> List[Dict[str, Any]]:
 
 def cell(counts: Sequence[Optional[Tuple[Optional[int], Optional[int]]]]) -> str:
     return collapse(["-" if c is None or None in c else f"{c[0]}/{c[1]}" for c in counts])
+
+
+def without_scenario(row: str, error: Optional[str],
+                     te: Sequence[Optional[Tuple[Optional[int], Optional[int]]]]) -> Tuple[bool, str]:
+    """A row no scenario predicts, unpatched: whether it agrees (TE raised what RAISES records for
+    it) and its cell."""
+    expected = RAISES.get(row)
+    if error is None:
+        return False, f"ran {cell(te)}: " + (f"expected {expected}; " if expected else "") + \
+            "needs a scenario"
+    ok = raised(error) == expected
+    return ok, f"raises {raised(error)}" + ("" if ok else f", expected {expected}" if expected
+                                            else "; needs a scenario")
 
 
 def model(binary: str, row: str, semantics: str, n: int) -> Optional[List[Counts]]:
@@ -96,8 +116,11 @@ def megatron_rows(out: Path, binary: str, agents: Dict[str, List[Counts]]) -> bo
                       and runs.get("patched", {}).get("bitwise_equal_to_twin") is True)
         # A row the model predicts must have run through: counts cut short by an error could
         # equal the prediction for as many microbatches (no wrong pass).
-        unpatched_ok = (predicted is not None and error is None and
-                        te["unpatched"] == predicted) or (error is not None and predicted is None)
+        if predicted is not None:
+            unpatched_ok = error is None and te["unpatched"] == predicted
+            unpatched = f"raises {raised(error)}" if error else cell(te["unpatched"])
+        else:
+            unpatched_ok, unpatched = without_scenario(row, error, te["unpatched"])
         agent_u = agents.get(f"{row}:unpatched")
         agent_p = agents.get(f"{row}:fix")
         agent_ok = (agent_u is None or (error is None and agent_u == te["unpatched"])) and \
@@ -105,7 +128,6 @@ def megatron_rows(out: Path, binary: str, agents: Dict[str, List[Counts]]) -> bo
         fixed_ok = fixed is None or fixed == te["patched"]
         agree = patched_ok and unpatched_ok and agent_ok and fixed_ok
         ok = ok and agree
-        unpatched = f"raises {error.split(':')[0]}" if error else cell(te["unpatched"])
         print(f"| {row} | {unpatched} | {cell(predicted) if predicted else 'no scenario'} | "
               f"{cell(agent_u) if agent_u else 'not run'} | {cell(te['patched'])} | "
               f"{cell(fixed) if fixed else 'no scenario'} | "
@@ -223,9 +245,6 @@ def precision_rows(out: Path, specs: List[str]) -> bool:
 PR_SEMANTICS = "te-3456"
 PR_CHOSEN = "te-3456 (from scheduling)"  # what each agent's report must have chosen under the PR
 PR_STATE = ("pending", "depth", "slot")  # megatron_live.py's record of TE's PR #3456 state
-# Rows without a scenario and the exception TE raises in them (the type, before the ':'): such a
-# row agrees only where TE raised exactly that; any other exception, or none, is NO.
-PR_RAISES = {"selective-mlp": "IndexError"}  # TE 2.20.2, microbatch 0's first recompute
 
 
 class PrAgent(NamedTuple):
@@ -346,18 +365,11 @@ def pr_rows(out: Path, binary: str, agents: Dict[str, PrAgent]) -> bool:
         te = [(x.get("forward"), x.get("backward")) for x in mbs]
         error = first_error(run, mbs)
         predicted = model(binary, row, PR_SEMANTICS, len(te))
-        expected = PR_RAISES.get(row)
         if predicted is not None:  # counts of a run cut short never stand for the prediction
             te_ok = error is None and te == predicted
             shown = cell(te) if error is None else f"raises {raised(error)} ({cell(te)})"
-        elif error is None:
-            te_ok = False
-            shown = f"ran {cell(te)}: " + (f"expected {expected}; " if expected else "") + \
-                "needs a scenario"
         else:
-            te_ok = raised(error) == expected
-            shown = f"raises {raised(error)}" + ("" if te_ok else f", expected {expected}"
-                                                  if expected else "; needs a scenario")
+            te_ok, shown = without_scenario(row, error, te)
         plain, fix = agents.get(f"{row}:plain"), agents.get(f"{row}:fix")
         agent_ok = all(a is None or (error is None and a.error is None and a.counts == te and
                                      not a.patched and a.chosen == PR_CHOSEN)
@@ -368,7 +380,7 @@ def pr_rows(out: Path, binary: str, agents: Dict[str, PrAgent]) -> bool:
                          "(under the PR it must stand aside)")
         healthy = pr_healthy(mbs)
         stated = all(k in x for x in mbs for k in PR_STATE)
-        # only a row that raised as PR_RAISES expects may have no microbatch to check the state of
+        # only a row that raised as RAISES expects may have no microbatch to check the state of
         succeeded = any(not x.get("failed") for x in mbs)
         health_ok = healthy is True or (predicted is None and te_ok and stated and not succeeded)
         agree = te_ok and agent_ok and not applied and health_ok

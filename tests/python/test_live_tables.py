@@ -1,7 +1,8 @@
 """tests/live_te/megatron_compare.py on synthetic results (no GPU, no Megatron): rows that agree
 with the ownership model's prediction (the build's fp8audit on scenarios/megatron/*.textproto)
-exit 0; a TE count the model does not predict, a patched run that leaves its twin, and an HF
-recompute outside FP8 under the patch each make their row NO and exit 1. Under --semantics te-3456
+exit 0; a TE count the model does not predict, a patched run that leaves its twin, a row without
+a scenario that raised another exception than the one recorded for it, and an HF recompute outside
+FP8 under the patch each make their row NO and exit 1. Under --semantics te-3456
 (rows run on TE with PR #3456's scheduling, pr_3456/run.sh): counts the te-3456 model predicts,
 with TE's PR state healthy and the fix standing aside in the agent's runs, agree; a count of
 te-2.20, an unhealthy or missing PR state, an agent that differs, applied the fix, chose other
@@ -84,6 +85,32 @@ def test_an_unpatched_row_cut_short_by_an_error_disagrees_where_the_model_predic
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     code, text = _compare(tmp_path, capsys)
     assert code == 1 and "| full-uniform | raises RuntimeError |" in text and "| NO |" in text
+
+
+def _raising_row(out: Path, row: str, error: str) -> None:
+    """A te-2.20 row whose unpatched run raised ERROR in microbatch 0 (patched: 1/1 to the end)."""
+    _row(out, row, [(3, 0)])
+    path = out / f"mc_{row}.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for x in lines:
+        if x["kind"] == "run" and x["mode"] == "unpatched":
+            x["errors"] = [{"step": 0, "microbatch": 0, "error": error}]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+
+
+@pytest.mark.parametrize("row, error, shown, agree", [
+    ("selective-mlp", "IndexError: pop from an empty deque", "raises IndexError", "yes"),
+    ("selective-mlp", "RuntimeError: CUDA error", "raises RuntimeError, expected IndexError",
+     "NO"),
+    ("cuda-graph-te", "IndexError: pop", "raises IndexError; needs a scenario", "NO")])
+def test_a_row_without_a_scenario_agrees_only_on_the_exception_recorded_for_it(
+        tmp_path, capsys, row, error, shown, agree):
+    _raising_row(tmp_path, row, error)
+    code, text = _compare(tmp_path, capsys)
+    line = next(x for x in text.splitlines() if x.startswith(f"| {row} |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1:3] == [shown, "no scenario"] and cells[-1] == agree, text
+    assert code == (0 if agree == "yes" else 1), text
 
 
 def test_a_patched_run_that_leaves_its_twin_disagrees(tmp_path, capsys):
