@@ -147,15 +147,18 @@ inline bool SelectRun(const std::string& command, const RunFlag& flag,
 }
 
 inline constexpr const char* kAuditExitCodes =
-    "  0  every microbatch had the expected updates\n"
+    "  0  no violation: every microbatch had the expected updates, and each module recompute\n"
+    "     checked ran in its forward's FP8 state, recipe and call flags\n"
     "  1  internal error\n"
     "  2  bad flags or path (not a regular file or directory, or a file given twice); the output\n"
-    "     cannot be written (a full disk, a directory, a trace being read); a trace is\n"
-    "     unreadable, empty, damaged, of a newer schema, ends without a footer (its process was\n"
-    "     killed), lost events or shows no backward pass though backward updates were expected:\n"
-    "     the audit is incomplete; a rank is missing (ranks 0 to the highest) or claimed twice;\n"
-    "     no trace holds a microbatch, or not one FP8 state update (nothing to judge); --run\n"
-    "     names no run of the traces\n"
+    "     cannot be written (standard output on a full disk; report's -o a directory or a trace\n"
+    "     being read); a trace is unreadable, empty, damaged, of a newer schema, ends without a\n"
+    "     footer (its process was killed), lost events or shows no backward pass though backward\n"
+    "     updates were expected: the audit is incomplete; a rank is missing (ranks 0 to the\n"
+    "     highest) or claimed twice; nothing to judge: no trace holds a microbatch,\n"
+    "     DelayedScaling updates were expected and not one came, or a recipe without them\n"
+    "     (current or block scaling, MXFP8, NVFP4) recomputed no module; --run names no run of\n"
+    "     the traces\n"
     "  3  the audit found violations, also where another trace is incomplete\n";
 
 }  // namespace fp8audit::cli

@@ -1,4 +1,4 @@
-// fp8audit: audit FP8 DelayedScaling state updates in training jobs.
+// fp8audit: audit FP8 training jobs: DelayedScaling state updates and recomputes, per microbatch.
 #include <exception>
 #include <iostream>
 #include <memory>
@@ -13,7 +13,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"fp8audit " FP8AUDIT_VERSION
-               " — counts FP8 DelayedScaling state updates per logical microbatch"};
+               " — audits FP8 training per logical microbatch: DelayedScaling state updates "
+               "counted, and each recompute checked against its forward, whatever the recipe"};
   app.name("fp8audit");  // usage names the program, not the path it was started by
   app.require_subcommand(1, 1);
   app.formatter(std::make_shared<fp8audit::cli::HelpFormatter>());  // commands added below share it
