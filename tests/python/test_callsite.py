@@ -125,3 +125,38 @@ def test_a_jobs_module_recomputed_directly_is_named_by_its_forward_without_attri
     assert callsite.user_site(recompute) == \
         f"python/test_callsite.py:{first} in JobBlock.forward (checkpointed)"
     assert JobBlock.misses == 0
+
+
+class ConfigBlock:  # the job's callable object, attributes looked up in a dict (KeyError on a miss)
+    def __init__(self):
+        self.__dict__["cfg"] = {}
+
+    def __getattr__(self, name):
+        return self.__dict__["cfg"][name]
+
+    def __call__(self, x):
+        return x
+
+
+def test_a_jobs_callable_object_is_named_by_its_call_and_its_lookups_never_raise():
+    # checkpoint(block, x) with a block that is no module: its own __getattr__ raises KeyError,
+    # which the site's lookup must neither reach nor let into the job's backward.
+    recompute = Frame("torch.utils.checkpoint", "/v/torch/utils/checkpoint.py", 1, "recompute_fn",
+                      local={"fn": ConfigBlock()})
+    first = ConfigBlock.__call__.__code__.co_firstlineno
+    assert callsite.user_site(recompute) == \
+        f"python/test_callsite.py:{first} in ConfigBlock.__call__ (checkpointed)"
+
+
+class RaisingCtx:  # a checkpoint's ctx whose attribute read fails in an unforeseen way
+    @property
+    def run_function(self):
+        raise RuntimeError("not now")
+
+
+def test_a_site_that_cannot_be_read_is_none_not_an_error_in_the_job():
+    backward = Frame("transformer_engine.pytorch.distributed",
+                     "/v/transformer_engine/pytorch/distributed.py", 97, "backward",
+                     local={"ctx": RaisingCtx()})
+    exit_ = Frame("transformer_engine.pytorch.quantization", "/v/q.py", 3, "autocast", backward)
+    assert callsite.user_site(exit_) == ""

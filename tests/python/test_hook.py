@@ -127,6 +127,15 @@ def test_an_unknown_feature_is_reported_once_and_ignored(tmp_path):
     assert result.stderr.count("unknown python hook feature(s) bogus") == 1
 
 
+def test_a_feature_named_twice_is_armed_once(tmp_path):
+    # FP8AUDIT_PYHOOK as a user may write it beside the one `fp8audit run` merges its own into:
+    # the refusal is said once, not per mention.
+    result, lines = job(tmp_path, hook="te-fix, te-fix ,te-fix", register=False)
+    assert result.returncode == 0, result.stderr
+    assert lines[1]["patched"] is False
+    assert len(ours(result)) == 1, result.stderr
+
+
 def test_fp8audit_run_fix_te_patches_an_unmodified_job(tmp_path):
     binary = Path(os.environ.get("FP8AUDIT_BIN", ROOT / "build" / "bin" / "fp8audit"))
     if not binary.is_file():

@@ -213,7 +213,15 @@ def test_install_wraps_each_module_s_quantize_weight_once():
 
     modules = {"linear": Module, "grouped_linear": object()}
     assert refresh.install(lambda: None, lambda: -1, lambda: True, modules) == ["linear"]
-    assert refresh.install(lambda: None, lambda: -1, lambda: True, modules) == []
+    first = Module.quantize_weight
+    assert refresh.install(lambda: None, lambda: -1, lambda: True, modules) == ["linear"]
+    assert Module.quantize_weight is first  # in place already: not wrapped twice
+
+
+def test_install_finding_no_quantize_weight_says_the_check_is_not_in_place():
+    # A TE that moved or renamed it: nothing wrapped, and the caller must say so.
+    assert refresh.install(lambda: None, lambda: -1, lambda: True, {"linear": object()},
+                           object()) == []
 
 
 def test_a_module_name_too_long_for_the_agent_is_shortened_and_its_scale_kept():

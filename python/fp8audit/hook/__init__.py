@@ -219,6 +219,7 @@ FEATURES: Dict[str, Tuple[str, Callable[[object], None]]] = {
 
 _pending: Dict[str, List[Tuple[str, Callable[[object], None]]]] = {}
 _busy: set = set()
+_armed: set = set()  # the features install() armed in this process
 
 
 def _say(line: str) -> None:
@@ -275,12 +276,16 @@ _finder = _Finder()
 
 
 def install(features: List[str]) -> List[str]:
-    """Arms the named features; returns the names it did not know (reported on stderr)."""
+    """Arms the named features, each once per process however often named (spaces around a name
+    ignored); returns the names it did not know (reported on stderr)."""
     unknown = []
-    for name in features:
+    for name in dict.fromkeys(n.strip() for n in features if n.strip()):
         if name not in FEATURES:
             unknown.append(name)
             continue
+        if name in _armed:
+            continue
+        _armed.add(name)
         watched, action = FEATURES[name]
         if watched in sys.modules:
             _run(name, action, sys.modules[watched])

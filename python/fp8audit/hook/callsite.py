@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from typing import Any, Dict, Optional, Tuple
 
 from fp8audit._markers import HOOK_SITE_MARK
@@ -72,18 +73,23 @@ def _cut(site: str) -> str:
 
 def _code_of(target: Any) -> Optional[Any]:
     """The code object a checkpoint recomputes through `target` (a function, a bound method, a
-    functools.partial or a module, whose forward), where it is the job's own; else None."""
-    for _ in range(4):  # asked of the type: a module's __getattr__ would raise for each miss
+    functools.partial, a module, whose forward, or another callable object, whose __call__), where
+    it is the job's own; else None."""
+    for _ in range(4):  # asked of the type: an object's __getattr__ may raise for each miss
+        kind = type(target)
         if isinstance(target, functools.partial):
             target = target.func
-        elif hasattr(type(target), "__func__"):  # a bound method
+        elif hasattr(kind, "__func__"):  # a bound method
             target = target.__func__
-        elif not hasattr(type(target), "__code__") and \
-                callable(getattr(type(target), "forward", None)):
-            target = type(target).forward
-        else:
+        elif hasattr(kind, "__code__"):  # a function
             break
-    code = getattr(target, "__code__", None)
+        elif callable(getattr(kind, "forward", None)):
+            target = kind.forward
+        elif isinstance(getattr(kind, "__call__", None), types.FunctionType):
+            target = kind.__call__
+        else:
+            return None
+    code = getattr(target, "__code__", None) if hasattr(type(target), "__code__") else None
     if code is None or is_library(str(getattr(target, "__module__", "") or "")):
         return None
     return code
@@ -94,8 +100,13 @@ def checkpointed(frame: Any) -> str:
     "" where it keeps none of the job's own."""
     names = frame.f_locals
     ctx = names.get("ctx")
-    for target in [getattr(ctx, "run_function", None)] + [names.get(k) for k in _RECOMPUTED]:
-        code = _code_of(target) if target is not None else None
+    for key in ("ctx.run_function", *_RECOMPUTED):
+        try:  # the job's objects may fail to be read in any way: no site from them, never an error
+            target = getattr(ctx, "run_function", None) if key == "ctx.run_function" else \
+                names.get(key)
+            code = _code_of(target) if target is not None else None
+        except Exception:
+            code = None
         if code is not None:
             name = getattr(code, "co_qualname", code.co_name)
             return f"{short_path(code.co_filename)}:{code.co_firstlineno} in {name} (checkpointed)"
@@ -122,8 +133,14 @@ def user_site(frame: Optional[Any] = None, wrappers: bool = False) -> str:
     `wrappers`: `frame` is the hooked function's caller, and the job's frames there, before any
     library's, wrap that function rather than lead to it: they are skipped."""
     frame = frame if frame is not None else sys._getframe(1)
-    if wrappers:
-        frame = _past_wrappers(frame)
+    try:  # read from the job's objects: a site that cannot be read is none, never an error
+        return _walk(_past_wrappers(frame) if wrappers else frame)
+    except Exception:
+        return ""
+
+
+def _walk(frame: Any) -> str:
+    """user_site()'s walk from `frame` outwards."""
     while frame is not None:
         if not _library[frame.f_globals.get("__name__", "")]:
             code = frame.f_code

@@ -389,7 +389,11 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
 
         refreshed = refresh.reporter(current, send, delayed_scaling, in_phase, checkpoint_on_stack,
                                      graph_task, recipe_now)
-        refresh.install(refreshed, graph_task, lambda: switch._recording and not compiling())
+        if not refresh.install(refreshed, graph_task,
+                               lambda: switch._recording and not compiling()):
+            print("fp8audit: python hook 'te-recompute': this Transformer Engine's modules look up "
+                  "no quantize_weight (nor get_weight_workspace); weight refreshes in recompute "
+                  "are not checked", file=sys.stderr, flush=True)
     else:  # a feature that cannot run says so
         print("fp8audit: python hook 'te-recompute': this Transformer Engine has no "
               "in_fp8_activation_recompute_phase; weight refreshes in recompute are not checked",

@@ -127,8 +127,8 @@ def install(refreshed: Callable[[], None], task_id: Callable[[], int],
             base: Any = None) -> List[str]:
     """Wraps quantize_weight where each TE module file of MODULES looks it up (`modules`: name ->
     module object, default those imported; TE 2.15 on), and `base`'s get_weight_workspace (TE
-    2.14's TransformerEngineBaseModule, default the imported one) where it has one; returns the
-    names wrapped."""
+    2.14's TransformerEngineBaseModule, default the imported one) where it has one, once; returns
+    the names where the check is in place (wrapped now or before): none, and nothing is checked."""
     if modules is None:
         modules = {n: sys.modules.get(_PACKAGE + n) for n in MODULES}
     if base is None:
@@ -137,13 +137,16 @@ def install(refreshed: Callable[[], None], task_id: Callable[[], int],
     failed: List[BaseException] = []  # one failure ends the check in every wrapper
     for name, module in modules.items():
         inner = getattr(module, "quantize_weight", None)
-        if callable(inner) and not getattr(inner, "__fp8audit_refresh__", False):
+        if not callable(inner):
+            continue
+        if not getattr(inner, "__fp8audit_refresh__", False):
             setattr(module, "quantize_weight",
                     wrap(inner, refreshed, task_id, recording, failed=failed))
-            wrapped.append(name)
+        wrapped.append(name)
     method = getattr(base, "__dict__", {}).get("get_weight_workspace")
-    if callable(method) and not getattr(method, "__fp8audit_refresh__", False):
-        setattr(base, "get_weight_workspace",
-                wrap(method, refreshed, task_id, recording, method_refreshes, "cache_name", failed))
+    if callable(method):
+        if not getattr(method, "__fp8audit_refresh__", False):
+            setattr(base, "get_weight_workspace", wrap(method, refreshed, task_id, recording,
+                                                       method_refreshes, "cache_name", failed))
         wrapped.append("get_weight_workspace")
     return wrapped
