@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 from pkgutil_fp8audit import STANDIN, audit_standin_job
 
 
@@ -29,7 +31,12 @@ JOB = textwrap.dedent(f"""
         import fp8audit.te
         fp8audit.te.patch()
     torch.manual_seed(0)
-    layers = [te.Linear(8, 8) for _ in range(3)]
+    if "--ops" in sys.argv:  # te.ops operations called on their own, each its own fuser
+        layers = [te.ops.Linear(8, 8) for _ in range(3)]
+    elif "--ops-sequential" in sys.argv:
+        layers = [te.ops.Sequential(te.ops.Linear(8, 8)) for _ in range(3)]
+    else:
+        layers = [te.Linear(8, 8) for _ in range(3)]
     named = sys.argv[sys.argv.index("--recipe") + 1] if "--recipe" in sys.argv else ""
     for step in range(2):
         with fp8audit.microbatch():
@@ -72,6 +79,18 @@ def test_current_scaling_recomputed_outside_fp8_fails_on_its_recomputes(tmp_path
     assert "6 module recomputes checked" in notes, notes
     violations = rep["ranks"][0]["violations"]
     assert {v["kind"] for v in violations} == {"RECOMPUTE_PRECISION"}, violations
+
+
+@pytest.mark.parametrize("layers", ["--ops-sequential", "--ops"])
+def test_te_ops_recomputed_outside_fp8_fail_whether_in_a_sequential_or_called_on_their_own(
+        tmp_path: Path, layers: str) -> None:
+    # An operation called on its own runs its own fuser, through no TE module's call.
+    rep = run(tmp_path, layers)
+    assert rep["returncode"] == 3, rep["stderr"]
+    assert rows(rep) == [(3, 3, "FAIL"), (3, 3, "FAIL")]
+    named = "ops.Sequential#1" if layers == "--ops-sequential" else "ops.Linear#1"
+    why = "\n".join(rep["ranks"][0]["microbatches"][0]["explanations"])
+    assert named in why, why
 
 
 def test_recomputes_in_fp8_under_another_recipe_than_the_forward_fail(tmp_path: Path) -> None:

@@ -196,8 +196,11 @@ def _te_recompute(module: object) -> None:
     from fp8audit.hook import recompute
 
     classes = []
+    # te.ops: a Sequential, and an operation called on its own (its forward runs a fuser of its
+    # own); operations inside a Sequential run through its fusers, never through their own call.
     for name, attr in (("transformer_engine.pytorch.module.base", "TransformerEngineBaseModule"),
-                       ("transformer_engine.pytorch.ops", "Sequential")):
+                       ("transformer_engine.pytorch.ops", "Sequential"),
+                       ("transformer_engine.pytorch.ops", "FusibleOperation")):
         cls = getattr(sys.modules.get(name), attr, None)  # imported by TE itself, never by us
         if isinstance(cls, type):
             classes.append(cls)

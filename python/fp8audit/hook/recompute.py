@@ -251,6 +251,8 @@ def _entry(module: Any, ordinals: Dict[str, int],
     a module pickles, saves and deep-copies as without the hook, and a copy is a module of its
     own."""
     cls = type(module).__name__
+    if ".ops." in type(module).__module__:  # te.ops.Linear apart from te.Linear
+        cls = "ops." + cls
     ordinals[cls] = ordinals.get(cls, 0) + 1
     name = f"{cls}#{ordinals[cls]}"
     bindings = bindings if bindings is not None else {}
