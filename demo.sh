@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The bundled demo audit. Installs what is missing, builds fp8audit, and shows, for every
 # checkpointing configuration in the seeds, how many global FP8 DelayedScaling state updates
-# Transformer Engine performs per microbatch today (te-legacy) against the corrected ownership
-# (fixed), then runs the seeds' reproduction on the linked runtime under `fp8audit run` both ways
+# Transformer Engine performs per microbatch (each release's semantics; the worked example under
+# TE 2.20's, the newest release) against the corrected ownership (fixed), then runs the seeds' reproduction on the linked runtime under `fp8audit run` both ways
 # and prints the agent's reports side by side: duplicates found vs 1/1 everywhere. Runs on a
 # machine with or without a GPU. Extra arguments go to fp8-repro (e.g. --device cuda).
 set -euo pipefail
@@ -24,9 +24,9 @@ echo
 echo "== 1. Prediction (state/ ownership model): updates per microbatch (forward/backward), expected 1/1"
 "$fp8audit" model --compare state/scenarios/*.textproto
 echo
-echo "== 2. Why: the 28-layer x 7-Linear decoder with reentrant checkpoint per layer, under TE today"
+echo "== 2. Why: the 28-layer x 7-Linear decoder with reentrant checkpoint per layer, under TE 2.20"
 "$fp8audit" model state/scenarios/decoder_28x7_reentrant_per_layer.textproto \
-  --semantics te-legacy --microbatches 1 --max-explanations 4
+  --semantics te-2.20 --microbatches 1 --max-explanations 4
 echo
 echo "== 3. Real runs: fp8-repro on the linked runtime (three Linear, DelayedScaling HYBRID, every"
 echo "      checkpoint layout of the seeds, three seeds, gradient accumulation), audited by the agent"

@@ -9,7 +9,7 @@
 #   - else python3 when it already has torch >= 2 (e.g. a GPU machine's job environment, which may
 #     have no network): used as it is;
 #   - else ./.venv is (re)created with python3 -m venv and torch==$FP8AUDIT_TORCH_VERSION from PyPI
-#     (about 3 GB of wheels, 4.6 GB installed). Wheels are kept in $FP8AUDIT_WHEELHOUSE (default
+#     (about 2.6 GB of wheels, 4.6 GB installed). Wheels are kept in $FP8AUDIT_WHEELHOUSE (default
 #     ~/.cache/fp8audit/wheels) so a second clone on the same machine installs without downloading.
 set -euo pipefail
 cd "$(dirname "$0")/.."
