@@ -143,6 +143,12 @@ void AddCompletionCommand(CLI::App& app, int* exit_code) {
   sub->callback([root, shell, exit_code] {
     const std::vector<Command> commands = Commands(*root);
     std::cout << (*shell == "bash" ? Bash(commands) : Zsh(commands));
+    std::cout.flush();
+    if (!std::cout) {  // as `model`, `report` and `check`: a full disk, a closed pipe
+      std::cerr << "fp8audit completion: cannot write to standard output\n";
+      *exit_code = kExitUsage;
+      return;
+    }
     *exit_code = kExitOk;
   });
 }

@@ -146,12 +146,14 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       "(--semantics lists them).");
   auto* scenario = sub->add_option("scenario", flags->scenarios, "Scenario file(s) (.textproto)")
                        ->check(CLI::ExistingFile);
-  sub->add_flag("--compare", flags->compare,
-                "Run each scenario (or the layout) under every TE release's semantics and the "
-                "fixed one: one row each, a column per semantics (fixed last) and the fixed "
-                "verdict");
-  sub->add_option("--semantics", flags->semantics,
-                  "Ownership semantics: " + std::string(state::kSemanticsNames))
+  auto* compare =
+      sub->add_flag("--compare", flags->compare,
+                    "Run each scenario (or the layout) under every TE release's semantics and the "
+                    "fixed one: a text table, one row each, a column per semantics (fixed last) "
+                    "and the fixed verdict, which --check judges; not with --format json");
+  auto* semantics = sub->add_option("--semantics", flags->semantics,
+                                    "Ownership semantics: " + std::string(state::kSemanticsNames));
+  semantics
       ->check(
           [](const std::string& name) {
             return state::ParseSemantics(name)
@@ -165,7 +167,7 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
                   "Microbatches to run (default: the scenario's count, or 1 for a layout)")
       ->transform(Decimal())
       ->check(CLI::Range(1u, 1000000u));
-  sub->add_option("--format", flags->format, "Output format")
+  sub->add_option("--format", flags->format, "Output format (--compare: text only)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
   auto* layers = sub->add_option("--layers", flags->layers, "Generate a layout of L layers")
@@ -195,14 +197,17 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
       ->needs(layers);
   sub->add_flag("--check", flags->check,
                 "Exit 3 when any microbatch differs from the expected counts or a violation "
-                "is found");
-  sub->add_option("--trace-out", flags->trace_out,
-                  "Also write the model's event stream as an .fp8trace file");
-  sub->add_option("--max-explanations", flags->max_explanations,
-                  "Explanation lines shown in text output")
-      ->transform(Decimal())
-      ->capture_default_str();
+                "is found (with --compare: when a row's fixed verdict is FAIL)");
+  auto* trace_out = sub->add_option("--trace-out", flags->trace_out,
+                                    "Also write the model's event stream as an .fp8trace file");
+  auto* max_explanations = sub->add_option("--max-explanations", flags->max_explanations,
+                                           "Explanation lines shown in text output")
+                               ->transform(Decimal())
+                               ->capture_default_str();
   scenario->excludes(layers);
+  // A comparison runs every semantics and prints a text table: the flags of one semantics' run
+  // (which one, its trace, its explanations) are refused before anything is run or written.
+  compare->excludes(semantics)->excludes(trace_out)->excludes(max_explanations);
   sub->footer(WithExamples(
       std::string("Give either SCENARIO (several with --compare) or --layers.\n") +
           "Limits: a scenario file of at most " + std::to_string(state::kMaxScenarioBytes >> 20) +
@@ -218,13 +223,17 @@ void AddModelCommand(CLI::App& app, int* exit_code) {
           "Exit codes: 0 prediction printed; 2 bad flags, malformed scenario (one line naming\n"
           "file:line:column), a limit exceeded, or the output could not be written (--trace-out,\n"
           "standard output: a full disk, a directory, the scenario itself); 3 with --check when a\n"
-          "microbatch differs from the expectation.",
+          "microbatch differs from the expectation (with --compare: a fixed verdict is FAIL).",
       {"fp8audit model --layers 28 --linears-per-layer 7 --checkpoint reentrant --segments "
        "per-layer --semantics te-2.20",
        "fp8audit model --compare state/scenarios/*.textproto   # every TE release and fixed"}));
   sub->callback([flags, exit_code, sub] {
     if (flags->scenarios.empty() && flags->layers == 0) {
       throw CLI::RequiredError("SCENARIO or --layers");
+    }
+    // The table has no JSON form: refused as the parser refuses the flags --compare excludes.
+    if (flags->compare && flags->format == "json") {
+      throw CLI::ExcludesError("--compare", "--format json");
     }
     (void)sub;
     *exit_code = RunModel(*flags);

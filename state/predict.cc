@@ -263,6 +263,10 @@ std::optional<ModelReport> Predict(const ModelRequest& request, std::string* err
     *error = "several scenarios need --compare";
     return std::nullopt;
   }
+  if (request.compare && !request.trace_out.empty()) {
+    *error = "--trace-out writes one semantics' events: not with --compare";
+    return std::nullopt;
+  }
   std::vector<std::string> inputs = request.scenarios;
   if (inputs.empty()) inputs.push_back("");
   std::vector<CompiledScenario> compiled;

@@ -62,8 +62,9 @@ struct ModelReport {
 };
 
 // Loads and checks every input (limits included) before running any. On bad input (a malformed
-// scenario, more than one scenario without compare, a limit exceeded, a trace that cannot be
-// written) returns nullopt with one line in `error` ("PATH:LINE:COLUMN: problem" where known).
+// scenario, more than one scenario without compare, a trace_out with compare, a limit exceeded,
+// a trace that cannot be written) returns nullopt with one line in `error` ("PATH:LINE:COLUMN:
+// problem" where known).
 std::optional<ModelReport> Predict(const ModelRequest& request, std::string* error);
 
 enum class ModelFormat : uint8_t { kText, kJson };

@@ -95,6 +95,15 @@ TEST_F(CompletionCli, TheZshScriptIsValidZsh) {
   EXPECT_EQ(r.code, 0) << Describe(r);
 }
 
+// As `model`, `report` and `check`: a script that could not be written is an error, in one line.
+TEST_F(CompletionCli, StandardOutputOnAFullDeviceFailsWithOneLine) {
+  for (const std::string shell : {"bash", "zsh"}) {
+    const Result r = Fp8audit({"completion", shell}, {}, "/dev/full");
+    EXPECT_EQ(r.code, 2) << shell << ": " << Describe(r);
+    EXPECT_EQ(r.err, "fp8audit completion: cannot write to standard output\n") << shell;
+  }
+}
+
 TEST_F(CompletionCli, AnotherShellIsAUsageErrorInOneLineAndAHint) {
   const Result r = Fp8audit({"completion", "fish"});
   EXPECT_EQ(r.code, 2) << Describe(r);

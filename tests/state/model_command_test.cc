@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <string>
 
 #include "fp8audit/report.pb.h"
 #include "proto/trace_io.h"
@@ -182,6 +184,90 @@ TEST(ModelCommand, SeveralScenariosWithoutCompareExit2) {
                           "no_checkpoint.textproto");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "fp8audit model: several scenarios need --compare\n");
+}
+
+// --compare runs every semantics and prints a text table: a flag that applies to one semantics'
+// run (the trace of its events, its JSON, the semantics itself, its explanations) is refused
+// before anything is run or written, with the parser's line and hint, never ignored with exit 0.
+void ExpectCompareRefuses(const Result& r, const std::string& flag) {
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(r.err, "fp8audit model: --compare excludes " + flag +
+                       "\nRun 'fp8audit model --help' for usage.\n");
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(ModelCommand, CompareWithTraceOutExits2AndLeavesTheFileAsItWas) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("fp8audit_compare_trace." + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directory(dir);
+  const std::string path = (dir / "t.fp8trace").string();
+  std::ofstream(path) << "an earlier trace";
+  const Result r =
+      RunCli("model --compare " + kScenarios + "reentrant_single.textproto --trace-out " + path);
+  ExpectCompareRefuses(r, "--trace-out");
+  std::ifstream in(path);
+  std::stringstream kept;
+  kept << in.rdbuf();
+  EXPECT_EQ(kept.str(), "an earlier trace");
+  // Nothing else was left beside it (no temporary file).
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  // The layout too.
+  ExpectCompareRefuses(RunCli("model --compare --layers 2 --trace-out " + path), "--trace-out");
+  std::ifstream again(path);
+  std::stringstream still;
+  still << again.rdbuf();
+  EXPECT_EQ(still.str(), "an earlier trace");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ModelCommand, CompareWithFormatJsonExits2) {
+  ExpectCompareRefuses(
+      RunCli("model --compare --format json " + kScenarios + "reentrant_single.textproto"),
+      "--format json");
+  // Text, the table's own format, may be named.
+  const Result text =
+      RunCli("model --compare --format text " + kScenarios + "reentrant_single.textproto");
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_EQ(text.out.rfind("scenario", 0), 0u) << text.out;
+}
+
+TEST(ModelCommand, CompareWithSemanticsExits2) {
+  ExpectCompareRefuses(
+      RunCli("model --compare --semantics te-2.20 " + kScenarios + "reentrant_single.textproto"),
+      "--semantics");
+}
+
+TEST(ModelCommand, CompareWithMaxExplanationsExits2) {
+  ExpectCompareRefuses(
+      RunCli("model --compare --max-explanations 3 " + kScenarios + "reentrant_single.textproto"),
+      "--max-explanations");
+}
+
+// --check with --compare judges each row's fixed verdict: exit 3 where one FAILs.
+TEST(ModelCommand, CompareWithCheckExits3WhenAFixedVerdictFails) {
+  const std::string failing = kScenarios + "recompute_body_failure.textproto";
+  const Result checked = RunCli("model --compare --check " + failing);
+  EXPECT_EQ(checked.code, 3) << checked.err;
+  EXPECT_NE(checked.out.find("FAIL"), std::string::npos) << checked.out;
+  const Result unchecked = RunCli("model --compare " + failing);
+  EXPECT_EQ(unchecked.code, 0) << unchecked.err;
+}
+
+// --help says what --compare takes, and what it does not.
+TEST(ModelCommand, HelpSaysWhatCompareExcludes) {
+  const Result r = RunCli("model --help");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t at = r.out.find("  --compare ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  // Its names and description, up to the next flag's.
+  const std::string line = r.out.substr(at, r.out.find("\n  --", at) - at);
+  for (const std::string flag : {"--semantics", "--trace-out", "--max-explanations"}) {
+    EXPECT_NE(line.find("Excludes:"), std::string::npos) << line;
+    EXPECT_NE(line.find(flag), std::string::npos) << flag << ": " << line;
+  }
+  EXPECT_NE(line.find("--format json"), std::string::npos) << line;
+  EXPECT_NE(line.find("--check"), std::string::npos) << line;
 }
 
 // Hostile inputs run with 1 GiB of address space (not under AddressSanitizer, whose shadow memory
