@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/audit_common.h"
 #include "cli/commands.h"
@@ -26,7 +29,7 @@ struct ReportArgs {
   std::string output;
   uint32_t max_rows = 50;
   bool verbose = false;
-  bool exit_zero = false;             // 0 once the report is written, whatever the verdict
+  bool exit_zero = false;             // 0 instead of 3 (violations) once the report is written
   std::vector<std::string> baseline;  // --baseline PATH...
   ExpectFlags expect;
   SemanticsFlag semantics;
@@ -34,29 +37,47 @@ struct ReportArgs {
   ProgressFlags progress;
 };
 
-// The report is written: one line naming the file (-o), and the verdict's exit code (0 with
-// --exit-zero).
+// The exit code once the report is written: the verdict's, 0 in place of 3 (violations) with
+// --exit-zero. What could not be judged (bad input: a trace unreadable, empty or damaged, nothing
+// to audit) keeps its 2.
+int ExitCode(const ReportArgs& args, int verdict) {
+  return args.exit_zero && verdict == kExitViolation ? kExitOk : verdict;
+}
+
+// The report is written: one line naming the file (-o), and the exit code (ExitCode).
 int Wrote(const ReportArgs& args, const reports::TraceSetResult& result) {
-  const int code = ExitCodeFor(result.outcome);
+  const int verdict = ExitCodeFor(result.outcome);
+  const int code = ExitCode(args, verdict);
   if (!args.output.empty()) {
     SayLine("report", "wrote " + args.output + " (" + reports::OutcomeWord(result.report) +
-                          (args.exit_zero || code == kExitOk
-                               ? ")"
-                               : "; exit " + std::to_string(code) + ", --exit-zero for 0)"));
+                          (code == kExitOk ? ")"
+                           : code == kExitViolation
+                               ? "; exit " + std::to_string(code) + ", --exit-zero for 0)"
+                               : "; exit " + std::to_string(code) + ")"));
   }
-  return args.exit_zero ? kExitOk : code;
+  return code;
+}
+
+// True, with one line, where -o names one of `files` (the same file, also by another name): the
+// report would replace a trace it reads. `baseline`: `files` are --baseline's.
+bool OutputIsATraceRead(const std::string& output, const std::vector<std::string>& files,
+                        bool baseline) {
+  for (const std::string& file : files) {
+    if (!reports::SameFile(output, file)) continue;
+    SayLine("report", "-o " + output + " is " +
+                          (baseline         ? "the baseline trace " + file + " it reads"
+                           : file == output ? std::string("a trace it reads")
+                                            : "the trace " + file + " it reads") +
+                          ": name another file for the report");
+    return true;
+  }
+  return false;
 }
 
 // --baseline: this run's audit against the baseline's, per microbatch; 3 where it is worse.
 int RunBaseline(const ReportArgs& args, const std::vector<std::string>& files,
-                reports::TraceSetOptions options) {
-  std::vector<std::string> base_files, skipped;
+                std::vector<std::string> base_files, reports::TraceSetOptions options) {
   std::string error;
-  if (!reports::ExpandTracePaths(args.baseline, &base_files, &error, &skipped)) {
-    SayLine("report", "--baseline: " + error);
-    return kExitUsage;
-  }
-  for (const std::string& line : skipped) SayLine("report", "--baseline: " + line);
   RunFlag latest;  // the baseline's latest run, said where it holds several
   if (!SelectRun("report", latest, &base_files)) return kExitUsage;
   for (const std::string& f : base_files) {
@@ -88,9 +109,8 @@ int RunBaseline(const ReportArgs& args, const std::vector<std::string>& files,
   const auto judged = [](reports::Outcome o) {
     return o == reports::Outcome::kPass || o == reports::Outcome::kViolations;
   };
-  if (args.exit_zero) return kExitOk;
   if (!judged(base.outcome) || !judged(now.outcome)) return kExitUsage;
-  return c.worse_overall ? kExitViolation : kExitOk;
+  return ExitCode(args, c.worse_overall ? kExitViolation : kExitOk);
 }
 
 // Chrome trace and metrics: written while the traces are read; the audit keeps no rows.
@@ -126,6 +146,10 @@ int RunReport(const ReportArgs& args) {
     SayLine("report", "unknown --format " + args.format);
     return kExitUsage;
   }
+  if (!args.baseline.empty() && format != reports::Format::kText) {
+    SayLine("report", "--baseline compares in text only (not --format " + args.format + ")");
+    return kExitUsage;
+  }
   std::vector<std::string> files;
   std::string error;
   std::vector<std::string> skipped;
@@ -134,34 +158,33 @@ int RunReport(const ReportArgs& args) {
     return kExitUsage;
   }
   for (const std::string& line : skipped) SayLine("report", line);
-  if (!SelectRun("report", args.run, &files)) return kExitUsage;
+  std::vector<std::string> base_files;
+  if (!args.baseline.empty()) {
+    skipped.clear();
+    if (!reports::ExpandTracePaths(args.baseline, &base_files, &error, &skipped)) {
+      SayLine("report", "--baseline: " + error);
+      return kExitUsage;
+    }
+    for (const std::string& line : skipped) SayLine("report", "--baseline: " + line);
+  }
   if (!args.output.empty()) {
-    // Checked before reading: the report must not replace a trace it reads, nor be lost after it.
+    // Checked before reading: the report must not replace a trace the paths or --baseline name
+    // (of any run there), nor be lost after it.
     reports::OutputTarget target;
     if (!reports::ClassifyOutput(args.output, &target, &error)) {
       SayLine("report", "cannot write " + error);
       return kExitUsage;
     }
-    for (const std::string& file : files) {
-      if (reports::SameFile(args.output, file)) {
-        SayLine("report", "-o " + args.output + " is " +
-                              (file == args.output ? std::string("a trace it reads")
-                                                   : "the trace " + file + " it reads") +
-                              ": name another file for the report");
-        return kExitUsage;
-      }
+    if (OutputIsATraceRead(args.output, files, /*baseline=*/false) ||
+        OutputIsATraceRead(args.output, base_files, /*baseline=*/true)) {
+      return kExitUsage;
     }
   }
+  if (!SelectRun("report", args.run, &files)) return kExitUsage;
   reports::TraceSetOptions options;
   args.expect.Apply(&options);
   args.semantics.Apply(&options);
-  if (!args.baseline.empty()) {
-    if (format != reports::Format::kText) {
-      SayLine("report", "--baseline compares in text only (not --format " + args.format + ")");
-      return kExitUsage;
-    }
-    return RunBaseline(args, files, options);
-  }
+  if (!args.baseline.empty()) return RunBaseline(args, files, std::move(base_files), options);
   if (reports::IsStreamingFormat(format)) return RunStreaming(args, format, files, options);
   const bool complete = format == reports::Format::kJson || format == reports::Format::kHtml;
   reports::RenderOptions render;
@@ -228,9 +251,10 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "of standard output")
       ->type_name("FILE");
   sub->add_flag("--exit-zero", args->exit_zero,
-                "exit 0 once the report is written, whatever the audit found (a CI step that "
+                "exit 0 instead of 3 (violations) once the report is written (a CI step that "
                 "publishes the report; the gate is `fp8audit check` or a step without it); "
-                "bad input and an unwritable output still exit 2");
+                "what exits 2 without it still does: bad input (a trace unreadable, empty, "
+                "damaged or incomplete; nothing to judge) and an unwritable output");
   sub->add_flag("-v,--verbose", args->verbose,
                 "text: every violation of each microbatch with its events, instead of identical "
                 "problems collapsed into one line per cause");
@@ -259,8 +283,8 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
                   "names the file, the "
                   "record number and the byte offset of the damage. In a\ndirectory, "
                   "symbolic links named *.fp8trace are skipped (one line says so); name "
-                  "one to read it.\n\nExit codes:\n  (the audit's verdict, also with -o; 0 "
-                  "with --exit-zero once the report is written)\n") +
+                  "one to read it.\n\nExit codes:\n  (the audit's verdict, also with -o; "
+                  "--exit-zero: 0 instead of 3 once the report is written)\n") +
           kAuditExitCodes,
       {"fp8audit report fp8audit-traces             # the traces `fp8audit run` wrote, per rank",
        "fp8audit report after/ --baseline before/     # better or worse than the run before"}));

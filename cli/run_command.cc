@@ -14,6 +14,9 @@
 #include <iostream>
 #include <memory>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/audit_common.h"
 #include "cli/commands.h"
@@ -97,6 +100,11 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
     Say("no command given: fp8audit run [flags] [--] CMD [ARGS...]");
     return kExitUsage;
   }
+  // Flags that cannot go together are bad flags: said before anything is looked up or made.
+  if (args.fix_te && args.no_python_hook) {
+    Say("--fix-te works through the Python hook: drop --no-python-hook");
+    return kExitUsage;
+  }
   std::string error;
   const std::string agent = FindAgentLibrary(&error);
   if (agent.empty()) {
@@ -121,9 +129,27 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
       return kExitUsage;
     }
   }
-  if (!CheckReportFiles(args.files, &error)) {
+  RunPaths run_paths;
+  run_paths.out = args.out;
+  if (!args.patterns.empty()) run_paths.inputs.emplace_back("--patterns", args.patterns);
+  if (!CheckReportFiles(args.files, run_paths, &error)) {
     Say(error);
     return kExitUsage;
+  }
+  // Checked by --probe's validator: one of kProbeModeNames, or an earlier spelling.
+  const ProbeMode probe = ParseProbeMode(args.probe).value_or(ProbeMode::kAuto);
+  std::vector<std::pair<std::string, std::string>> hook;
+  std::string hook_error;
+  if (!args.no_python_hook) {
+    // te-count before te-fix: the fix then wraps the counting function and keeps it when removed.
+    std::vector<std::string> features = {"te-version", "te-recompute"};
+    if (ProbeModeUses(probe, ::fp8audit::Probe::kPythonHook)) features.emplace_back("te-count");
+    if (args.fix_te) features.emplace_back("te-fix");
+    hook = PythonHookEnvironment(features, /*need_model=*/args.fix_te, &hook_error);
+    if (hook.empty() && args.fix_te) {  // --fix-te cannot work: a bad flag, before CMD is sought
+      Say("--fix-te: " + hook_error);
+      return kExitUsage;
+    }
   }
   if (const auto after = Fp8auditFlagsAfterCommand(command); !after.empty()) {
     std::string list;
@@ -179,29 +205,12 @@ int RunRun(const RunArgs& args, const std::vector<std::string>& command) {
   if (args.self_profile) env.emplace_back("FP8AUDIT_SELF_PROFILE", "1");
   env.emplace_back("FP8AUDIT_ON_FULL", args.on_full);
   if (!patterns.empty()) env.emplace_back("FP8AUDIT_PATTERNS", patterns);
-  // Checked by --probe's validator: one of kProbeModeNames, or an earlier spelling.
-  const ProbeMode probe = ParseProbeMode(args.probe).value_or(ProbeMode::kAuto);
   env.emplace_back("FP8AUDIT_PROBE", std::string(ProbeModeName(probe)));
-  if (args.fix_te && args.no_python_hook) {
-    Say("--fix-te works through the Python hook: drop --no-python-hook");
-    return kExitUsage;
+  if (!args.no_python_hook && hook.empty()) {
+    Say("the Python hook is not armed (" + hook_error +
+        "): Python jobs are counted by the C-level probes only");
   }
-  if (!args.no_python_hook) {
-    // te-count before te-fix: the fix then wraps the counting function and keeps it when removed.
-    std::vector<std::string> features = {"te-version", "te-recompute"};
-    if (ProbeModeUses(probe, ::fp8audit::Probe::kPythonHook)) features.emplace_back("te-count");
-    if (args.fix_te) features.emplace_back("te-fix");
-    const auto hook = PythonHookEnvironment(features, /*need_model=*/args.fix_te, &error);
-    if (hook.empty() && args.fix_te) {
-      Say("--fix-te: " + error);
-      return kExitUsage;
-    }
-    if (hook.empty()) {
-      Say("the Python hook is not armed (" + error +
-          "): Python jobs are counted by the C-level probes only");
-    }
-    env.insert(env.end(), hook.begin(), hook.end());
-  }
+  env.insert(env.end(), hook.begin(), hook.end());
 
   const reports::TraceDirSnapshot before = reports::SnapshotTraceDir(out.string());
   LaunchOptions launch;
@@ -376,10 +385,13 @@ void AddRunCommand(CLI::App& app, int* exit_code) {
       })
       ->type_name("MODE");
   sub->add_flag("--no-python-hook", args->no_python_hook,
-                "do not put fp8audit's Python hook on CMD's PYTHONPATH (by default it records "
-                "TE's version, counts reduce_and_update_fp8_tensors calls, TE's unfused update "
-                "path included, and checks that each TE module recomputed in backward runs in "
-                "its forward's FP8 state)");
+                "do not put fp8audit's Python hook on CMD's PYTHONPATH. By default it records "
+                "TE's version and each TE module's recipe (without it no recipe is recorded and "
+                "the expectation stays 1/1, also for a job without DelayedScaling), counts "
+                "reduce_and_update_fp8_tensors calls (TE's unfused update path included), checks "
+                "that each module recomputed in backward runs with its forward's FP8 state, "
+                "recipe, fp8_output and fp8_grad, and records weight caches a recompute "
+                "re-quantized and DelayedScaling scales TE's update cannot reach (frozen)");
   sub->add_option("--on-full", args->on_full,
                   "what a thread of CMD does when its agent event buffer is full: wait (default) "
                   "for the agent's writer, giving up after 2 s without writer progress, or drop "

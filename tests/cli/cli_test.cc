@@ -243,6 +243,35 @@ TEST_F(ReportCli, OutputFileIsWrittenAndAnUnwritableOneExits2) {
                        ": No such file or directory\n");
 }
 
+// --exit-zero turns the verdict's 3 into 0 once the report is written; input that cannot be
+// judged (not a trace, empty) still exits 2, in every format and with -o, which then says so.
+TEST_F(ReportCli, ExitZeroTurnsViolationsInto0ButNotBadInput) {
+  const std::string failing = WriteTrace("failing.fp8trace", Failing());
+  const std::string garbage = Path("garbage.fp8trace");
+  std::ofstream(garbage, std::ios::binary) << "not a trace at all";
+  const std::string empty = Path("empty.fp8trace");
+  std::ofstream(empty, std::ios::binary);
+  for (const std::string format : {"text", "json", "metrics"}) {
+    EXPECT_EQ(Fp8audit({"report", failing, "--format", format, "--exit-zero"}).code, 0) << format;
+    for (const std::string& bad : {garbage, empty}) {
+      const Result r = Fp8audit({"report", bad, "--format", format, "--exit-zero"});
+      EXPECT_EQ(r.code, 2) << format << "\n" << Describe(r);
+    }
+  }
+  const Result written = Fp8audit({"report", garbage, "--exit-zero", "-o", Path("r.txt")});
+  EXPECT_EQ(written.code, 2) << Describe(written);
+  EXPECT_TRUE(Contains(written.err, "fp8audit report: wrote " + Path("r.txt") + " ("))
+      << Describe(written);
+  // Without --exit-zero the line offers it only where it would change the code.
+  const Result plain = Fp8audit({"report", garbage, "-o", Path("r.txt")});
+  EXPECT_EQ(plain.code, 2) << Describe(plain);
+  EXPECT_TRUE(Contains(plain.err, "; exit 2)")) << Describe(plain);
+  EXPECT_FALSE(Contains(plain.err, "--exit-zero")) << Describe(plain);
+  const Result failed = Fp8audit({"report", failing, "-o", Path("r.txt")});
+  EXPECT_EQ(failed.code, 3) << Describe(failed);
+  EXPECT_TRUE(Contains(failed.err, "; exit 3, --exit-zero for 0)")) << Describe(failed);
+}
+
 TEST_F(ReportCli, ChromeTraceIsWrittenToTheFileAndTheExitCodeIsTheAudits) {
   const std::string path = WriteTrace("a.fp8trace", Failing());
   const std::string out = Path("t.json");

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_fixture.h"
 
@@ -63,8 +65,74 @@ TEST_F(RunOutputsCli, AReportFileThatCannotBeWrittenIsRefusedBeforeTheCommandRun
   const Result twice =
       Run({"--json", Path("r"), "--junit", Path("r"), "--", "touch", marker}, "1/1");
   EXPECT_EQ(twice.code, 2) << Describe(twice);
-  EXPECT_TRUE(Contains(twice.err, "--junit and --json name the same file")) << Describe(twice);
+  EXPECT_EQ(twice.err, "fp8audit run: --junit " + Path("r") + " and --json " + Path("r") +
+                           " name the same file\n")
+      << Describe(twice);
   EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+// A report file must not replace what the run reads or writes (issue 35 review): refused before
+// CMD runs and before --out is made, in one line: the --patterns file; a trace in --out (an
+// earlier run's, or a name this run's agent may write); the --out folder itself; and two report
+// flags naming one file by different names.
+TEST_F(RunOutputsCli, AReportFileOverAnInputATraceOrAnotherReportIsRefusedBeforeTheCommandRuns) {
+  const std::string marker = Path("ran");
+  const std::map<std::string, std::string> env = {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT},
+                                                  {"FP8AUDIT_FAKE_TRACE", "1/1"}};
+  const std::string patterns = Path("pat.txt");
+  const std::string rules = "update.forward contains my_fp8_update_kernel\n";
+  std::ofstream(patterns) << rules;
+  std::filesystem::create_directories(Path("f1"));
+  const std::string earlier = Path("f1/host.123.fp8trace");
+  std::ofstream(earlier) << "an earlier run's trace";
+  std::filesystem::create_symlink(Path("f1"), Path("f1-link"));
+  std::filesystem::create_symlink(patterns, Path("pat-link"));
+  struct Case {
+    std::vector<std::string> args;
+    std::string line;
+  };
+  const std::vector<Case> cases = {
+      {{"--out", "new", "--patterns", "pat.txt", "--markdown", "pat.txt"},
+       "--markdown pat.txt is the --patterns file pat.txt, which this run reads: name another "
+       "file for the report"},
+      {{"--out", "new", "--patterns", patterns, "--markdown", "./pat.txt"},
+       "--markdown ./pat.txt is the --patterns file " + patterns +
+           ", which this run reads: name another file for the report"},
+      {{"--out", "new", "--patterns", "pat-link", "--markdown", "pat.txt"},
+       "--markdown pat.txt is the --patterns file pat-link, which this run reads: name another "
+       "file for the report"},
+      {{"--out", "f1", "--junit", "f1/host.123.fp8trace"},
+       "--junit f1/host.123.fp8trace is a trace in --out f1: name a file outside it or not "
+       "named *.fp8trace"},
+      {{"--out", "f1", "--json", "f1-link/host.456.fp8trace"},
+       "--json f1-link/host.456.fp8trace is a trace in --out f1: name a file outside it or not "
+       "named *.fp8trace"},
+      {{"--out", "new", "--json", "new"},
+       "--json new is the --out folder new: name another file for the report"},
+      {{"--out", "new", "--json", "./a.out", "--html", "a.out"},
+       "--html a.out and --json ./a.out name the same file"},
+      {{"--out", "new", "--json", "a.out", "--html", Path("a.out")},
+       "--html " + Path("a.out") + " and --json a.out name the same file"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"run"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.insert(args.end(), {"--", "touch", marker});
+    const Result r = Fp8audit(args, env);
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.err, "fp8audit run: " + c.line + "\n") << Describe(r);
+    EXPECT_FALSE(std::filesystem::exists(marker)) << Describe(r);
+    EXPECT_FALSE(std::filesystem::exists(Path("new"))) << Describe(r);
+    std::filesystem::remove_all(Path("new"));  // each case on its own
+  }
+  EXPECT_EQ(Slurp(patterns), rules);
+  EXPECT_EQ(Slurp(earlier), "an earlier run's trace");
+  // Files that are not one: beside the traces, or another name in the same folder.
+  const Result ok = Fp8audit(
+      {"run", "--out", "f1", "--json", "f1/r.json", "--html", "a.html", "--", "true"}, env);
+  EXPECT_EQ(ok.code, 0) << Describe(ok);
+  EXPECT_TRUE(std::filesystem::exists(Path("f1/r.json"))) << Describe(ok);
+  EXPECT_TRUE(std::filesystem::exists(Path("a.html"))) << Describe(ok);
 }
 
 TEST_F(RunOutputsCli, FlagsOfFp8auditAfterTheCommandAreWarnedAboutOnce) {

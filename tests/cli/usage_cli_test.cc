@@ -3,8 +3,11 @@
 // a flag that had nothing to act on says so.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_fixture.h"
 #include "tests/reports/trace_builder.h"
@@ -156,6 +159,61 @@ TEST_F(UsageCli, VerdictsAreColouredOnlyWhereColourIsWanted) {
       << Describe(forced);
   const Result json = Fp8audit({"report", trace, "--format", "json"}, {{"FORCE_COLOR", "1"}});
   EXPECT_FALSE(Contains(json.out, "\x1b[")) << Describe(json);
+}
+
+// Flags that cannot go together, or a --fix-te that cannot be armed, are bad flags: refused in one
+// line, exit 2, before --out is made and before CMD is looked up (a CMD not found is not 127
+// then).
+TEST_F(UsageCli, ConflictingRunFlagsAreRefusedBeforeAnythingIsCreatedOrLookedUp) {
+  const std::map<std::string, std::string> agent = {{"FP8AUDIT_AGENT", FP8AUDIT_FAKE_AGENT},
+                                                    {"FP8AUDIT_FAKE_TRACE", "1/1"}};
+  auto model_missing = agent;
+  model_missing["FP8AUDIT_MODEL_LIB"] = Path("no-such-model.so");
+  struct Case {
+    std::vector<std::string> flags;
+    std::map<std::string, std::string> env;
+    std::string line;
+  };
+  const std::vector<Case> cases = {
+      {{"--fix-te", "--no-python-hook"},
+       agent,
+       "--fix-te works through the Python hook: drop --no-python-hook"},
+      {{"--fix-te", "--no-python-hook"},
+       {{"FP8AUDIT_AGENT", Path("missing.so")}},
+       "--fix-te works through the Python hook: drop --no-python-hook"},
+      {{"--fix-te"},
+       model_missing,
+       "--fix-te: FP8AUDIT_MODEL_LIB=" + Path("no-such-model.so") + " is not a file"},
+  };
+  for (const Case& c : cases) {
+    for (const std::string command : {"true", "fp8audit-no-such-command"}) {
+      std::vector<std::string> args = {"run", "--out", "conflictdir"};
+      args.insert(args.end(), c.flags.begin(), c.flags.end());
+      args.insert(args.end(), {"--", command});
+      const Result r = Fp8audit(args, c.env);
+      EXPECT_EQ(r.code, 2) << Describe(r);
+      EXPECT_EQ(r.err, "fp8audit run: " + c.line + "\n") << Describe(r);
+      EXPECT_FALSE(std::filesystem::exists(Path("conflictdir"))) << Describe(r);
+      std::filesystem::remove_all(Path("conflictdir"));  // each case on its own
+    }
+  }
+}
+
+// What `run --help` says the Python hook does: everything a job loses without it.
+TEST_F(UsageCli, RunHelpSaysWhatThePythonHookRecords) {
+  const Result r = Fp8audit({"run", "--help"});
+  ASSERT_EQ(r.code, 0) << Describe(r);
+  const size_t at = r.out.find("--no-python-hook");
+  ASSERT_NE(at, std::string::npos) << Describe(r);
+  std::string text;  // the flag's description, its lines joined
+  for (size_t i = at; i < r.out.size() && r.out.compare(i, 4, "\n  -") != 0; ++i) {
+    const char c = r.out[i] == '\n' ? ' ' : r.out[i];
+    if (c != ' ' || text.empty() || text.back() != ' ') text += c;
+  }
+  for (const char* what : {"version", "reduce_and_update_fp8_tensors", "recipe", "1/1",
+                           "fp8_output", "fp8_grad", "weight", "frozen"}) {
+    EXPECT_TRUE(Contains(text, what)) << what << "\n" << text;
+  }
 }
 
 }  // namespace
