@@ -124,6 +124,13 @@ void OwnershipModel::CheckpointExit(uint32_t frame, bool failed) {
       f->stash.clear();
     } else {
       f->completed_forward = true;
+      if (f->reserved && !f->owner_ran) {
+        // No module in it could own the update (none ran, or none in FP8 under DelayedScaling):
+        // its recompute would hand the reservation to nobody, so it goes back to what follows.
+        first_ = true;
+        origin_ = f->reserved_origin;
+        f->reserved = false;
+      }
     }
   }
   Emit(v1::CHECKPOINT_EXIT, kNone, frame, 1, failed);

@@ -325,6 +325,14 @@ StashTransition OwnershipModel::ModuleStash(const ModuleInfo& module) {
   StashTransition t;
   if (!rules_.frames_own_flag) return t;
   if (enabled_ && delayed_) {
+    if (module.requires_grad) {
+      // With grad it takes the flag (TakeFlag): each checkpoint frame in its original forward
+      // around it will hand its reservation to it in the recompute.
+      for (uint32_t a : active_) {
+        Frame* f = FindFrame(a);
+        if (f && f->phase == 1) f->owner_ran = true;
+      }
+    }
     t = FrameStash(module);
     // A recompute that consumed a stash restores the module's metadata afterwards.
     if (t.popped == 0) MarkWritten(fwd_written_, module.id);

@@ -237,6 +237,9 @@ class OwnershipModel {
     OwnerOrigin saved_origin;
     bool reserved = false;  // fixed: backward ownership held for the recompute
     OwnerOrigin reserved_origin;
+    // Fixed: a module that would take the ownership with grad ran in the original forward (so
+    // the recompute will consume the reservation); none: the reservation goes back at exit.
+    bool owner_ran = false;
     // The autocast state the recompute reproduces.
     bool fp8 = false;
     bool delayed = false;

@@ -140,7 +140,7 @@ CompareColumn Column(const RunOutcome& r) {
   CompareColumn c;
   c.microbatches.reserve(r.microbatches.size());
   for (const auto& m : r.microbatches) {
-    c.microbatches.push_back({m.forward_updates, m.backward_updates, m.aborted});
+    c.microbatches.push_back({m.forward_updates, m.backward_updates, m.aborted, m.raised});
   }
   c.violations = r.violations.size();
   c.passed = r.passed();
@@ -170,7 +170,7 @@ std::string CountsCell(const CompareColumn& r) {
 bool FailsOnlyWhereTheJobRaised(const CompareColumn& c) {
   bool raised = false;
   for (const auto& m : c.microbatches) {
-    if (m.backward == 0 && !m.aborted) {
+    if (m.backward == 0 && !m.aborted && m.raised) {
       raised = true;
     } else if (m.aborted || m.forward != 1 || m.backward != 1) {
       return false;

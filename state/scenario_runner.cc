@@ -69,6 +69,7 @@ class Runner {
   bool backward_scopes_ = false;
   std::vector<Node> tape_;  // the microbatch's graph
   bool act_requires_grad_ = true;
+  bool raised_ = false;  // a fail op fired in this microbatch
   uint32_t mb_ = 0;
   uint64_t ops_ = 0;  // ops executed (RunOutcome::ops_executed)
 };
@@ -160,6 +161,7 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
                         : op.fail_where == v1::Fail::RECOMPUTE      ? cx.recompute
                                                                     : false;
       if (!here || !Fires(op)) return true;
+      raised_ = true;
       model_.Mark(v1::EXCEPTION);
       return false;
     }
@@ -236,6 +238,7 @@ bool Runner::BackwardCall(std::span<Node> tape) {
 
 bool Runner::Recompute(Node& node, std::vector<Node>* tape) {
   if (!model_.RecomputeEnter(node.frame, EntryFails(*node.body))) {
+    raised_ = true;
     model_.Mark(v1::EXCEPTION);
     return false;
   }
@@ -303,6 +306,7 @@ RunOutcome Runner::Run(uint32_t microbatches) {
     Context top;
     top.tape = &tape_;
     top.top_level = true;
+    raised_ = false;
     bool ok = Exec(sc_.program, top);
     if (ok) {
       for (const auto& [module, eval] : sc_.after_forward) eval_[module] = eval;
@@ -320,6 +324,7 @@ RunOutcome Runner::Run(uint32_t microbatches) {
     m.forward_advancing = model_.forward_advancing_updates() - fa0;
     m.backward_advancing = model_.backward_advancing_updates() - ba0;
     m.aborted = !ok;
+    m.raised = raised_;
     if (!ok) {
       v1::Violation v;
       v.set_kind(v1::Violation::UNBALANCED);

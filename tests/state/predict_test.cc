@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 namespace fp8audit::state {
@@ -105,6 +107,32 @@ TEST(Predict, CompareTableKeepsItsColumnsAndExplainsAFixedFail) {
   EXPECT_EQ(lines[2].substr(verdict), "FAIL") << table;
   EXPECT_NE(table.find("FAIL under fixed in \"recompute body failure"), std::string::npos) << table;
   EXPECT_NE(table.find("as intended; every other microbatch is 1/1."), std::string::npos) << table;
+}
+
+TEST(Predict, CompareCallsAMissingBackwardUpdateIntendedOnlyWhereTheJobRaised) {
+  // No module has a backward node (frozen, its input needs no grad): 1/0 with nothing raised is
+  // the fixed ownership's own failure, never "the job raises there ... as intended".
+  const std::string path = ::testing::TempDir() + "frozen_only.textproto";
+  {
+    std::ofstream f(path);
+    f << "schema_version: 1\nname: \"frozen only\"\nmodules { name: \"a\" frozen: true }\n"
+         "input_no_grad: true\nmicrobatches: 2\n"
+         "program { autocast { body { call { module: \"a\" } } } }\n";
+  }
+  ModelRequest request;
+  request.compare = true;
+  request.scenarios = {path};
+  std::string error;
+  const auto report = Predict(request, &error);
+  ASSERT_TRUE(report) << error;
+  std::string table;
+  ASSERT_TRUE(RenderModel(*report, ModelFormat::kText, 20, &table));
+  EXPECT_NE(table.find("FAIL under fixed in \"frozen only\": the fixed ownership does not give "
+                       "1/1 there"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("as intended"), std::string::npos) << table;
+  std::remove(path.c_str());
 }
 
 TEST(Predict, RefusesBadInputWithOneLine) {

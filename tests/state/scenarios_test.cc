@@ -98,6 +98,9 @@ TEST(ExampleScenarios, Te220CountsPerExample) {
       {"inner_autocast_disabled_outer_reentrant.textproto", {0, 3}},
       {"inner_autocast_disabled_outer_non_reentrant.textproto", {0, 1}},
       {"inner_autocast_disabled_outer_no_checkpoint.textproto", {0, 1}},
+      // A checkpoint of no FP8 module before FP8 ones: its autocast exit updates too.
+      {"checkpoint_without_fp8_module.textproto", {2, 1}},
+      {"checkpoint_of_fp8_off_module.textproto", {2, 1}},
   };
   for (const auto& [name, counts] : expected) {
     const RunOutcome r = RunFile(name, Semantics::kTe220);
