@@ -88,8 +88,10 @@ std::string UsageError(const std::string& command, const std::string& unknown,
   } else {
     line += ": " + what + "; the commands are " + Joined(commands);
   }
-  return line + "\nRun 'fp8audit" + (command.empty() ? "" : " " + command) +
-         " --help' for usage.\n";
+  for (char& c : line) {
+    if (c == '\n') c = ' ';  // one line, whatever the parser wrote
+  }
+  return line + " (see 'fp8audit" + (command.empty() ? "" : " " + command) + " --help')\n";
 }
 
 }  // namespace fp8audit::cli

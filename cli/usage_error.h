@@ -1,5 +1,5 @@
-// What `fp8audit` prints when its command line cannot be parsed: the problem in one line, then one
-// hint (`Run 'fp8audit CMD --help' for usage.`), never the whole help; a mistyped command gets the
+// What `fp8audit` prints when its command line cannot be parsed: one line, the problem and where
+// the usage is (`(see 'fp8audit CMD --help')`), never the whole help; a mistyped command gets the
 // nearest real one.
 #pragma once
 
@@ -23,7 +23,7 @@ std::string FirstUnknownFlag(const std::vector<std::string>& args,
 // `known`.
 std::string UnknownFlagLine(const std::string& flag, const std::vector<std::string>& known);
 
-// The two lines for a parse error. `command`: the subcommand that failed ("" for the top level);
+// The line for a parse error. `command`: the subcommand that failed ("" for the top level);
 // `unknown`: a first argument that is not a command (only with command ""); `what`: the parser's
 // message.
 std::string UsageError(const std::string& command, const std::string& unknown,

@@ -107,9 +107,9 @@ TEST_F(CompletionCli, StandardOutputOnAFullDeviceFailsWithOneLine) {
 TEST_F(CompletionCli, AnotherShellIsAUsageErrorInOneLineAndAHint) {
   const Result r = Fp8audit({"completion", "fish"});
   EXPECT_EQ(r.code, 2) << Describe(r);
-  EXPECT_EQ(r.err,
-            "fp8audit completion: SHELL: fish not in {bash,zsh}\n"
-            "Run 'fp8audit completion --help' for usage.\n");
+  EXPECT_EQ(
+      r.err,
+      "fp8audit completion: SHELL: fish not in {bash,zsh} (see 'fp8audit completion --help')\n");
 }
 
 }  // namespace
