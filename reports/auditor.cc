@@ -177,6 +177,10 @@ void Auditor::Fact(const v1::Event& event) {
     Recipe(event);
     return;
   }
+  if (event.kind() == v1::HOOK_UNCHECKED) {
+    Unchecked(event);
+    return;
+  }
   if (event.kind() == v1::PROBES) {
     s.probe_info = true;
     s.segments.SetActiveProbes(s.probes_active.Set(event.probes(), rec));
@@ -216,6 +220,17 @@ void Auditor::Recipe(const v1::Event& event) {
   const bool none = !s.delayed_scaling;
   rec->set_updates_not_expected(none);
   options_.expect = none ? Expectation{0, 0, false} : s.default_expect;
+}
+
+void Auditor::Unchecked(const v1::Event& event) {
+  const std::string check = Printable(event.context(), 32);
+  for (const v1::HookUnchecked& u : report_.hook_unchecked()) {
+    if (u.check() == check) return;  // one per check: the first reason says why
+  }
+  if (report_.hook_unchecked_size() >= 16) return;
+  v1::HookUnchecked* u = report_.add_hook_unchecked();
+  u->set_check(check);
+  u->set_reason(Printable(event.detail(), 64));
 }
 
 void Auditor::CrossCheck(const v1::Event& event) {

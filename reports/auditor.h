@@ -180,6 +180,8 @@ class Auditor {
   void CrossCheck(const v1::Event& event);
   // A RECIPE fact: recorded, and the expectation follows the recipes unless it was given.
   void Recipe(const v1::Event& event);
+  // A HOOK_UNCHECKED fact: the check is recorded (RankReport.hook_unchecked), once.
+  void Unchecked(const v1::Event& event);
   // An event from `source` shows its probe at work (te-call, python-hook).
   void Heard(v1::Source source);
   // The closing microbatch's tallies by source (row's by_source when `words`), and a probe note

@@ -193,6 +193,8 @@ std::string KindName(v1::EventKind kind) {
       return "frozen scale";
     case v1::BACKWARD_SCOPE:
       return "quantization_backward_scope";
+    case v1::HOOK_UNCHECKED:
+      return "hook check not run";
     default:
       return "event " + std::to_string(static_cast<int>(kind));
   }

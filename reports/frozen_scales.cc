@@ -65,6 +65,27 @@ std::string ChildWithoutAgentProblem(const v1::RankReport& trace, const std::str
          "): what it did was not audited, so the audit is incomplete, not a pass; " + remedy;
 }
 
+std::string HookUncheckedText(const v1::RankReport& trace, const v1::HookUnchecked& unchecked) {
+  const std::string& check = unchecked.check();
+  const std::string what = check == "recompute" ? "the recompute-precision check"
+                           : check == "refresh" ? "the weight-refresh check"
+                           : check == "frozen"  ? "the frozen-scale check"
+                           : check == "scope"   ? "the quantization_backward_scope check"
+                           : check == "te-recompute"
+                               ? "the recompute-precision, weight-refresh and frozen-scale checks"
+                           : check == "te-count" ? "the Python hook's update count"
+                                                 : "the Python hook's " + check;
+  const std::string reason = unchecked.reason().empty() ? "?" : unchecked.reason();
+  return what + " (" + check + ") could not run in process " +
+         std::to_string(trace.header().pid()) + " (" + reason +
+         "; its stderr says more): what it did not check may hold a mismatch, so the audit is "
+         "incomplete, not a pass";
+}
+
+std::string HookUncheckedProblem(const v1::RankReport& trace, const v1::HookUnchecked& unchecked) {
+  return Printable(trace.path(), 4096) + ": " + HookUncheckedText(trace, unchecked);
+}
+
 std::string FixLostExplanation(const std::string& reason) {
   const std::string why = reason == "freed-frame"
                               ? "the checkpoint frame holding it was freed without its recompute"

@@ -37,6 +37,11 @@ std::string NoPythonHookProblem(const v1::RankReport& trace);
 // RankReport.children_without_agent: "<why> <pid> <path>"), naming it, why and the remedy.
 std::string ChildWithoutAgentProblem(const v1::RankReport& trace, const std::string& child);
 
+// What a check of the Python hook that gave up in the trace's process (RankReport.hook_unchecked)
+// amounts to, naming the check, why and the process; the problem line: the same after the path.
+std::string HookUncheckedText(const v1::RankReport& trace, const v1::HookUnchecked& unchecked);
+std::string HookUncheckedProblem(const v1::RankReport& trace, const v1::HookUnchecked& unchecked);
+
 // The explanation of a microbatch in which fp8audit.te's safety net said the fix lost the backward
 // update (FIX_LOST_UPDATE; `reason`: its detail, "freed-frame" or "no-owner").
 std::string FixLostExplanation(const std::string& reason);

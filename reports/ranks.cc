@@ -255,6 +255,10 @@ RankRowList RankRows(const v1::AuditReport& report) {
       notes.push_back(n == 1 ? "started a program without the agent"
                              : "started " + std::to_string(n) + " programs without the agent");
     }
+    if (const int n = r.hook_unchecked_size(); n > 0) {
+      notes.push_back(n == 1 ? "a hook check did not run"
+                             : std::to_string(n) + " hook checks did not run");
+    }
     std::string note;
     for (const std::string& n : notes) note += (note.empty() ? "" : ", ") + n;
     rows.push_back(RankRow{r.rank(), r.rank(), i, std::move(note)});

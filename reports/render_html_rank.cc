@@ -11,6 +11,7 @@
 
 #include "fp8audit/vocabulary_proto.h"
 #include "reports/findings.h"
+#include "reports/frozen_scales.h"
 #include "reports/html_chart.h"
 #include "reports/ranks.h"
 
@@ -295,6 +296,9 @@ void Metadata(const v1::RankReport& r, bool open, std::string* out) {
     row("escaped", Esc(escaped) + " (recorded bytes that are not UTF-8, shown as \\xNN)");
   }
   text("markers", h.markers(), 64);
+  for (const v1::HookUnchecked& u : r.hook_unchecked()) {
+    row("incomplete", Esc(HookUncheckedText(r, u), 1024));
+  }
   const std::string ef = h.has_expect_forward() ? Num(h.expect_forward()) : "1 (not recorded)";
   const std::string eb = h.has_expect_backward() ? Num(h.expect_backward()) : "1 (not recorded)";
   row("expectations", "forward " + ef + ", backward " + eb);

@@ -12,6 +12,7 @@
 
 #include "reports/event_text.h"
 #include "reports/findings.h"
+#include "reports/frozen_scales.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
 
@@ -218,6 +219,18 @@ std::string Trace(const v1::RankReport& r, const std::string& name, uint64_t lis
       message = r.violations(0).message();
     }
     status = Element("failure", type, message, TraceBody(r, listed));
+  } else if (r.outcome() == v1::AuditReport::OUTCOME_INCOMPLETE) {
+    // Not damaged, no failure, yet not judged in full: never a passing testcase.
+    ++c->errors;
+    std::string message = "the audit of this trace is incomplete";
+    if (r.hook_unchecked_size() > 0) {
+      message = HookUncheckedProblem(r, r.hook_unchecked(0));
+    } else if (r.python_hook_absent()) {
+      message = NoPythonHookProblem(r);
+    } else if (r.children_without_agent_size() > 0) {
+      message = ChildWithoutAgentProblem(r, r.children_without_agent(0));
+    }
+    status = Element("error", "incomplete", message, TraceBody(r, listed));
   }
   return Testcase(name, r.duration_ns(), status, TraceFacts(r));
 }

@@ -7,6 +7,7 @@
 
 #include "reports/event_text.h"
 #include "reports/findings.h"
+#include "reports/frozen_scales.h"
 #include "reports/ranks.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
@@ -184,6 +185,9 @@ void Rank(const v1::RankReport& r, const RenderOptions& options, std::string* ou
     *out += "semantics " + sem + "\n";
   }
   if (!r.damage().empty()) *out += "INCOMPLETE " + Printable(r.damage(), 4096) + "\n";
+  for (const v1::HookUnchecked& u : r.hook_unchecked()) {
+    *out += "INCOMPLETE " + HookUncheckedText(r, u) + "\n";
+  }
   const v1::Totals& t = r.totals();
   *out += "events    " + EventsText(r) + "\n";
   if (const std::string by = BySourceText(rec.by_source()); !by.empty()) {

@@ -26,7 +26,8 @@ bool IsCrossCheck(v1::EventKind kind) {
 
 bool IsFact(v1::EventKind kind) {
   return kind == v1::TE_VERSION || kind == v1::TE_PATCHED || kind == v1::PROBES ||
-         kind == v1::PYTHON_HOOK_ABSENT || kind == v1::CHILD_WITHOUT_AGENT || kind == v1::RECIPE;
+         kind == v1::PYTHON_HOOK_ABSENT || kind == v1::CHILD_WITHOUT_AGENT || kind == v1::RECIPE ||
+         kind == v1::HOOK_UNCHECKED;
 }
 
 int Direction(const v1::Event& event, v1::EventKind forward, v1::EventKind backward,

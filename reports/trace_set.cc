@@ -92,7 +92,8 @@ bool HasConfirmedViolations(const v1::RankReport& r) { return r.confirmed_violat
 // The trace cannot be judged in full: damaged, without a footer, or no backward pass observed.
 bool IsIncomplete(const v1::RankReport& r) {
   return IsDamaged(r) || !r.damage().empty() || r.no_backward_observed() ||
-         r.python_hook_absent() || r.children_without_agent_size() > 0;
+         r.python_hook_absent() || r.children_without_agent_size() > 0 ||
+         r.hook_unchecked_size() > 0;
 }
 
 // A report for a file that holds no audit at all (unreadable, empty, not a trace).
@@ -173,6 +174,9 @@ TraceSetResult Conclude(std::vector<v1::RankReport> ranks, const RankAgreement& 
     if (r.python_hook_absent()) result.problems.push_back(NoPythonHookProblem(r));
     for (const std::string& child : r.children_without_agent()) {
       result.problems.push_back(ChildWithoutAgentProblem(r, child));
+    }
+    for (const v1::HookUnchecked& u : r.hook_unchecked()) {
+      result.problems.push_back(HookUncheckedProblem(r, u));
     }
     if (HasConfirmedViolations(r)) violations = true;
     if (r.verdict() == v1::FAIL) failing = true;

@@ -237,6 +237,13 @@ bool EventConverter::ConvertFields(const RawEvent& raw, Resolve how, v1::Event* 
       e->set_pass(v1::BACKWARD);
       e->set_detail(KeyValue(raw.Text(), nvtx::kKeyReason));
       return true;
+    case RawKind::kHookUnchecked:
+      e->set_kind(v1::HOOK_UNCHECKED);
+      e->set_source(v1::PYTHON_HOOK);
+      e->set_pass(v1::PASS_UNSPECIFIED);
+      e->set_context(KeyValue(raw.Text(), nvtx::kKeyCheck));
+      e->set_detail(KeyValue(raw.Text(), nvtx::kKeyReason));
+      return true;
     case RawKind::kProbes:
       e->set_kind(v1::PROBES);
       e->set_pass(v1::PASS_UNSPECIFIED);

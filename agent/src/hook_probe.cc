@@ -30,6 +30,10 @@ bool IsScopeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHook
 
 bool IsLostMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookLostMark); }
 
+bool IsUncheckedMark(std::string_view text) {
+  return nvtx::HasKeys(text, nvtx::kHookUncheckedMark);
+}
+
 bool IsSiteMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookSiteMark); }
 
 bool IsRecipeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookRecipeMark); }
@@ -66,21 +70,22 @@ bool ParseHookUpdate(std::string_view text, HookUpdate* out) {
 bool IsHookMark(std::string_view text) {
   return IsTeMark(text) || nvtx::HasKeys(text, nvtx::kHookPatchMark) || IsRecomputeMark(text) ||
          IsRefreshMark(text) || IsFrozenMark(text) || IsScopeMark(text) || IsLostMark(text) ||
-         IsSiteMark(text) || IsRecipeMark(text);
+         IsUncheckedMark(text) || IsSiteMark(text) || IsRecipeMark(text);
 }
 
 bool HookProbe::OnMark(ThreadState* ts, std::string_view text) {
   if (!IsHookMark(text)) return false;
   RawEvent e;
-  e.kind = IsRecomputeMark(text) ? RawKind::kRecompute
-           : IsRefreshMark(text) ? RawKind::kWeightRefresh
-           : IsFrozenMark(text)  ? RawKind::kFrozenScale
-           : IsScopeMark(text)   ? RawKind::kBackwardScope
-           : IsLostMark(text)    ? RawKind::kFixLost
-           : IsSiteMark(text)    ? RawKind::kCallSite
-           : IsRecipeMark(text)  ? RawKind::kRecipe
-           : IsTeMark(text)      ? RawKind::kTeVersion
-                                 : RawKind::kTePatched;
+  e.kind = IsRecomputeMark(text)   ? RawKind::kRecompute
+           : IsRefreshMark(text)   ? RawKind::kWeightRefresh
+           : IsFrozenMark(text)    ? RawKind::kFrozenScale
+           : IsScopeMark(text)     ? RawKind::kBackwardScope
+           : IsLostMark(text)      ? RawKind::kFixLost
+           : IsUncheckedMark(text) ? RawKind::kHookUnchecked
+           : IsSiteMark(text)      ? RawKind::kCallSite
+           : IsRecipeMark(text)    ? RawKind::kRecipe
+           : IsTeMark(text)        ? RawKind::kTeVersion
+                                   : RawKind::kTePatched;
   e.SetText(text);
   sink_.Record(ts, &e);
   return true;

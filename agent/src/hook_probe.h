@@ -17,6 +17,8 @@
 //          registered in its global buffers), once per module and state (FROZEN_SCALE)
 //   mark   "fp8audit.te.scope at=enter|exit"  TE PR #3456's quantization_backward_scope() entered
 //          or left at its outermost level (BACKWARD_SCOPE, context enter or exit)
+//   mark   "fp8audit.te.unchecked check=<c> reason=<r>"  a check of the hook gave up in this
+//          process (HOOK_UNCHECKED, context the check, detail the reason); keys in any order
 //   range  "fp8audit.te.update pass=forward|backward count=<N> unfused=<U>"
 //          pushed before FP8GlobalStateManager.reduce_and_update_fp8_tensors runs and popped after
 //          it returns: N updates (autocast keys with amaxes to reduce in that direction), U of
@@ -64,8 +66,8 @@ struct HookUpdate {
 // Parses an update range's message; false when it is not one.
 bool ParseHookUpdate(std::string_view text, HookUpdate* out);
 // A mark the hook sends (kHookTeMark, kHookPatchMark, kHookRecomputeMark, kHookRefreshMark,
-// kHookFrozenMark, kHookScopeMark, kHookLostMark, kHookSiteMark or kHookRecipeMark, each with
-// keys).
+// kHookFrozenMark, kHookScopeMark, kHookLostMark, kHookUncheckedMark, kHookSiteMark or
+// kHookRecipeMark, each with keys).
 bool IsHookMark(std::string_view text);
 // The hook's mark that TE was imported (kHookTeMark with keys: "fp8audit.te te=<version>").
 inline bool IsTeMark(std::string_view text) { return nvtx::HasKeys(text, nvtx::kHookTeMark); }

@@ -49,6 +49,7 @@ enum class RawKind : uint8_t {
   kWeightRefresh,      // text: the mark ("fp8audit.te.refresh module=<m> scale=<s> ...")
   kFrozenScale,        // text: the mark ("fp8audit.te.frozen module=<m>")
   kBackwardScope,      // text: the mark ("fp8audit.te.scope at=enter|exit")
+  kHookUnchecked,      // text: the mark ("fp8audit.te.unchecked check=<c> reason=<r>")
 };
 
 // Updates whose direction comes from scaled_max or the pass (kernel launches and TE calls).

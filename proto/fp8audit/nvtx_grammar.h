@@ -104,6 +104,12 @@ inline constexpr char kHookRecomputeMark[] = "fp8audit.te.recompute";
 // update.
 inline constexpr char kHookLostMark[] = "fp8audit.te.lost";
 inline constexpr char kKeyReason[] = "reason";
+// "fp8audit.te.unchecked check=<c> reason=<r>": a check of the hook could not run in this process
+// (from that moment on), sent once per process and check when it gives up; c names the check
+// (recompute, refresh, frozen, scope, or a feature that failed whole: te-count, te-recompute,
+// ...), r a short token (the exception's class, or why: no-quantize-weight, ...).
+inline constexpr char kHookUncheckedMark[] = "fp8audit.te.unchecked";
+inline constexpr char kKeyCheck[] = "check";
 // "fp8audit.te.site site=<path>:<line> in <function>": where in the job's own Python code the
 // thread's next hook event happened (python/fp8audit/hook/callsite.py); the value runs to the end
 // of the text and may hold spaces; empty: no frame of the job's own on the stack.

@@ -30,6 +30,7 @@ HOOK_TE_MARK = "fp8audit.te"  # "fp8audit.te te=<version>": TE was imported
 HOOK_UPDATE_RANGE = "fp8audit.te.update"  # around reduce_and_update_fp8_tensors
 HOOK_RECOMPUTE_MARK = "fp8audit.te.recompute"  # a TE module recomputed in backward
 HOOK_LOST_MARK = "fp8audit.te.lost"  # fp8audit.te's safety net: the fix lost a backward update
+HOOK_UNCHECKED_MARK = "fp8audit.te.unchecked"  # check=<c> reason=<r>: a hook check could not run
 HOOK_SITE_MARK = "fp8audit.te.site"  # where in the job's code the next hook event happened
 HOOK_RECIPE_MARK = "fp8audit.te.recipe"  # a TE module ran under a recipe of a new class
 HOOK_REFRESH_MARK = "fp8audit.te.refresh"  # a recompute re-quantized a cached FP8 weight

@@ -31,15 +31,15 @@ FP8AUDIT_MARKERS_API void fp8audit_markers_microbatch_begin_id(uint64_t id) {
 FP8AUDIT_MARKERS_API void fp8audit_markers_step() { ev::Step(); }
 
 // The grammar's names Python spells too (python/fp8audit/_markers.py, hook/): 0 the microbatch
-// range, 1 the step mark, 2-10 the Python hook's TE mark, update range, recompute mark, the fix's
+// range, 1 the step mark, 2-11 the Python hook's TE mark, update range, recompute mark, the fix's
 // lost-update mark, the call-site mark, the recipe mark, the weight-refresh mark, the
-// frozen-scale mark and the backward-scope mark; null past
+// frozen-scale mark, the backward-scope mark and the unchecked mark; null past
 // them. For checking that both languages spell them alike.
 FP8AUDIT_MARKERS_API const char* fp8audit_markers_name(int which) {
   static const char* const kNames[] = {
-      ev::kMicrobatchRange,   ev::kStepMark,       ev::kHookTeMark,   ev::kHookUpdateRange,
-      ev::kHookRecomputeMark, ev::kHookLostMark,   ev::kHookSiteMark, ev::kHookRecipeMark,
-      ev::kHookRefreshMark,   ev::kHookFrozenMark, ev::kHookScopeMark};
+      ev::kMicrobatchRange,   ev::kStepMark,       ev::kHookTeMark,    ev::kHookUpdateRange,
+      ev::kHookRecomputeMark, ev::kHookLostMark,   ev::kHookSiteMark,  ev::kHookRecipeMark,
+      ev::kHookRefreshMark,   ev::kHookFrozenMark, ev::kHookScopeMark, ev::kHookUncheckedMark};
   constexpr int n = sizeof(kNames) / sizeof(kNames[0]);
   return which >= 0 && which < n ? kNames[which] : nullptr;
 }

@@ -159,6 +159,18 @@ TEST(AgentRoutes, TheFixsLostUpdateMarkIsRecordedAsABackwardFact) {
   EXPECT_EQ(lost.detail(), "no-owner");
 }
 
+TEST(AgentRoutes, AHookCheckThatGaveUpIsRecordedAsAFactNamingTheCheckAndTheReason) {
+  const RunResult run = Emit("hook-unchecked", {{"NVTX_INJECTION64_PATH", AgentPath()}});
+  ASSERT_EQ(run.traces.size(), 1u) << run.stderr_text;
+  const Trace& t = run.traces[0];
+  EXPECT_EQ(Kinds(t), (K{v1::MICROBATCH_BEGIN, v1::HOOK_UNCHECKED, v1::MICROBATCH_END}));
+  const v1::Event& unchecked = t.events[1];
+  EXPECT_EQ(unchecked.source(), v1::PYTHON_HOOK);
+  EXPECT_EQ(unchecked.pass(), v1::PASS_UNSPECIFIED);
+  EXPECT_EQ(unchecked.context(), "recompute");
+  EXPECT_EQ(unchecked.detail(), "RuntimeError");
+}
+
 TEST(AgentRoutes, MicrobatchRangesNamingTheirMicrobatchAreRecordedWithTheId) {
   const RunResult run = Emit("ids", {{"NVTX_INJECTION64_PATH", AgentPath()}});
   ASSERT_EQ(run.exit_code(), 0) << run.stderr_text;

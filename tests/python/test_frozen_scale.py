@@ -144,6 +144,21 @@ def test_a_te_keeping_the_module_s_place_otherwise_makes_the_check_stand_aside_o
     assert capsys.readouterr().err.count("frozen scales are not checked") == 1
 
 
+def test_a_frozen_check_that_stands_aside_tells_the_agent_once(monkeypatch, capsys):
+    from fp8audit import _nvtx, hook
+
+    marks = []
+    monkeypatch.setattr(_nvtx, "NVTX", type("N", (), {"mark": staticmethod(marks.append)})())
+    monkeypatch.setattr(hook, "_unchecked", set())
+    check = frozen.judge(_Manager(info_key="elsewhere"), lambda text: None)
+    delayed = _Recipe(True)
+    for _ in range(2):
+        state = _State()
+        check(_module(state), ["Linear#1", None, "", "", None, {}, None], state, delayed, delayed)
+    assert marks == ["fp8audit.te.unchecked check=frozen reason=LookupError"]
+    assert capsys.readouterr().err.count("frozen scales are not checked") == 1
+
+
 def test_a_state_under_graph_capture_is_not_judged_until_an_eager_forward():
     sent = []
     state = _State()

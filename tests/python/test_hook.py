@@ -261,6 +261,25 @@ def test_with_a_test_nvtx_frequent_marks_go_through_mark(monkeypatch):
     assert recorder.marks == ["m"]
 
 
+def test_a_feature_that_fails_tells_the_agent_once_per_process_and_check(monkeypatch, capsys):
+    import fp8audit._nvtx as nvtx
+    from fp8audit import hook
+
+    marks = []
+    monkeypatch.setattr(nvtx, "NVTX", type("N", (), {"mark": staticmethod(marks.append)})())
+    monkeypatch.setattr(hook, "_unchecked", set())
+
+    def broken(module):
+        raise KeyError("boom")
+
+    hook._run("te-count", broken, None)
+    hook._run("te-count", broken, None)
+    hook.unchecked("refresh", "no quantize_weight!")  # a token: no spaces, nothing odd
+    assert marks == ["fp8audit.te.unchecked check=te-count reason=KeyError",
+                     "fp8audit.te.unchecked check=refresh reason=no-quantize_weight-"]
+    assert capsys.readouterr().err.count("python hook 'te-count' failed (KeyError") == 2
+
+
 # ---- te-count: the python hook's own count of TE's updates (needs no torch: a fake TE 2.x) ----
 
 FAKE_TE = {

@@ -109,12 +109,12 @@ def test_python_spells_the_nvtx_names_as_the_agent_does():
         lib = _markers.library()
         lib.fp8audit_markers_name.restype = ctypes.c_char_p
         lib.fp8audit_markers_name.argtypes = [ctypes.c_int]
-        print([lib.fp8audit_markers_name(i).decode() for i in range(11)])
+        print([lib.fp8audit_markers_name(i).decode() for i in range(12)])
         print([_markers.RANGE, _markers.STEP, _markers.HOOK_TE_MARK, _markers.HOOK_UPDATE_RANGE,
                _markers.HOOK_RECOMPUTE_MARK, _markers.HOOK_LOST_MARK, _markers.HOOK_SITE_MARK,
                _markers.HOOK_RECIPE_MARK, _markers.HOOK_REFRESH_MARK,
-               _markers.HOOK_FROZEN_MARK, _markers.HOOK_SCOPE_MARK])
-        print(lib.fp8audit_markers_name(11))
+               _markers.HOOK_FROZEN_MARK, _markers.HOOK_SCOPE_MARK, _markers.HOOK_UNCHECKED_MARK])
+        print(lib.fp8audit_markers_name(12))
     """)
     r = python(code)
     assert r.returncode == 0, r.stderr

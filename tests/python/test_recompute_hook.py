@@ -107,6 +107,47 @@ def run_job(tmp_path, *args, features="te-recompute", prefix="fp8audit.te.recomp
     return [m for m in json.loads(lines[-1]) if m.startswith(prefix)]
 
 
+BROKEN_JOB = PRELUDE + textwrap.dedent("""
+    from fp8audit.hook import callsite
+    calls = []
+
+    def broken(*args, **kwargs):  # the check's call-site lookup, at its first mismatch
+        calls.append(1)
+        raise RuntimeError("boom")
+
+    callsite.user_site = broken
+    torch.manual_seed(0)
+    layers = [te.Linear(8, 8) for _ in range(2)]
+    for step in range(2):
+        x = torch.randn(4, 8, requires_grad=True)
+        with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
+            for layer in layers:
+                x = checkpoint(layer, x, use_reentrant=True)
+        x.float().pow(2).mean().backward()  # recomputes outside FP8: mismatches
+    print(json.dumps(len(calls)))
+    print(json.dumps(fp8audit._nvtx.NVTX.marks))
+""")
+
+
+def test_a_recompute_check_that_fails_stops_says_one_line_and_tells_the_agent_once(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(BROKEN_JOB)
+    env = dict(os.environ, FP8AUDIT_PYHOOK="te-recompute",
+               PYTHONPATH=os.pathsep.join([str(HOOK_SITE), str(ROOT / "python"), str(STANDIN)]))
+    result = subprocess.run([sys.executable, str(script), str(STANDIN / "transformer_engine" /
+                                                             "pytorch")],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("fp8audit")] == [
+        "fp8audit: python hook 'te-recompute' failed (RuntimeError: boom); recomputes are not "
+        "checked"]
+    calls, marks = (json.loads(line) for line in result.stdout.splitlines()[-2:])
+    assert calls == 1  # the check stopped at its first failure
+    assert [m for m in marks if m.startswith("fp8audit.te.unchecked")] == [
+        "fp8audit.te.unchecked check=recompute reason=RuntimeError"]
+    assert [m for m in marks if m.startswith("fp8audit.te.recompute")] == []
+
+
 def test_torch_checkpoint_recompute_outside_fp8_is_marked_with_module_and_checkpoint(tmp_path):
     for mode in ((), ("--non-reentrant",)):
         assert run_job(tmp_path, *mode) == [

@@ -151,6 +151,23 @@ def test_a_failing_check_says_so_once_and_never_breaks_the_call(capsys):
     assert len(err) == 1 and "refreshes are no longer checked" in err[0], err
 
 
+def test_a_refresh_check_that_fails_tells_the_agent_once(monkeypatch, capsys):
+    from fp8audit import _nvtx, hook
+
+    marks = []
+    monkeypatch.setattr(_nvtx, "NVTX", type("N", (), {"mark": staticmethod(marks.append)})())
+    monkeypatch.setattr(hook, "_unchecked", set())
+
+    def broken():
+        raise KeyError("boom")
+
+    wrapped = refresh.wrap(lambda **kwargs: "q", broken, lambda: 1, lambda: True)
+    for _ in range(3):
+        assert wrapped(workspace=object()) == "q"
+    assert marks == ["fp8audit.te.unchecked check=refresh reason=KeyError"]
+    assert len(capsys.readouterr().err.splitlines()) == 1
+
+
 def test_a_failure_in_one_wrapper_ends_the_check_in_all_of_them(capsys):
     class A:
         @staticmethod

@@ -21,7 +21,11 @@ forward (hook/recompute.py: one NVTX mark per recompute), whether the recompute 
 a weight cache its forward filled (hook/refresh.py: one mark per weight re-quantized), and
 whether a module's DelayedScaling scales are out of reach of TE's update (hook/frozen.py: one
 mark per module and state).
-A feature that fails says so in one line on stderr; the job goes on without it."""
+A feature that fails says so in one line on stderr, and to the agent in one NVTX mark
+`fp8audit.te.unchecked check=<feature> reason=<exception class>` (unchecked(): the report then calls
+the process's trace incomplete, never a pass); the job goes on without it. A check inside a feature
+that gives up (te-recompute's recompute, refresh and frozen checks, te-count's scope marks) does
+the same, with its own name."""
 
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from fp8audit import _nvtx
-from fp8audit._markers import HOOK_TE_MARK, HOOK_UPDATE_RANGE
+from fp8audit._markers import HOOK_TE_MARK, HOOK_UNCHECKED_MARK, HOOK_UPDATE_RANGE
 
 ENV = "FP8AUDIT_PYHOOK"
 _recording = True  # set_recording(False): te-count and te-recompute call straight through
@@ -51,6 +55,28 @@ def set_recording(on: bool) -> None:
 def recording() -> bool:
     """Whether the armed features record (True unless set_recording(False))."""
     return _recording
+
+
+_unchecked: set = set()  # (pid, check) of the unchecked marks sent
+
+
+def unchecked(check: str, reason: str) -> None:
+    """Tells the agent that the hook's check `check` ("recompute", "refresh", "frozen", "scope", or
+    a feature's name) could not run in this process from now on: one NVTX mark
+    `fp8audit.te.unchecked check=<check> reason=<reason>` per process and check (a forked child
+    sends its own: its trace is another), which the report turns into an incomplete trace, never a
+    pass. `reason`: a short token (an exception's class name; what is not a letter, digit, '.',
+    '_' or '-' becomes '-'). Sent where the check gives up, beside its one line on stderr; never
+    raises."""
+    try:
+        key = (os.getpid(), check)
+        if key in _unchecked:
+            return
+        _unchecked.add(key)
+        token = "".join(c if c.isalnum() or c in "._-" else "-" for c in reason)[:40] or "unknown"
+        _nvtx.mark(f"{HOOK_UNCHECKED_MARK} check={check} reason={token}")
+    except Exception:  # a feature must never break the job
+        pass
 
 
 
@@ -189,6 +215,7 @@ def _te_scope() -> None:
     except Exception as e:  # a feature must never break the job
         _say(f"python hook 'te-count' could not mark quantization_backward_scope "
              f"({type(e).__name__}: {e}); continuing without its marks")
+        unchecked("scope", type(e).__name__)
 
 
 def _te_recompute(module: object) -> None:
@@ -234,6 +261,7 @@ def _run(name: str, action: Callable[[object], None], module: object) -> None:
         action(module)
     except Exception as e:  # a feature must never break the job
         _say(f"python hook '{name}' failed ({type(e).__name__}: {e}); continuing without it")
+        unchecked(name, type(e).__name__)
 
 
 class _Loader(importlib.abc.Loader):

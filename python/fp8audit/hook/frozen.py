@@ -30,6 +30,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, List
 
+from fp8audit import hook
 from fp8audit._markers import HOOK_FROZEN_MARK
 from fp8audit.hook.recompute import AT_JUDGED, AT_NAME, delayed_scaling, fitted_mark
 
@@ -93,6 +94,7 @@ def judge(manager: Any,
             off[0] = True
             print(f"fp8audit: python hook 'te-recompute': frozen scales are not checked "
                   f"({type(e).__name__}: {e})", file=sys.stderr, flush=True)
+            hook.unchecked("frozen", type(e).__name__)
             return
         if not fine:
             send(mark_text(entry[AT_NAME]))

@@ -396,15 +396,18 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
             print("fp8audit: python hook 'te-recompute': this Transformer Engine's modules look up "
                   "no quantize_weight (nor get_weight_workspace); weight refreshes in recompute "
                   "are not checked", file=sys.stderr, flush=True)
+            switch.unchecked("refresh", "no-quantize-weight")
     else:  # a feature that cannot run says so
         print("fp8audit: python hook 'te-recompute': this Transformer Engine has no "
               "in_fp8_activation_recompute_phase; weight refreshes in recompute are not checked",
               file=sys.stderr, flush=True)
-    failed: list = []
+        switch.unchecked("refresh", "no-recompute-phase")
+    failed: list = []  # the check's first failure: it ends the check, said once
 
     def wrap(inner: Callable[..., Any]) -> Callable[..., Any]:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if switch._recording and not compiling():  # the flag itself: no call per module call
+            # The flag itself: no call per module call.
+            if switch._recording and not failed and not compiling():
                 try:
                     before_call(self, args, kwargs)
                 except Exception as e:  # the check must never break the job
@@ -412,6 +415,7 @@ def install(manager: Any, classes: Tuple[type, ...], attention: Tuple[type, ...]
                         failed.append(e)
                         print(f"fp8audit: python hook 'te-recompute' failed ({type(e).__name__}: "
                               f"{e}); recomputes are not checked", file=sys.stderr, flush=True)
+                        switch.unchecked("recompute", type(e).__name__)
             return inner(self, *args, **kwargs)
 
         call.__fp8audit_recompute__ = True  # type: ignore[attr-defined]

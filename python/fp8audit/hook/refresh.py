@@ -31,6 +31,7 @@ import functools
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from fp8audit import hook
 from fp8audit._markers import HOOK_REFRESH_MARK
 from fp8audit.hook.recompute import AT_NAME, AT_REFRESH_MARKS, fitted_mark
 
@@ -115,6 +116,7 @@ def wrap(inner: Callable[..., Any], refreshed: Callable[[], None], task_id: Call
                     print(f"fp8audit: python hook 'te-recompute' failed at a weight refresh "
                           f"({type(e).__name__}: {e}); refreshes are no longer checked",
                           file=sys.stderr, flush=True)
+                    hook.unchecked("refresh", type(e).__name__)
         return inner(*args, **kwargs)
 
     functools.update_wrapper(quantize_weight, inner)  # TE's name; __wrapped__ for benchmarks
