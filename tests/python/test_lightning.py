@@ -146,3 +146,72 @@ def test_the_safety_net_says_at_once_when_the_fix_loses_a_backward_update(monkey
     assert "freed without its recompute" in lines[0]
     assert any("the fix lost a backward update" in v
                for r in fixed["records"] for v in r["fix_violations"])
+
+
+def _reentrant_then_head(backward: bool, dead_branch: bool = False):
+    """One microbatch on the stand-in under the fix: a reentrant te.checkpoint of a te.Linear (its
+    frame holds the backward update) then a te.Linear head; `dead_branch`: that checkpoint's output
+    is left out of the loss, which comes from a second checkpoint. The backward runs or not; the
+    outputs are dropped and collected afterwards."""
+    import gc
+
+    import torch
+    import transformer_engine.pytorch as te
+    from transformer_engine.common import recipe
+
+    torch.manual_seed(0)
+    blocks, head = [te.Linear(16, 16) for _ in range(2)], te.Linear(16, 16)
+    x = torch.randn(8, 16, requires_grad=True)
+    with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
+        h = te.checkpoint(blocks[0], x, use_reentrant=True)
+        if dead_branch:
+            h2 = te.checkpoint(blocks[1], x * 2, use_reentrant=True)
+            y = head(h2)
+        else:
+            y = head(h)
+    if backward:
+        y.float().sum().backward()
+    del h, y
+    gc.collect()
+
+
+@pytest.mark.parametrize("run", ["validation-with-grad", "step-skipped"])
+def test_the_safety_net_says_nothing_of_a_forward_whose_backward_never_runs(monkeypatch, capsys,
+                                                                            run):
+    """A forward with grad whose backward never runs (validation without no_grad, a step skipped
+    on a NaN loss): TE alone makes no backward update there either, so nothing was lost when its
+    checkpoint frame, which held the update, is freed without its recompute."""
+    import fp8audit._nvtx
+    import fp8audit.te
+    from fp8audit._markers import HOOK_LOST_MARK
+
+    marks = _Marks()
+    monkeypatch.setattr(fp8audit._nvtx, "NVTX", marks)
+    controller = fp8audit.te.patch()
+    _reentrant_then_head(backward=True)
+    _reentrant_then_head(backward=False)
+    if run == "step-skipped":
+        _reentrant_then_head(backward=True)
+    assert controller.violations == [] and controller.safety.lost == 0
+    assert not [m for m in marks.marks if m.startswith(HOOK_LOST_MARK)]
+    assert "lost a backward update" not in capsys.readouterr().err
+    assert not controller.pending
+
+
+def test_the_safety_net_reports_a_frame_holding_the_update_freed_after_a_backward_passed_it_by(
+        monkeypatch, capsys):
+    """The frame that holds the backward update is left out of the loss, and the backward runs
+    through the rest of the same forward (another frame is recomputed): the fix made no backward
+    update where TE alone makes one; said once the frame is freed."""
+    import fp8audit._nvtx
+    import fp8audit.te
+    from fp8audit._markers import HOOK_LOST_MARK
+
+    marks = _Marks()
+    monkeypatch.setattr(fp8audit._nvtx, "NVTX", marks)
+    controller = fp8audit.te.patch()
+    _reentrant_then_head(backward=True, dead_branch=True)
+    assert controller.counts["backward"] == 0 and controller.safety.lost == 1
+    assert [m for m in marks.marks if m.startswith(HOOK_LOST_MARK)] == [
+        f"{HOOK_LOST_MARK} pass=backward reason=freed-frame"]
+    assert "the fix lost a backward update" in capsys.readouterr().err

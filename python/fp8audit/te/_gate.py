@@ -90,13 +90,22 @@ def upstream_fix(mods: Dict[str, Any]) -> Optional[str]:
 
 
 def check(version: Optional[str] = None) -> List[str]:
-    """Why the installed TE cannot be patched (empty: it can); never raises for a TE that is
-    missing or does not import. Imports TE's PyTorch modules."""
+    """Why the installed TE cannot be patched (empty: it can); never raises: a TE that is missing,
+    does not import, or lacks a name this reads is a reason, one line. Imports TE's PyTorch
+    modules."""
     try:
         mods = te_modules()
         version = version or te_version()
     except ImportError as e:
         return [f"Transformer Engine's PyTorch part does not import ({e}): nothing to patch"]
+    try:
+        return _problems(mods, version)
+    except Exception as e:  # noqa: BLE001 - a TE unlike the verified ones is a reason, not a crash
+        why = " ".join(f"{type(e).__name__}: {e}".split())
+        return [f"transformer_engine {version} cannot be read where fp8audit.te looks ({why})"]
+
+
+def _problems(mods: Dict[str, Any], version: str) -> List[str]:
     fix = upstream_fix(mods)
     if fix == PR_3456:
         return [PR_3456_LINE.format(version=version)]

@@ -97,8 +97,9 @@ class PatchRefused(RuntimeError):
 class NotCovered(RuntimeError):
     """The job does something the fix does not cover (a checkpoint inside a CUDA-graphed
     callable, Megatron's local CUDA graphs, a te.ops fuser inside a checkpoint, torch's
-    non-reentrant checkpoint of TE modules fed inputs that need no grad); raised before that part
-    runs, with one line saying what to do."""
+    non-reentrant checkpoint of TE modules fed inputs that need no grad, several
+    activation_recompute_forward frames opened directly and pending at once); raised before that
+    part runs, with one line saying what to do."""
 
 
 GRAPH_CHECKPOINT = ("fp8audit.te: a checkpoint inside a CUDA-graphed callable "
@@ -113,6 +114,13 @@ NON_REENTRANT_WITHOUT_GRAD = (
     "the backward, with the fix or without it. Start checkpointing after a layer whose output "
     "needs grad, call requires_grad_() on the input, or pass use_reentrant=True")
 
+CHECKPOINT_WITHOUT_OUTPUT = (
+    "fp8audit.te: Megatron's CheckpointWithoutOutput / activation_recompute_forward frames opened "
+    "directly, several pending at once (recompute_modules mla_up_proj, layernorm or moe_act in 2+ "
+    "layers, microbatches in flight, or a forward never backpropagated) in FP8 DelayedScaling, "
+    "are not covered by the fix: their recomputes come in backward order and name no frame, so "
+    "which forward's FP8 metadata each one restores is not known; take those modules out of "
+    "--recompute-modules, or run this job without --fix-te / fp8audit.te.patch()")
 
 
 class VerifyError(AssertionError):
@@ -395,6 +403,13 @@ class Controller:
                 if not self.recompute_phase:
                     if state.graph_capturing():
                         raise NotCovered(GRAPH_CHECKPOINT)
+                    pair = getattr(self, "_fp8audit_pair", None)
+                    if pair is None and c.tls.pending_ctx is None and c.unpaired and (
+                            c.delayed_fp8() or any(c.stash.get(f) for f in c.unpaired)):
+                        # Opened directly (Megatron's CheckpointWithoutOutput): its recompute
+                        # names no frame. One pending such frame pairs with the next recompute;
+                        # with several, the order the recomputes come in is not known.
+                        raise NotCovered(CHECKPOINT_WITHOUT_OUTPUT)
                     grad = c.grad()
                     # TE enters a reentrant frame inside its own no_grad; non-reentrant frames
                     # are entered under the caller's grad mode.
@@ -404,9 +419,8 @@ class Controller:
                     frame, _direct = c.model.checkpoint_enter(
                         reentrant, caller_grad=True if reentrant else grad,
                         inputs_require_grad=needs)
-                    if reentrant and not _direct and first and not c.model.first_module:
-                        c.safety.reserved(frame)
-                    pair = getattr(self, "_fp8audit_pair", None)
+                    if not _direct:
+                        c.safety.opened(frame, reentrant and first and not c.model.first_module)
                     owner = None  # the object whose lifetime is the frame's autograd graph
                     if pair is not None:
                         pair._fp8audit_frame = frame
@@ -454,9 +468,11 @@ class Controller:
                 self._fp8audit_frame_entered = None
                 if not self.recompute_phase:
                     c.model.checkpoint_exit(frame, failed)
-                    if failed:
+                    if failed:  # never recomputed
                         c.drop(frame)
                         c.pending.discard(frame)
+                        if frame in c.unpaired:
+                            c.unpaired.remove(frame)
                 else:
                     c.model.recompute_exit(frame, failed)
                     if c.tls.outer:
@@ -550,33 +566,68 @@ class Controller:
     # ---- install / remove ----------------------------------------------------------------------
 
     def install(self) -> None:
+        """Every step of the patch, in order; a failure at any step undoes the steps done so far,
+        in reverse (each undo registered before its step runs, so a step that fails halfway is
+        undone too), and TE, torch and Megatron are left as they were."""
         plan = self.build()
-        applied: List[Tuple[Any, str, Any]] = []
+        undo: List[Callable[[], None]] = []
         try:
+            applied: List[Tuple[Any, str, Any]] = []
+
+            def restore_te() -> None:
+                for owner, name, value in reversed(applied):
+                    setattr(owner, name, value)
+
+            undo.append(restore_te)
             for owner, name, value in plan:
                 applied.append((owner, name, owner.__dict__[name] if isinstance(owner, type)
                                 else getattr(owner, name)))
                 setattr(owner, name, value)
+            undo.append(self.backports.remove)
             self.backports.install()
+            flag = self.te_flag()
+            undo.append(lambda: self.state.release_flag(flag))
             self.state.own_flag(lambda: self.model.first_module)
-        except Exception:
-            self.backports.remove()
-            for owner, name, value in reversed(applied):
-                setattr(owner, name, value)
+            dist = self.mods["distributed"]
+            saved = [(name, getattr(dist, name)) for name in self.release.recompute_globals]
+
+            def restore_globals() -> None:
+                for name, value in saved:
+                    setattr(dist, name, value)
+
+            undo.append(restore_globals)
+            # Outside any autocast TE's flag is not used before the next depth-0 entry re-arms it.
+            self.sync_globals()
+            reason = _torch_ckpt.why_not()
+            if reason is None:
+                routing = self.torch_routing = _torch_ckpt.Routing(self)
+                undo.append(routing.remove)
+                routing.install()
+            else:
+                print(f"fp8audit.te: torch.utils.checkpoint left alone ({reason}): TE modules it "
+                      "recomputes may run without FP8", file=sys.stderr)
+            undo.append(self.megatron_routing.remove)
+            self.megatron_routing.adopt()
+            undo.append(self.megatron_graphs.remove)
+            self.megatron_graphs.adopt()
+            undo.append(self.ops_fusers.remove)
+            self.ops_fusers.install()
+        except BaseException:
+            self.torch_routing = None
+            for step in reversed(undo):
+                try:
+                    step()
+                except Exception:  # the failure raised is the one that stopped the patch
+                    pass
             raise
         self.originals = applied
-        # Outside any autocast TE's flag is not used before the next depth-0 entry re-arms it.
-        self.sync_globals()
-        reason = _torch_ckpt.why_not()
-        if reason is None:
-            self.torch_routing = _torch_ckpt.Routing(self)
-            self.torch_routing.install()
-        else:
-            print(f"fp8audit.te: torch.utils.checkpoint left alone ({reason}): TE modules it "
-                  "recomputes may run without FP8", file=sys.stderr)
-        self.megatron_routing.adopt()
-        self.megatron_graphs.adopt()
-        self.ops_fusers.install()
+
+    def te_flag(self) -> bool:
+        """TE's first-module flag as TE holds it (read before the patch owns it)."""
+        mgr = self.mods["quantization"].FP8GlobalStateManager
+        if isinstance(self.state, _state_layouts.ClassAttributeState):
+            return bool(mgr.IS_FIRST_FP8_MODULE)
+        return bool(mgr.quantization_state.is_first_fp8_module)
 
     def remove(self) -> None:
         self.ops_fusers.remove()

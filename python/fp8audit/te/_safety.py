@@ -6,8 +6,13 @@ DelayedScaling FP8); the fix gives it to one such module, or reserves it for a r
 frame whose recompute hands it on. Per logical forward (an outermost autocast, not a recompute),
 this counts the modules that asked outside any reserving frame and the grants, and follows the
 frames that reserved. The backward update is lost when modules asked, none was granted, no
-reserving frame was recomputed (a recompute hands the ownership on), and none can still be (each
-was freed without its recompute): TE alone would have updated through the first of those modules.
+reserving frame was recomputed (a recompute hands the ownership on), none can still be (each
+was freed without its recompute), and a backward ran for that forward: TE alone would have updated
+through the first of those modules. A backward ran when a frame was freed while its forward still
+ran (it had no backward node: the backward of the rest of the graph owes the update) or when another
+frame of the same forward was recomputed; a forward whose backward never runs (validation with
+grad, a step skipped on a NaN loss) frees its frames with no update owed, as TE alone makes none.
+A frame left out of the loss, whose forward's backward recomputes no other frame, is not seen.
 Then the fix prints one line on stderr (the first time; `lost` counts them all), records it among
 its problems (never raising: it is found inside TE's own calls), and sends the agent the NVTX
 mark `fp8audit.te.lost pass=backward reason=...`, which the audit reports as a failing microbatch
@@ -29,6 +34,8 @@ class _Forward:
         self.granted = 0  # ownerships given to a module, or handed on by a frame's recompute
         self.reserving: Set[int] = set()  # frames holding the ownership, not yet recomputed
         self.freed: Set[int] = set()  # of those, freed without their recompute
+        self.freed_in_forward = False  # one of those freed before the forward ended: no node
+        self.backward = False  # another frame of this forward was recomputed: a backward ran
         self.reported = False
 
 
@@ -38,7 +45,7 @@ class LostUpdates:
     def __init__(self, problem: Callable[[str], None]) -> None:
         self.problem = problem
         self.current: Optional[_Forward] = None
-        self.frames: Dict[int, _Forward] = {}
+        self.frames: Dict[int, _Forward] = {}  # frames opened in a logical forward, to its end
         self.lost = 0
 
     def forward_begins(self) -> None:
@@ -49,21 +56,30 @@ class LostUpdates:
             self.current.asked += 1
             self.current.granted += int(granted)
 
-    def reserved(self, frame: int) -> None:
+    def opened(self, frame: int, reserving: bool) -> None:
+        """A checkpoint frame that can be recomputed opened; `reserving`: it holds the backward
+        update."""
         if self.current is not None and self.current.open:
-            self.current.reserving.add(frame)
+            if reserving:
+                self.current.reserving.add(frame)
             self.frames[frame] = self.current
 
     def recomputed(self, frame: int) -> None:
         forward = self.frames.pop(frame, None)
-        if forward is not None:
+        if forward is None:
+            return
+        forward.backward = True
+        if frame in forward.reserving:
             forward.reserving.discard(frame)
             forward.granted += 1
+        else:
+            self._judge(forward)
 
     def freed(self, frame: int) -> None:
         forward = self.frames.pop(frame, None)
         if forward is not None and frame in forward.reserving:
             forward.freed.add(frame)
+            forward.freed_in_forward |= forward.open
             self._judge(forward)
 
     def forward_ends(self) -> None:
@@ -76,6 +92,8 @@ class LostUpdates:
             return
         if forward.reserving - forward.freed:
             return  # a frame can still be recomputed and hand the ownership on
+        if forward.freed and not (forward.freed_in_forward or forward.backward):
+            return  # no backward ran for this forward (yet): TE alone would not update either
         forward.reported = True
         self.lost += 1
         why = ("a checkpoint frame held the ownership and was freed without its recompute"
