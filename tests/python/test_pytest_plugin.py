@@ -4,14 +4,16 @@ the failure, fixtures' microbatches no test's, the plugin inert without the flag
 when the executable is missing."""
 
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, Tuple
 
-from pkgutil_fp8audit import BIN, ROOT, env, needs_agent, needs_ops
+from pkgutil_fp8audit import BIN, ROOT, env, needs_agent, needs_ops, report
 
 SUITE = textwrap.dedent("""
     import pytest, fp8audit
@@ -58,14 +60,15 @@ SUITE = textwrap.dedent("""
 """)
 
 
-def run_suite(tmp_path: Path, *flags: str, **extra: str) -> Tuple[subprocess.CompletedProcess,
-                                                                   Dict[str, str]]:
-    """Runs SUITE with the plugin and `flags`; (result, {test: "passed" or its failure text})."""
-    (tmp_path / "test_suite.py").write_text(SUITE)
+def run_tests(tmp_path: Path, source: str, *flags: str, **extra: str) -> Tuple[
+        subprocess.CompletedProcess, Dict[str, str]]:
+    """Runs `source` as test_x.py with the plugin and `flags`; (result, {test: "passed" or its
+    failure text})."""
+    (tmp_path / "test_x.py").write_text(source)
     junit = tmp_path / "junit.xml"
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "fp8audit.pytest_plugin", "-p", "no:cacheprovider",
-         f"--junitxml={junit}", *flags, "test_suite.py"],
+         f"--junitxml={junit}", *flags, "test_x.py"],
         cwd=tmp_path, env=env(**extra), capture_output=True, text=True, timeout=600)
     outcomes: Dict[str, str] = {}
     if junit.is_file():
@@ -74,6 +77,12 @@ def run_suite(tmp_path: Path, *flags: str, **extra: str) -> Tuple[subprocess.Com
             outcomes[case.get("name", "")] = "passed" if failure is None else \
                 (failure.get("message", "") + "\n" + (failure.text or ""))
     return result, outcomes
+
+
+def run_suite(tmp_path: Path, *flags: str, **extra: str) -> Tuple[subprocess.CompletedProcess,
+                                                                   Dict[str, str]]:
+    """Runs SUITE with the plugin and `flags`, as run_tests does."""
+    return run_tests(tmp_path, SUITE, *flags, **extra)
 
 
 def test_fp8audit_fails_exactly_the_tests_whose_microbatches_miss_their_expectation(tmp_path):
@@ -257,3 +266,118 @@ def test_rows_folded_past_ten_thousand_microbatches_are_judged_one_by_one():
     each = _each_microbatch(rows)
     assert [m.get("index", 0) for m in each] == [0, 1, 2, 3, 4]
     assert [m.get("verdict") for m in each] == [None, "FAIL", "FAIL", "FAIL", None]
+
+
+WITHOUT_AGENT = textwrap.dedent("""
+    import os, subprocess, sys, fp8audit
+
+    ALONE = {"PATH": os.environ["PATH"]}  # names no agent: what the child does goes unaudited
+    LAUNCHER = (
+        "import os, subprocess, sys, fp8audit\\n"
+        "with fp8audit.microbatch():\\n"
+        "    fp8audit.update('forward', 1)\\n"
+        "    fp8audit.update('backward', 1)\\n"
+        "subprocess.run([sys.executable, '-c', 'pass'], env={'PATH': os.environ['PATH']},\\n"
+        "               check=True)\\n")
+
+    def microbatch():
+        with fp8audit.microbatch():
+            fp8audit.update("forward", 1)
+            fp8audit.update("backward", 1)
+
+    def test_good_before():
+        microbatch()
+
+    def test_worker_starts_a_program_without_the_agent():
+        microbatch()
+        subprocess.run([sys.executable, "-c", LAUNCHER], check=True)
+
+    def test_good_after():
+        microbatch()
+""")
+
+
+def test_the_plugins_own_report_runs_are_no_children_without_the_agent(tmp_path):
+    needs_agent()
+    result, outcomes = run_suite(tmp_path, "--fp8audit", "--fp8audit-out", str(tmp_path / "t"),
+                                 "-k", "test_one_one or test_records_nothing")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "without the agent" not in result.stderr, result.stderr
+    rep = report(tmp_path / "t")
+    assert rep["outcome"] == "OUTCOME_PASS", rep
+    assert not any(r.get("children_without_agent") for r in rep["ranks"]), rep
+
+
+def test_a_test_whose_traces_gain_a_process_without_the_agent_fails_as_incomplete(tmp_path):
+    needs_agent()
+    result, outcomes = run_tests(tmp_path, WITHOUT_AGENT, "--fp8audit", "--fp8audit-out",
+                                 str(tmp_path / "t"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert outcomes["test_good_before"] == "passed", outcomes
+    assert outcomes["test_good_after"] == "passed", outcomes
+    text = outcomes["test_worker_starts_a_program_without_the_agent"]
+    line = text.strip().splitlines()[0]
+    assert line.startswith("fp8audit: this test's audit is incomplete, not a pass: process "), text
+    assert "without the agent" in line and "(trace of pid " in line, text
+    assert set(text.strip().splitlines()) == {line}, text  # its microbatches met the expectation
+    assert "1 incomplete" in result.stdout, result.stdout
+
+
+def test_a_session_whose_traces_end_incomplete_does_not_pass(tmp_path):
+    # A program the test process itself starts without the agent is recorded in that process's
+    # own trace (by the agent's writer, later): a test that passed its look leaves the session
+    # incomplete, which must not exit 0.
+    needs_agent()
+    source = textwrap.dedent("""
+        import os, subprocess, sys
+
+        def test_starts_a_program_without_the_agent():
+            subprocess.run([sys.executable, "-c", "pass"], env={"PATH": os.environ["PATH"]},
+                           check=True)
+    """)
+    result, outcomes = run_tests(tmp_path, source, "--fp8audit", "--fp8audit-out",
+                                 str(tmp_path / "t"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines()
+             if line.startswith("fp8audit: the session's audit is incomplete")]
+    assert len(lines) == 1, result.stderr
+    assert "without the agent" in lines[0], lines
+
+
+def test_a_terminated_session_dies_by_the_signal_as_pytest_alone_would(tmp_path):
+    needs_agent()
+    started = tmp_path / "started"
+    (tmp_path / "test_x.py").write_text(textwrap.dedent(f"""
+        import pathlib, time
+
+        def test_slow():
+            pathlib.Path({str(started)!r}).write_text("")
+            time.sleep(120)
+    """))
+    session = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "fp8audit.pytest_plugin", "-p", "no:cacheprovider",
+         "-q", "--fp8audit", "--fp8audit-out", str(tmp_path / "t"), "test_x.py"],
+        cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not started.exists() and session.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), session.communicate(timeout=60)
+    session.send_signal(signal.SIGTERM)
+    out, err = session.communicate(timeout=120)
+    assert session.returncode == -signal.SIGTERM, (session.returncode, out, err)
+
+
+def test_incomplete_causes_are_the_ranks_facts_each_new_one_once():
+    from fp8audit.pytest_plugin import _incomplete_causes
+    rank = {"children_without_agent": ["environment 12 /usr/bin/python3"],
+            "hook_unchecked": [{"check": "recompute", "reason": "AttributeError"}],
+            "damage": "trace ends without a footer (the process was killed?)"}
+    seen: set = set()
+    causes = _incomplete_causes(rank, seen)
+    assert len(causes) == 2, causes
+    assert causes[0].startswith("process 12 started /usr/bin/python3 without the agent"), causes
+    assert "recompute check" in causes[1] and "AttributeError" in causes[1], causes
+    assert all("\n" not in c for c in causes)
+    assert _incomplete_causes(rank, seen) == []  # the trace read again: nothing new
+    rank["python_hook_absent"] = True
+    assert len(_incomplete_causes(rank, seen)) == 1
