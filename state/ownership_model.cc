@@ -325,9 +325,10 @@ StashTransition OwnershipModel::ModuleStash(const ModuleInfo& module) {
   StashTransition t;
   if (!rules_.frames_own_flag) return t;
   if (enabled_ && delayed_) {
-    if (module.requires_grad) {
-      // With grad it takes the flag (TakeFlag): each checkpoint frame in its original forward
-      // around it will hand its reservation to it in the recompute.
+    if (LogicalGradEnabled()) {
+      // In the recompute it runs with grad and an input that requires it, so it takes the flag
+      // (TakeFlag): each checkpoint frame in its original forward around it will hand its
+      // reservation to it. Under the job's own no_grad it never will.
       for (uint32_t a : active_) {
         Frame* f = FindFrame(a);
         if (f && f->phase == 1) f->owner_ran = true;

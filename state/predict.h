@@ -38,7 +38,7 @@ struct CompareColumn {
     uint64_t forward = 0;
     uint64_t backward = 0;
     bool aborted = false;
-    bool raised = false;  // the scenario's fail op fired in it
+    bool raised = false;  // the scenario's fail op fired in a recompute of it
   };
   std::vector<Counts> microbatches;
   size_t violations = 0;

@@ -161,7 +161,9 @@ bool Runner::ExecOne(const Op& op, const Context& cx) {
                         : op.fail_where == v1::Fail::RECOMPUTE      ? cx.recompute
                                                                     : false;
       if (!here || !Fires(op)) return true;
-      raised_ = true;
+      // Raised in a recompute, it ends the backward pass (caught or not); one in the original
+      // forward that a try catches does not.
+      if (cx.recompute) raised_ = true;
       model_.Mark(v1::EXCEPTION);
       return false;
     }

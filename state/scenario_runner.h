@@ -27,7 +27,7 @@ struct MicrobatchOutcome {
   uint64_t forward_updates = 0;
   uint64_t backward_updates = 0;
   bool aborted = false;  // an exception escaped the microbatch
-  bool raised = false;   // a fail op fired in it (caught or not)
+  bool raised = false;   // a fail op fired in a recompute (its backward pass ended there)
   // Updates that advanced some module's state (the rest changed nothing).
   uint64_t forward_advancing = 0;
   uint64_t backward_advancing = 0;
