@@ -148,6 +148,12 @@ void Agent::OnWriterCycle() {
   RecordChildrenWithoutAgent();
 }
 
+int Agent::Flush(std::string* path) {
+  RecordChildrenWithoutAgent();
+  if (writer_.not_started() && rings_.Queued()) EnsureWriter();
+  return writer_.FlushNow(path);
+}
+
 void Agent::Shutdown() {
   if (!enabled()) return;
   RecordChildrenWithoutAgent();

@@ -83,6 +83,10 @@ class Agent final : public RecordSink, public TraceSource {
   void ChildExecFailed(int slot) { children_.Retract(slot); }
   // Records the facts of NoteChildWithoutAgent not recorded yet (the writer's cycle, the exit).
   void RecordChildrenWithoutAgent();
+  // fp8audit_flush: the trace written up to now, synchronously, with the programs started without
+  // the agent so far (a vfork child's note waits for the writer's cycle otherwise); the writer
+  // started where only such facts are queued. WriterThread::FlushNow's result.
+  int Flush(std::string* path);
 
   void SetCudaFacts(std::string gpu, std::string driver, std::string cuda);
   void SetCupti(std::string path, uint32_t api_version);

@@ -148,7 +148,7 @@ extern "C" __attribute__((visibility("default"))) int fp8audit_agent_flush(char*
   auto& a = fp8audit::agent::Agent::Get();
   if (!a.enabled()) return -1;
   std::string written;
-  const int rc = a.writer().FlushNow(&written);
+  const int rc = a.Flush(&written);
   if (rc > 0 && path != nullptr && size > 0) {
     const size_t n = written.size() < size - 1 ? written.size() : size - 1;
     written.copy(path, n);

@@ -24,8 +24,9 @@ test without microbatches passes, unless it carries the marker. Microbatches are
 (fp8audit.microbatch()): unmarked ones are inferred from pass boundaries and may straddle tests.
 The re-running process ends as pytest alone would: with its status, or by the signal that killed
 it. A session whose tests passed while its traces, as `fp8audit run` audits them at the end, hold
-such a reason exits 1 with one line: a program this process itself starts without the agent
-reaches its trace only at the agent's next write (or the process's exit), after the test's look."""
+such a reason exits 1 with one line (a reason that reached a trace after the last test's look).
+A program this process itself starts without the agent is in its trace at the test's look: the
+agent's flush writes it first."""
 
 from __future__ import annotations
 
