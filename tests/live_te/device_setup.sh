@@ -29,8 +29,33 @@ if [[ -d ".carry/te-$version" && ! -d "$site" ]]; then
     "$w"/annotated_types-*.whl "$w"/typing_inspection-*.whl
   stage=$(mktemp -d)
   ext=$(ls "$w"/transformer_engine_torch-*-cp312-*.whl 2>/dev/null | head -n 1 || true)
-  [[ -n "$ext" ]] || { echo "device_setup: no prebuilt TE extension in $w (build_te_ext.sh)" >&2; exit 1; }
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$stage" "$ext"
+  if [[ -n "$ext" ]]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$stage" "$ext"
+  else
+    # No extension built ahead (build_te_ext.sh): build it here from the carried source package
+    # against this machine's PyTorch, for sm_90 (about 100 s on 16 cores). cudnn.h and nccl.h come
+    # from PyTorch's own CUDA wheels.
+    src_pkg=$(ls "$w"/transformer_engine_torch-*-src.tar.gz 2>/dev/null | head -n 1 || true)
+    [[ -n "$src_pkg" ]] || { echo "device_setup: no TE extension in $w, built or as source" >&2; exit 1; }
+    inc=$(python3 -c '
+import importlib.util, pathlib
+dirs = []
+for name in ("nvidia.cudnn", "nvidia.nccl"):
+    try:
+        spec = importlib.util.find_spec(name)
+    except ModuleNotFoundError:
+        spec = None
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        if (pathlib.Path(loc) / "include").is_dir():
+            dirs.append(str(pathlib.Path(loc) / "include"))
+print(":".join(dirs))')
+    src=$(mktemp -d)
+    tar -C "$src" -xzf "$src_pkg"
+    (cd "$src" && CPATH="$inc${CPATH:+:$CPATH}" NVTE_PYTORCH_FORCE_BUILD=TRUE NVTE_FRAMEWORK=pytorch \
+      NVTE_CUDA_ARCHS=90 MAX_JOBS=$(nproc) python3 -m pip install -q --no-index --no-deps \
+      --no-build-isolation --no-cache-dir --target "$stage" .) >&2
+    took "TE extension built"
+  fi
   cp -a "$stage"/. "$site"/
 fi
 took "TE $version"
