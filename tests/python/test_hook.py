@@ -280,6 +280,30 @@ def test_a_feature_that_fails_tells_the_agent_once_per_process_and_check(monkeyp
     assert capsys.readouterr().err.count("python hook 'te-count' failed (KeyError") == 2
 
 
+def test_a_forked_child_sends_again_the_checks_its_parent_gave_up(monkeypatch):
+    import fp8audit._nvtx as nvtx
+    from fp8audit import hook
+
+    marks = []
+    monkeypatch.setattr(nvtx, "NVTX", type("N", (), {"mark": staticmethod(marks.append)})())
+    monkeypatch.setattr(hook, "_unchecked", set())
+    monkeypatch.setattr(hook, "_given_up", {})
+    hook.unchecked("refresh", "KeyError")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own trace, the same check still given up
+        os.close(read)
+        os.write(write, json.dumps(marks).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        child = json.load(f)
+    os.waitpid(pid, 0)
+    mark = "fp8audit.te.unchecked check=refresh reason=KeyError"
+    assert marks == [mark]
+    assert child == [mark, mark]  # the parent's (inherited memory) and the child's own
+
+
 # ---- te-count: the python hook's own count of TE's updates (needs no torch: a fake TE 2.x) ----
 
 FAKE_TE = {

@@ -33,13 +33,27 @@ JOB = textwrap.dedent("""
         recompute.checkpoint_on_stack = broken
     torch.manual_seed(0)
     layers = [te.Linear(8, 8) for _ in range(3)]
-    for step in range(2):
-        with fp8audit.microbatch():
-            x = torch.randn(4, 8, requires_grad=True)
-            with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
-                for layer in layers:
-                    x = checkpoint(layer, x, use_reentrant=True)
-            x.float().pow(2).mean().backward()  # the recomputes run outside FP8
+
+
+    def train(steps):
+        for step in range(steps):
+            with fp8audit.microbatch():
+                x = torch.randn(4, 8, requires_grad=True)
+                with te.autocast(enabled=True, recipe=recipe.DelayedScaling()):
+                    for layer in layers:
+                        x = checkpoint(layer, x, use_reentrant=True)
+                x.float().pow(2).mean().backward()  # the recomputes run outside FP8
+
+
+    train(2)
+    if "--fork" in sys.argv:  # a forked worker (a data loader's): the parent's check given up
+        import multiprocessing
+        import os
+
+        child = multiprocessing.get_context("fork").Process(target=os.getpid)
+        child.start()
+        child.join()
+        sys.exit(child.exitcode)
 """)
 
 
@@ -69,5 +83,24 @@ def test_a_recompute_check_that_fails_makes_the_trace_incomplete_not_a_pass(
     assert len(lines) == 1, rep.get("problems")
     assert f"in process {pid} (RuntimeError" in lines[0], lines[0]
     # Still one line on stderr, however many recomputes followed (the check stopped at the first).
+    assert ours(rep) == ["fp8audit: python hook 'te-recompute' failed (RuntimeError: broken by "
+                         "the job); recomputes are not checked"], rep["stderr"]
+
+
+def test_a_forked_worker_of_a_process_whose_check_gave_up_is_incomplete_too(
+        tmp_path: Path) -> None:
+    rep = audit_standin_job(tmp_path, JOB, "--break", "--fork")
+    assert rep["returncode"] == 2, rep["stderr"]
+    ranks = rep["ranks"]
+    assert len(ranks) == 2, [r["header"] for r in ranks]
+    parent = [r for r in ranks if not r["header"].get("parent_pid")]
+    child = [r for r in ranks if r["header"].get("parent_pid")]
+    assert len(parent) == 1 and len(child) == 1, [r["header"] for r in ranks]
+    assert child[0]["header"]["parent_pid"] == parent[0]["header"]["pid"]
+    for rank in ranks:  # the child's check never gives up again: it was never back in place
+        assert rank["outcome"] == "OUTCOME_INCOMPLETE", rank
+        assert rank["hook_unchecked"] == [{"check": "recompute", "reason": "RuntimeError"}], rank
+    lines = [p for p in rep.get("problems", []) if "(recompute) could not run" in p]
+    assert len(lines) == 2, rep.get("problems")
     assert ours(rep) == ["fp8audit: python hook 'te-recompute' failed (RuntimeError: broken by "
                          "the job); recomputes are not checked"], rep["stderr"]

@@ -58,6 +58,7 @@ def recording() -> bool:
 
 
 _unchecked: set = set()  # (pid, check) of the unchecked marks sent
+_given_up: Dict[str, str] = {}  # check -> reason token, of every unchecked mark sent or inherited
 
 
 def unchecked(check: str, reason: str) -> None:
@@ -74,9 +75,20 @@ def unchecked(check: str, reason: str) -> None:
             return
         _unchecked.add(key)
         token = "".join(c if c.isalnum() or c in "._-" else "-" for c in reason)[:40] or "unknown"
+        _given_up[check] = token
         _nvtx.mark(f"{HOOK_UNCHECKED_MARK} check={check} reason={token}")
     except Exception:  # a feature must never break the job
         pass
+
+
+def _after_fork_in_child() -> None:
+    """A forked child inherits its parent's checks given up, which never give up again in it, and
+    records a trace of its own: it sends their marks again, so that its trace is incomplete too."""
+    for check, token in list(_given_up.items()):
+        unchecked(check, token)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 
