@@ -14,6 +14,7 @@
 #include "cli/help_examples.h"
 #include "cli/number_checks.h"
 #include "cli/progress_flags.h"
+#include "cli/run_reports.h"
 #include "reports/baseline.h"
 #include "reports/output.h"
 #include "reports/render.h"
@@ -69,6 +70,19 @@ bool OutputIsATraceRead(const std::string& output, const std::vector<std::string
                            : file == output ? std::string("a trace it reads")
                                             : "the trace " + file + " it reads") +
                           ": name another file for the report");
+    return true;
+  }
+  return false;
+}
+
+// True, with one line, where -o names a trace (*.fp8trace) in a folder of `paths`: the next report
+// of that folder would read the report as a trace.
+bool OutputIsATraceInAFolderRead(const std::string& output, const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (!TraceIn(output, path)) continue;
+    SayLine("report", "-o " + output + " is a trace in " + path +
+                          ", which this report reads: name a file outside it or not named "
+                          "*.fp8trace");
     return true;
   }
   return false;
@@ -176,7 +190,9 @@ int RunReport(const ReportArgs& args) {
       return kExitUsage;
     }
     if (OutputIsATraceRead(args.output, files, /*baseline=*/false) ||
-        OutputIsATraceRead(args.output, base_files, /*baseline=*/true)) {
+        OutputIsATraceRead(args.output, base_files, /*baseline=*/true) ||
+        OutputIsATraceInAFolderRead(args.output, args.paths) ||
+        OutputIsATraceInAFolderRead(args.output, args.baseline)) {
       return kExitUsage;
     }
   }
@@ -248,7 +264,8 @@ void AddReportCommand(CLI::App& app, int* exit_code) {
           {"text", "markdown", "md", "json", "junit", "html", "chrome-trace", "metrics"}));
   sub->add_option("-o,--output", args->output,
                   "write the report to FILE (atomically: a temporary file, then rename) instead "
-                  "of standard output")
+                  "of standard output; never a trace it reads, nor a *.fp8trace in a folder it "
+                  "reads")
       ->type_name("FILE");
   sub->add_flag("--exit-zero", args->exit_zero,
                 "exit 0 instead of 3 (violations) once the report is written (a CI step that "

@@ -162,6 +162,35 @@ TEST_F(OutputCli, ReportRefusesToWriteOverATraceItReads) {
   EXPECT_TRUE(Contains(dir.err, "is a directory")) << Describe(dir);
 }
 
+TEST_F(OutputCli, ReportRefusesToWriteANewTraceIntoAFolderItReads) {
+  fs::create_directories(Path("dir"));
+  const std::string trace = WriteTrace("dir/a.fp8trace", Passing());
+  fs::create_directories(Path("base"));
+  WriteTrace("base/b.fp8trace", Passing());
+  struct Case {
+    std::vector<std::string> args;
+    std::string line;
+  };
+  const std::vector<Case> cases = {
+      {{"report", Path("dir"), "-o", Path("dir/new.fp8trace")},
+       "fp8audit report: -o " + Path("dir/new.fp8trace") + " is a trace in " + Path("dir") +
+           ", which this report reads: name a file outside it or not named *.fp8trace"},
+      {{"report", trace, "--baseline", Path("base"), "-o", Path("base/new.fp8trace")},
+       "fp8audit report: -o " + Path("base/new.fp8trace") + " is a trace in " + Path("base") +
+           ", which this report reads: name a file outside it or not named *.fp8trace"},
+  };
+  for (const Case& c : cases) {
+    const Result r = Fp8audit(c.args);
+    EXPECT_EQ(r.code, 2) << Describe(r);
+    EXPECT_EQ(r.err, c.line + "\n") << Describe(r);
+  }
+  EXPECT_FALSE(fs::exists(Path("dir/new.fp8trace")));
+  EXPECT_FALSE(fs::exists(Path("base/new.fp8trace")));
+  // Named otherwise, or a trace file named as such (not a folder read): written.
+  EXPECT_EQ(Fp8audit({"report", Path("dir"), "-o", Path("dir/report.txt")}).code, 0);
+  EXPECT_EQ(Fp8audit({"report", trace, "-o", Path("elsewhere.fp8trace")}).code, 0);
+}
+
 const char* kScenario =
     "schema_version: 1\n"
     "name: \"one layer\"\n"
