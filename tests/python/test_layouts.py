@@ -180,7 +180,18 @@ def test_scenarios_and_timing_lines_feed_the_table(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "| reentrant_per_layer | unpatched | 4/3 | 4/3 | yes |" in out
     assert "| reentrant_per_layer | patched | 1/1 | 1/1 | yes |" in out
+    # The fix's documented limit (fp8audit.te.limits) is said, not counted as a disagreement;
+    # the same counts on another scenario would be.
+    assert ("| checkpoint_fp8_module_under_no_grad | patched | 1/0 | 1/1 | no: the fix's known "
+            "limit (state/SEMANTICS.md) |") in out
     assert "ratio x" in out
+    other = [dict(line, scenario="checkpoint_frozen_after_fp8_off") if
+             line.get("scenario") == "checkpoint_fp8_module_under_no_grad" and
+             line["mode"] == "patched" else line for line in lines]
+    results.write_text("\n".join(json.dumps(line) for line in other) + "\n")
+    assert te_fix_compare.main([str(results)]) == 1
+    assert "| checkpoint_frozen_after_fp8_off | patched | 1/0 | 1/1 | NO |" in \
+        capsys.readouterr().out
 
 
 def test_stash_is_counted_once_a_failed_recompute_graph_held_in_a_cycle_is_freed(capsys,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fp8audit.te import _model
+from fp8audit.te.limits import FIX_CANNOT_TELL
 from te_driver import Counter, ScenarioRun
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "state" / "scenarios").glob("*.textproto"))
@@ -35,7 +36,6 @@ def test_unpatched_standin_counts_equal_the_te_2_20_model(path):
 # The job's own no_grad inside a reentrant checkpoint's original forward: the fix sees only
 # torch.is_grad_enabled(), False there either way, so it cannot tell that module will not own the
 # update in the recompute; the model can (1/1). The fix keeps the reservation and loses it (1/0).
-FIX_CANNOT_TELL = ("checkpoint_fp8_module_under_no_grad",)
 
 
 @pytest.mark.parametrize("path", [
