@@ -15,7 +15,9 @@ the fix patches). Exit 0 every run agrees, 1 one does not, 2 bad input (one line
     recipes_compare.py [--fix-may-refuse] SCRIPT.json=REPORT.json[=fix] [...]
 
 SCRIPT.json: recipes_live.py's output line under `fp8audit run --max-rows 0`; REPORT.json: `fp8audit
-report DIR --format json` of that run."""
+report DIR --format json` of that run. Where the script compared its gradients with its twin's
+(--twin-grads), a column says whether they are equal (and the largest relative difference): the
+twin is the numerics a recompute that reproduces its forward gives; it does not decide "agree"."""
 
 from __future__ import annotations
 
@@ -83,6 +85,17 @@ def problems(run: Dict[str, Any], truth: List[Row], report: Dict[str, Any],
     return out
 
 
+def twin_cell(twin: Any) -> str:
+    """= twin: "yes" (bitwise), "no (R)" with the largest relative difference, "-" not compared."""
+    if not isinstance(twin, dict):
+        return "-"
+    if twin.get("error"):
+        return f"not compared ({twin['error']})"
+    if twin.get("equal"):
+        return "yes"
+    return f"no ({float(twin.get('max_relative_difference') or 0):.3g})"
+
+
 def compare(pair: str, fix_may_refuse: bool) -> bool:
     parts = pair.split("=")
     if len(parts) not in (2, 3) or not all(parts) or (len(parts) == 3 and parts[2] != "fix"):
@@ -108,8 +121,8 @@ def compare(pair: str, fix_may_refuse: bool) -> bool:
     if fix:
         args += " --fix-te" + ("" if patched else " (refused)")
     print(f"| {Path(script).stem}: {args} | {cell(truth)} | {cell(seen)} | "
-          f"{' '.join(sorted(set(verdicts))) or '-'} | {'; '.join(why) or '-'} | "
-          f"{'yes' if agree else 'NO'} |")
+          f"{' '.join(sorted(set(verdicts))) or '-'} | {twin_cell(run.get('twin'))} | "
+          f"{'; '.join(why) or '-'} | {'yes' if agree else 'NO'} |")
     return agree
 
 
@@ -120,8 +133,8 @@ def main() -> int:
                    help="a --fix-te run may run unpatched (TE's CPU stand-in)")
     args = p.parse_args()
     print("| run | script: recomputes, changes, kwargs (per microbatch) | agent | verdicts | "
-          "not checked | agree |")
-    print("|---|---|---|---|---|---|")
+          "= twin | not checked | agree |")
+    print("|---|---|---|---|---|---|---|")
     results = [compare(pair, args.fix_may_refuse) for pair in args.pairs]
     return 0 if all(results) else 1
 

@@ -7,7 +7,10 @@ called with K (fp8_output, fp8_grad or both) from a flag that is False in the fo
 --flip, True once the forward is done (a flag for the next step set too early): its recompute is
 called with other kwargs than its forward (issue 36 item 1). The script's own truth: a forward
 pre-hook on each module records whether FP8 was on in its forward and in its recompute, under which
-recipe (TE's class and repr) and with which fp8_output / fp8_grad. A call is a recompute when the
+recipe (TE's class and repr) and with which fp8_output / fp8_grad. --grads FILE saves the layers'
+weight gradients after the run; --twin-grads FILE compares them with a twin's (the same arguments
+with --no-checkpoint, run alone: the numerics a fixed recompute must give, issue 36 item 3),
+bitwise and by the largest relative difference, into the JSON's "twin". A call is a recompute when the
 script's own backward() is running (its phase, not autograd's graph task, which the audit's hook
 reads: a fault there would not be shared). Per microbatch it prints the
 recomputes, how many ran in another FP8 state, under another recipe or with other kwargs
@@ -16,7 +19,7 @@ against `fp8audit report`'s rows. --device cpu: on TE's CPU stand-in (tests/pyth
 
     python recipes_live.py --recipe current|block|delayed [--backward-recipe R]
         [--non-reentrant | --no-checkpoint] [--checkpoint torch|te] [--kwargs K [--flip]]
-        [--positional] [--markers] [--device cuda|cpu]
+        [--positional] [--markers] [--device cuda|cpu] [--grads FILE] [--twin-grads FILE]
 """
 
 from __future__ import annotations
@@ -50,6 +53,19 @@ def passed_kwargs(module: Any, inputs: Tuple[Any, ...], kwargs: Dict[str, Any]) 
     return tuple(bool(bound.arguments.get(name)) for name in ("fp8_output", "fp8_grad"))
 
 
+def compare_twin(grads: List[torch.Tensor], path: str) -> Dict[str, Any]:
+    """The run's weight gradients against the twin's saved in `path`: bitwise equal, and the
+    largest max|a - b| / max(max|a|, max|b|) over the layers (0 where equal)."""
+    twin = torch.load(path)
+    if len(twin) != len(grads) or any(a.shape != b.shape for a, b in zip(grads, twin)):
+        return {"equal": False, "max_relative_difference": None, "error": "shapes differ"}
+    equal = all(torch.equal(a, b) for a, b in zip(grads, twin))
+    worst = max((float((a - b).abs().max() /
+                       torch.maximum(a.abs().max(), b.abs().max()).clamp_min(1e-30))
+                 for a, b in zip(grads, twin) if a.numel()), default=0.0)
+    return {"equal": equal, "max_relative_difference": worst, "error": ""}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", choices=sorted(RECIPES), default="current")
@@ -66,6 +82,9 @@ def main() -> int:
     p.add_argument("--flip", action="store_true", help="the flag True once the forward is done")
     p.add_argument("--positional", action="store_true", help="the kwargs passed positionally")
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    p.add_argument("--grads", metavar="FILE", help="save the weight gradients (torch.save)")
+    p.add_argument("--twin-grads", metavar="FILE", help="compare the weight gradients with "
+                   "these (a --no-checkpoint run's --grads)")
     args = p.parse_args()
     if args.flip and not args.kwargs:
         p.error("--flip needs --kwargs")
@@ -141,7 +160,12 @@ def main() -> int:
         rows.append(dict(mb))
     if args.device == "cuda":
         torch.cuda.synchronize()
-    print(json.dumps({"recipe": args.recipe, "backward_recipe": args.backward_recipe,
+    grads = [layer.weight.grad.detach().float().cpu() if layer.weight.grad is not None
+             else torch.zeros(0) for layer in layers]
+    if args.grads:
+        torch.save(grads, args.grads)
+    twin = compare_twin(grads, args.twin_grads) if args.twin_grads else None
+    print(json.dumps({"twin": twin,"recipe": args.recipe, "backward_recipe": args.backward_recipe,
                       "reentrant": not args.non_reentrant, "checkpoint": args.checkpoint,
                       "no_checkpoint": args.no_checkpoint, "kwargs": args.kwargs,
                       "flip": args.flip, "layers": args.layers,

@@ -4,7 +4,9 @@
 # `fp8audit run`, plain and under --fix-te, in the layouts that tell the checks apart (torch's
 # checkpoint: recomputes with FP8 off, the fix restores it; TE's checkpoint with fp8_output or
 # fp8_grad flipped after the forward: other kwargs, which no fix changes; the same kwargs: none),
-# then recipes_compare.py's table (the script's truth = the agent's rows and verdicts).
+# then recipes_compare.py's table (the script's truth = the agent's rows and verdicts). Each
+# layout's twin (the same arguments, --no-checkpoint, without the agent) runs first; every run's
+# weight gradients are compared with it (the table's "= twin": what the fix must reproduce).
 #   tests/live_te/run_recipes_live.sh BUILD OUT
 # RECIPES (default "current block delayed": 24 runs; one or two recipes per call where device
 # time is short), DEVICE (default cuda; cpu on TE's CPU stand-in, as CI rehearses it, where a
@@ -30,6 +32,12 @@ n=0
 for recipe in ${RECIPES:-current block delayed}; do
   for layout in "${layouts[@]}"; do
     IFS='|' read -r checkpoint kwargs <<<"$layout"
+    twin=$out/twin_${recipe}_$n.pt
+    # shellcheck disable=SC2086
+    timeout "${RUN_TIMEOUT:-120}" "${PYTHON:-python3}" "$here/recipes_live.py" --device \
+      "${DEVICE:-cuda}" --recipe "$recipe" --checkpoint "$checkpoint" $kwargs --no-checkpoint \
+      --grads "$twin" >"$twin.json" 2>"$twin.err" \
+      || { echo "run_recipes_live.sh: the twin of $recipe $checkpoint $kwargs failed" >&2; failed=1; }
     for flags in "" "--fix-te"; do
       n=$((n + 1))
       name=$out/run$n
@@ -37,7 +45,8 @@ for recipe in ${RECIPES:-current block delayed}; do
       # shellcheck disable=SC2086
       timeout "${RUN_TIMEOUT:-120}" "$fp8audit" run $flags --max-rows 0 --out "$name" -- \
         "${PYTHON:-python3}" "$here/recipes_live.py" --device "${DEVICE:-cuda}" --markers \
-        --recipe "$recipe" --checkpoint "$checkpoint" $kwargs >"$name.json" 2>"$name.err"
+        --recipe "$recipe" --checkpoint "$checkpoint" $kwargs --twin-grads "$twin" \
+        >"$name.json" 2>"$name.err"
       rc=$?
       echo "run$n: $recipe, $checkpoint checkpoint ${kwargs:-(no kwargs)} ${flags:-plain}: exit $rc"
       # The report exits as the run did (3: violations); its file is what counts.

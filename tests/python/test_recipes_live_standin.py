@@ -60,7 +60,8 @@ def test_the_audit_sees_what_the_script_sees(tmp_path: Path, args: List[str], tr
     result = compare(run_pair(tmp_path, "run", *args))
     assert result.returncode == 0, result.stdout + result.stderr
     [row] = rows(result.stdout)
-    assert row[1] == truth and row[2] == truth and row[3] == verdicts and row[5] == "yes", row
+    assert row[1] == truth and row[2] == truth and row[3] == verdicts and row[6] == "yes", row
+    assert row[4] == "-", row  # no twin asked for
 
 
 def test_a_run_whose_counts_differ_is_a_no(tmp_path: Path) -> None:
@@ -71,7 +72,7 @@ def test_a_run_whose_counts_differ_is_a_no(tmp_path: Path) -> None:
     script.write_text(json.dumps(line) + "\n")
     result = compare(pair)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert rows(result.stdout)[0][5] == "NO"
+    assert rows(result.stdout)[0][6] == "NO"
 
 
 def test_a_run_that_raised_or_was_cut_short_is_a_no(tmp_path: Path) -> None:
@@ -129,10 +130,34 @@ def test_the_one_call_script_runs_each_layout_plain_and_under_the_fix(tmp_path: 
                             timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     table = rows(result.stdout)
-    assert len(table) == 8 and all(row[5] == "yes" for row in table), table
+    assert len(table) == 8 and all(row[6] == "yes" for row in table), table
     assert [row[3] for row in table] == ["FAIL"] * 6 + ["PASS"] * 2
+    # Against each layout's twin: a recompute with FP8 off (torch's checkpoint, the fix refused
+    # here) computes otherwise; one that reproduces its forward does not. (The stand-in's Linear
+    # ignores fp8_output and fp8_grad, so the flipped rows between them are not asserted here.)
+    twin = [row[4] for row in table]
+    assert twin[0].startswith("no (") and twin[1].startswith("no ("), table
+    assert twin[6:] == ["yes", "yes"], table
     # Each --fix-te run says the fix was refused (the stand-in is no release it patches).
     assert sum(row[0].endswith("--fix-te (refused)") for row in table) == 4, table
+
+
+def test_the_twin_tells_a_recompute_that_reproduces_its_forward_from_one_that_does_not(
+        tmp_path: Path) -> None:
+    twin = tmp_path / "twin.pt"
+
+    def script(*args: str) -> dict:
+        r = subprocess.run([sys.executable, str(LIVE / "recipes_live.py"), *SMALL, *args],
+                           env=dict(os.environ, **ENV), capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    assert script("--no-checkpoint", "--grads", str(twin))["twin"] is None
+    same = script("--checkpoint", "te", "--twin-grads", str(twin))["twin"]
+    assert same == {"equal": True, "max_relative_difference": 0.0, "error": ""}
+    fp8_off = script("--twin-grads", str(twin))["twin"]  # torch's checkpoint: FP8 off
+    assert fp8_off["equal"] is False and fp8_off["max_relative_difference"] > 0, fp8_off
 
 
 def test_flip_without_kwargs_is_refused() -> None:
