@@ -62,8 +62,8 @@ bool SameTarget(const std::string& a, const std::string& b) {
   return a == b || reports::SameFile(a, b);
 }
 
-}  // namespace
-
+// Whether `path` is a trace in the folder `dir`: named *.fp8trace, directly in it (by any name of
+// the folder).
 bool TraceIn(const std::string& path, const std::string& dir) {
   constexpr std::string_view kSuffix = ".fp8trace";
   const Entry e = EntryOf(path);
@@ -73,6 +73,8 @@ bool TraceIn(const std::string& path, const std::string& dir) {
          ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == e.dev &&
          st.st_ino == e.ino;
 }
+
+}  // namespace
 
 bool CheckReportFiles(const ReportFiles& files, const RunPaths& run, std::string* error) {
   const auto named = Each(files);

@@ -30,11 +30,6 @@ struct RunPaths {
 // costs no job and leaves nothing behind.
 bool CheckReportFiles(const ReportFiles& files, const RunPaths& run, std::string* error);
 
-// Whether `path` names a trace in the folder `dir`: named *.fp8trace, directly in it (by any name
-// of the folder), there or not yet. A report written there would be read as a trace by the next
-// audit of the folder.
-bool TraceIn(const std::string& path, const std::string& dir);
-
 // Renders the report in each named format and writes it (atomically); one line per file that
 // could not be written. True when every file was written.
 bool WriteReportFiles(const v1::AuditReport& report, const ReportFiles& files,

@@ -112,7 +112,11 @@ void Agent::Record(ThreadState* ts, RawEvent* event) {
   event->pass = PassOf(ts);
   event->launches = launches();
   rings_.Push(ts, *event);
-  const bool fact = event->kind == RawKind::kTeVersion || event->kind == RawKind::kTePatched;
+  // Facts about the process start no trace of their own: they are written with its first event.
+  // A hook check given up is one too (a forked child says its parent's again; a child that then
+  // records nothing, a data loader's worker, leaves no trace).
+  const bool fact = event->kind == RawKind::kTeVersion || event->kind == RawKind::kTePatched ||
+                    event->kind == RawKind::kHookUnchecked;
   if (!fact && writer_.not_started()) EnsureWriter();
 }
 

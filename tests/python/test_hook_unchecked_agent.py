@@ -46,11 +46,12 @@ JOB = textwrap.dedent("""
 
 
     train(2)
-    if "--fork" in sys.argv:  # a forked worker (a data loader's): the parent's check given up
+    if "--fork" in sys.argv:  # a forked worker: the parent's check given up; --idle records nothing
         import multiprocessing
         import os
 
-        child = multiprocessing.get_context("fork").Process(target=os.getpid)
+        work = os.getpid if "--idle" in sys.argv else fp8audit.step  # a step mark: one event
+        child = multiprocessing.get_context("fork").Process(target=work)
         child.start()
         child.join()
         sys.exit(child.exitcode)
@@ -104,3 +105,12 @@ def test_a_forked_worker_of_a_process_whose_check_gave_up_is_incomplete_too(
     assert len(lines) == 2, rep.get("problems")
     assert ours(rep) == ["fp8audit: python hook 'te-recompute' failed (RuntimeError: broken by "
                          "the job); recomputes are not checked"], rep["stderr"]
+
+
+def test_an_idle_forked_worker_leaves_no_trace(tmp_path: Path) -> None:
+    # A data loader's worker that records nothing: the resent mark alone starts no trace.
+    rep = audit_standin_job(tmp_path, JOB, "--break", "--fork", "--idle")
+    assert rep["returncode"] == 2, rep["stderr"]
+    assert len(rep["ranks"]) == 1, [r["header"] for r in rep["ranks"]]
+    lines = [p for p in rep.get("problems", []) if "(recompute) could not run" in p]
+    assert len(lines) == 1, rep.get("problems")
