@@ -1,7 +1,9 @@
 // `fp8audit report PATH... [--format F] [-o FILE]`: renders the audit of existing traces.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,11 +16,11 @@
 #include "cli/help_examples.h"
 #include "cli/number_checks.h"
 #include "cli/progress_flags.h"
-#include "cli/run_reports.h"
 #include "reports/baseline.h"
 #include "reports/output.h"
 #include "reports/render.h"
 #include "reports/render_util.h"
+#include "reports/trace_paths.h"
 #include "reports/trace_set.h"
 
 namespace fp8audit::cli {
@@ -75,15 +77,47 @@ bool OutputIsATraceRead(const std::string& output, const std::vector<std::string
   return false;
 }
 
-// True, with one line, where -o names a trace (*.fp8trace) in a folder of `paths`: the next report
-// of that folder would read the report as a trace.
+// The folder that holds `file` and the folders above it, up to reports::kMaxTraceDirDepth levels,
+// by their real paths; none where the folder does not exist.
+std::vector<std::string> FoldersAbove(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : file.substr(0, slash + 1);
+  char* real = ::realpath(parent.c_str(), nullptr);
+  if (real == nullptr) return {};
+  std::string at(real);
+  std::free(real);
+  std::vector<std::string> out = {at};
+  for (int level = 0; level < reports::kMaxTraceDirDepth && at != "/"; ++level) {
+    const size_t up = at.rfind('/');
+    at = up == 0 || up == std::string::npos ? "/" : at.substr(0, up);
+    out.push_back(at);
+  }
+  return out;
+}
+
+// True, with one line, where -o names a trace (*.fp8trace) in a folder of `paths` or in one of
+// its subfolders that the report reads (reports::kMaxTraceDirDepth levels): the next report of
+// that folder would read the report as a trace.
 bool OutputIsATraceInAFolderRead(const std::string& output, const std::vector<std::string>& paths) {
+  constexpr std::string_view kSuffix = ".fp8trace";
+  if (output.size() <= kSuffix.size() ||
+      std::string_view(output).substr(output.size() - kSuffix.size()) != kSuffix) {
+    return false;
+  }
+  const std::vector<std::string> above = FoldersAbove(output);
   for (const std::string& path : paths) {
-    if (!TraceIn(output, path)) continue;
-    SayLine("report", "-o " + output + " is a trace in " + path +
-                          ", which this report reads: name a file outside it or not named "
-                          "*.fp8trace");
-    return true;
+    struct stat dir {};
+    if (::stat(path.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) continue;
+    for (const std::string& folder : above) {
+      struct stat st {};
+      if (::stat(folder.c_str(), &st) != 0 || st.st_dev != dir.st_dev || st.st_ino != dir.st_ino) {
+        continue;
+      }
+      SayLine("report", "-o " + output + " is a trace in " + path +
+                            ", which this report reads: name a file outside it or not named "
+                            "*.fp8trace");
+      return true;
+    }
   }
   return false;
 }

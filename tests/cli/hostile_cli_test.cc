@@ -163,7 +163,7 @@ TEST_F(OutputCli, ReportRefusesToWriteOverATraceItReads) {
 }
 
 TEST_F(OutputCli, ReportRefusesToWriteANewTraceIntoAFolderItReads) {
-  fs::create_directories(Path("dir"));
+  fs::create_directories(Path("dir/sub"));
   const std::string trace = WriteTrace("dir/a.fp8trace", Passing());
   fs::create_directories(Path("base"));
   WriteTrace("base/b.fp8trace", Passing());
@@ -178,6 +178,12 @@ TEST_F(OutputCli, ReportRefusesToWriteANewTraceIntoAFolderItReads) {
       {{"report", trace, "--baseline", Path("base"), "-o", Path("base/new.fp8trace")},
        "fp8audit report: -o " + Path("base/new.fp8trace") + " is a trace in " + Path("base") +
            ", which this report reads: name a file outside it or not named *.fp8trace"},
+      // A subfolder the report reads too, named through `..`.
+      {{"report", Path("dir"), "-o", Path("dir/sub/../sub/new.fp8trace")},
+       "fp8audit report: -o " + Path("dir/sub/../sub/new.fp8trace") + " is a trace in " +
+           Path("dir") +
+           ", which this report reads: name a file outside it or not named "
+           "*.fp8trace"},
   };
   for (const Case& c : cases) {
     const Result r = Fp8audit(c.args);
@@ -185,6 +191,7 @@ TEST_F(OutputCli, ReportRefusesToWriteANewTraceIntoAFolderItReads) {
     EXPECT_EQ(r.err, c.line + "\n") << Describe(r);
   }
   EXPECT_FALSE(fs::exists(Path("dir/new.fp8trace")));
+  EXPECT_FALSE(fs::exists(Path("dir/sub/new.fp8trace")));
   EXPECT_FALSE(fs::exists(Path("base/new.fp8trace")));
   // Named otherwise, or a trace file named as such (not a folder read): written.
   EXPECT_EQ(Fp8audit({"report", Path("dir"), "-o", Path("dir/report.txt")}).code, 0);
