@@ -22,8 +22,12 @@ fi
 took kit
 site="$live/te-$version/site"
 if [[ -d ".carry/te-$version" && ! -d "$site" ]]; then
+  # Installed into $site.tmp and moved into place once whole: a failed step is tried again by
+  # the next call rather than left as a broken TE.
   w=".carry/te-$version"
-  mkdir -p "$site"
+  final=$site
+  site=$site.tmp
+  rm -rf "$site" && mkdir -p "$site"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" \
     "$w"/transformer_engine_cu13-*.whl "$w"/transformer_engine-"$version"-*.whl "$w"/pydantic*.whl \
     "$w"/annotated_types-*.whl "$w"/typing_inspection-*.whl
@@ -37,6 +41,11 @@ if [[ -d ".carry/te-$version" && ! -d "$site" ]]; then
     # from PyTorch's own CUDA wheels.
     src_pkg=$(ls "$w"/transformer_engine_torch-*-src.tar.gz 2>/dev/null | head -n 1 || true)
     [[ -n "$src_pkg" ]] || { echo "device_setup: no TE extension in $w, built or as source" >&2; exit 1; }
+    command -v nvcc >/dev/null && command -v ninja >/dev/null &&
+      python3 -c 'import setuptools' 2>/dev/null || {
+      echo "device_setup: building TE's extension here needs nvcc, ninja and python3's setuptools (or build_te_ext.sh's wheel in $w)" >&2
+      exit 1
+    }
     inc=$(python3 -c '
 import importlib.util, pathlib
 dirs = []
@@ -57,6 +66,8 @@ print(":".join(dirs))')
     took "TE extension built"
   fi
   cp -a "$stage"/. "$site"/
+  mv "$site" "$final"
+  site=$final
 fi
 took "TE $version"
 if [[ -d .carry/wheels && ! -d "$live/wheels/site" ]]; then

@@ -33,6 +33,7 @@ for recipe in ${RECIPES:-current block delayed}; do
   for layout in "${layouts[@]}"; do
     IFS='|' read -r checkpoint kwargs <<<"$layout"
     twin=$out/twin_${recipe}_$n.pt
+    rm -f "$twin" "$twin".*  # no earlier call's twin stands in for a failed one
     # shellcheck disable=SC2086
     timeout "${RUN_TIMEOUT:-120}" "${PYTHON:-python3}" "$here/recipes_live.py" --device \
       "${DEVICE:-cuda}" --recipe "$recipe" --checkpoint "$checkpoint" $kwargs --no-checkpoint \

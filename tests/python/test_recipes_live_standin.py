@@ -158,6 +158,9 @@ def test_the_twin_tells_a_recompute_that_reproduces_its_forward_from_one_that_do
     assert same == {"equal": True, "max_relative_difference": 0.0, "error": ""}
     fp8_off = script("--twin-grads", str(twin))["twin"]  # torch's checkpoint: FP8 off
     assert fp8_off["equal"] is False and fp8_off["max_relative_difference"] > 0, fp8_off
+    # No twin (it failed): the row says so, and the script's truth is still printed.
+    missing = script("--checkpoint", "te", "--twin-grads", str(tmp_path / "none.pt"))
+    assert missing["twin"]["error"] == "no twin (FileNotFoundError)" and missing["rows"], missing
 
 
 def test_flip_without_kwargs_is_refused() -> None:
