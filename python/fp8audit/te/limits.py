@@ -9,6 +9,8 @@ from typing import Dict, NamedTuple, Tuple
 
 
 class Limit(NamedTuple):
+    """One documented limit: why the fix parts from the model there, and the counts of each."""
+
     why: str
     fix: Tuple[int, int]  # (forward, backward) updates per microbatch under the fix
     model: Tuple[int, int]  # the fixed model's
